@@ -1,0 +1,112 @@
+"""Engine creation, the one session helper, and schema upgrades run programmatically at start-up."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+
+class DatabaseError(RuntimeError):
+    """A database that cannot be opened or upgraded; the message is one line for the user."""
+
+
+def _one_line(error: object) -> str:
+    return " ".join(str(error).split())
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+    cursor = dbapi_connection.cursor()
+    # WAL lets the dashboard read while the watcher and workers write.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def make_engine(url: str) -> Engine:
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise DatabaseError(f"bad database URL {url!r}: {_one_line(exc)}") from None
+    try:
+        if parsed.get_backend_name() == "sqlite":
+            database = parsed.database
+            if database and database != ":memory:":
+                Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            engine = create_engine(parsed, connect_args={"timeout": 30})
+            event.listen(engine, "connect", _sqlite_pragmas)
+        else:
+            engine = create_engine(parsed, pool_pre_ping=True)
+    except (NoSuchModuleError, ArgumentError, ImportError) as exc:
+        raise DatabaseError(f"unsupported database URL {parsed.render_as_string()}: {_one_line(exc)}") from None
+    return engine
+
+
+def _alembic_config(engine: Engine) -> Config:
+    script_location = resources.files("migrations")
+    config = Config()
+    config.set_main_option("script_location", str(script_location))
+    config.attributes["engine"] = engine
+    return config
+
+
+def head_revision() -> str:
+    script = ScriptDirectory.from_config(_alembic_config(create_engine("sqlite://")))
+    heads = script.get_heads()
+    if len(heads) != 1:
+        raise DatabaseError(f"migrations have {len(heads)} heads; expected one")
+    return heads[0]
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    try:
+        command.upgrade(_alembic_config(engine), revision)
+    except OperationalError as exc:
+        raise DatabaseError(f"cannot open the database: {_one_line(exc.orig)}") from None
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    command.downgrade(_alembic_config(engine), revision)
+
+
+def open_database(url: str) -> Engine:
+    """Connect and bring the schema to head: every command that opens the database goes through here."""
+    engine = make_engine(url)
+    try:
+        with engine.connect():
+            pass
+    except OperationalError as exc:
+        raise DatabaseError(f"cannot connect to {make_url(url).render_as_string()}: {_one_line(exc.orig)}") from None
+    if current_revision(engine) != head_revision():
+        upgrade(engine)
+    return engine
+
+
+@contextmanager
+def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """One unit of work: commit on success, roll back on any error."""
+    session = factory()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()

@@ -1,0 +1,43 @@
+"""A model folder on local disk (config.json, tokenizer files, weights) read the way the Hub watcher reads a repo."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from registry import configs
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
+
+
+class LocalRepoError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class LocalRepo:
+    path: Path
+    config_raw: bytes
+    tokenizer_digest: str | None
+    weight_bytes: int
+
+
+def looks_like_folder(value: str) -> bool:
+    return Path(value).expanduser().is_dir()
+
+
+def read_local_repo(path: Path) -> LocalRepo:
+    path = path.expanduser()
+    config_path = path / "config.json"
+    if not path.is_dir():
+        raise LocalRepoError(f"{path} is not a folder")
+    if not config_path.is_file():
+        raise LocalRepoError(f"{path} has no config.json")
+    tokenizer_files = {name: (path / name).read_bytes() for name in TOKENIZER_FILES if (path / name).is_file()}
+    try:
+        digest = configs.tokenizer_digest(tokenizer_files) if tokenizer_files else None
+    except configs.ConfigError as exc:
+        raise LocalRepoError(f"{path}: bad tokenizer files: {exc}") from None
+    weight_bytes = sum(p.stat().st_size for p in path.iterdir() if p.suffix in WEIGHT_SUFFIXES)
+    return LocalRepo(path=path, config_raw=config_path.read_bytes(), tokenizer_digest=digest, weight_bytes=weight_bytes)

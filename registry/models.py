@@ -1,0 +1,200 @@
+"""ORM models. Private to registry/: callers get the dataclasses in registry.records."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Boolean, Date, DateTime, ForeignKey, Integer, MetaData, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Checkpoint(Base):
+    """A model repository on the Hub that drafters target (or might)."""
+
+    __tablename__ = "checkpoint"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    repo_id: Mapped[str] = mapped_column(String(200), unique=True)
+    org: Mapped[str] = mapped_column(String(100), index=True)
+    family: Mapped[str | None] = mapped_column(String(100), index=True)
+    generation: Mapped[str | None] = mapped_column(String(40))
+    size: Mapped[str | None] = mapped_column(String(40))
+    variant: Mapped[str | None] = mapped_column(String(100))
+    # base / finetune / quantized / adapter / merge / unknown
+    kind: Mapped[str] = mapped_column(String(20), default="unknown")
+    created_at_hub: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    released: Mapped[date | None] = mapped_column(Date)
+    released_precision: Mapped[str | None] = mapped_column(String(10))
+    released_note: Mapped[str | None] = mapped_column(Text)
+    gated: Mapped[bool] = mapped_column(Boolean, default=False)
+    # ok / gated / missing / error: what the last look at the Hub found
+    status: Mapped[str] = mapped_column(String(20), default="ok")
+    status_detail: Mapped[str | None] = mapped_column(Text)
+    head_sha: Mapped[str | None] = mapped_column(String(64))
+    source: Mapped[str] = mapped_column(String(20))  # catalog / hub / local
+    fact_source: Mapped[str | None] = mapped_column(Text)
+    first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    revisions: Mapped[list[CheckpointRevision]] = relationship(back_populates="checkpoint", cascade="all, delete-orphan")
+    bases: Mapped[list[CheckpointBase]] = relationship(back_populates="checkpoint", cascade="all, delete-orphan")
+
+
+class CheckpointAlias(Base):
+    """An old repo id that now redirects (a renamed repo stays one checkpoint)."""
+
+    __tablename__ = "checkpoint_alias"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    alias: Mapped[str] = mapped_column(String(200), unique=True)
+    checkpoint_id: Mapped[int] = mapped_column(ForeignKey("checkpoint.id", ondelete="CASCADE"), index=True)
+
+
+class CheckpointBase(Base):
+    """A base_model relation: this checkpoint derives from base_repo_id."""
+
+    __tablename__ = "checkpoint_base"
+    __table_args__ = (UniqueConstraint("checkpoint_id", "base_repo_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    checkpoint_id: Mapped[int] = mapped_column(ForeignKey("checkpoint.id", ondelete="CASCADE"), index=True)
+    base_repo_id: Mapped[str] = mapped_column(String(200), index=True)
+    relation: Mapped[str] = mapped_column(String(20))
+
+    checkpoint: Mapped[Checkpoint] = relationship(back_populates="bases")
+
+
+class CheckpointRevision(Base):
+    __tablename__ = "checkpoint_revision"
+    __table_args__ = (UniqueConstraint("checkpoint_id", "sha"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    checkpoint_id: Mapped[int] = mapped_column(ForeignKey("checkpoint.id", ondelete="CASCADE"), index=True)
+    # A Hub commit sha, or "catalog" for facts published in the reference but not yet read from the Hub.
+    sha: Mapped[str] = mapped_column(String(64))
+    last_modified: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    architectures: Mapped[list[Any] | None] = mapped_column(JSON)
+    model_type: Mapped[str | None] = mapped_column(String(100))
+    vocab_size: Mapped[int | None] = mapped_column(Integer)
+    hidden_size: Mapped[int | None] = mapped_column(Integer)
+    num_hidden_layers: Mapped[int | None] = mapped_column(Integer)
+    tokenizer_digest: Mapped[str | None] = mapped_column(String(64))
+    weight_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    weight_digest: Mapped[str | None] = mapped_column(String(64))
+    parameter_count: Mapped[int | None] = mapped_column(BigInteger)
+    config_json: Mapped[str | None] = mapped_column(Text)
+    config_fingerprint: Mapped[str | None] = mapped_column(String(64))
+    # Why the config could not be used (malformed, gated, missing); None when it parsed.
+    config_problem: Mapped[str | None] = mapped_column(Text)
+
+    checkpoint: Mapped[Checkpoint] = relationship(back_populates="revisions")
+
+
+class Drafter(Base):
+    __tablename__ = "drafter"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    repo_id: Mapped[str] = mapped_column(String(200), unique=True)
+    # dflash / dflash2 / dspark / gemma4-assistant / eagle3 / draft-lm
+    method: Mapped[str] = mapped_column(String(30), index=True)
+    publisher: Mapped[str] = mapped_column(String(100), index=True)
+    family: Mapped[str | None] = mapped_column(String(100))
+    released: Mapped[date | None] = mapped_column(Date)
+    released_precision: Mapped[str | None] = mapped_column(String(10))
+    released_note: Mapped[str | None] = mapped_column(Text)
+    block_size: Mapped[int | None] = mapped_column(Integer)
+    in_21: Mapped[bool | None] = mapped_column(Boolean)
+    gated: Mapped[bool] = mapped_column(Boolean, default=False)
+    status: Mapped[str] = mapped_column(String(20), default="ok")
+    status_detail: Mapped[str | None] = mapped_column(Text)
+    head_sha: Mapped[str | None] = mapped_column(String(64))
+    notes: Mapped[str | None] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String(20))
+    fact_source: Mapped[str | None] = mapped_column(Text)
+    first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    targets: Mapped[list[DrafterTarget]] = relationship(back_populates="drafter", cascade="all, delete-orphan")
+    revisions: Mapped[list[DrafterRevision]] = relationship(back_populates="drafter", cascade="all, delete-orphan")
+
+
+class DrafterTarget(Base):
+    """A target a drafter's publisher declares, and where that declaration came from."""
+
+    __tablename__ = "drafter_target"
+    __table_args__ = (UniqueConstraint("drafter_id", "target_repo_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    drafter_id: Mapped[int] = mapped_column(ForeignKey("drafter.id", ondelete="CASCADE"), index=True)
+    target_repo_id: Mapped[str] = mapped_column(String(200), index=True)
+    # catalog / card_base_model / speculators_verifier / name_convention
+    declared_by: Mapped[str] = mapped_column(String(30))
+
+    drafter: Mapped[Drafter] = relationship(back_populates="targets")
+
+
+class DrafterRevision(Base):
+    __tablename__ = "drafter_revision"
+    __table_args__ = (UniqueConstraint("drafter_id", "sha"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    drafter_id: Mapped[int] = mapped_column(ForeignKey("drafter.id", ondelete="CASCADE"), index=True)
+    sha: Mapped[str] = mapped_column(String(64))
+    last_modified: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    block_size: Mapped[int | None] = mapped_column(Integer)
+    target_layer_ids: Mapped[list[Any] | None] = mapped_column(JSON)
+    num_target_layers: Mapped[int | None] = mapped_column(Integer)
+    mask_token_id: Mapped[int | None] = mapped_column(Integer)
+    hidden_size: Mapped[int | None] = mapped_column(Integer)
+    vocab_size: Mapped[int | None] = mapped_column(Integer)
+    tokenizer_digest: Mapped[str | None] = mapped_column(String(64))
+    weight_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    weight_digest: Mapped[str | None] = mapped_column(String(64))
+    config_json: Mapped[str | None] = mapped_column(Text)
+    config_fingerprint: Mapped[str | None] = mapped_column(String(64))
+    config_problem: Mapped[str | None] = mapped_column(Text)
+
+    drafter: Mapped[Drafter] = relationship(back_populates="revisions")
+
+
+class Compatibility(Base):
+    __tablename__ = "compatibility"
+    __table_args__ = (UniqueConstraint("drafter_revision_id", "checkpoint_revision_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    drafter_revision_id: Mapped[int] = mapped_column(ForeignKey("drafter_revision.id", ondelete="CASCADE"), index=True)
+    checkpoint_revision_id: Mapped[int] = mapped_column(
+        ForeignKey("checkpoint_revision.id", ondelete="CASCADE"), index=True
+    )
+    verdict: Mapped[str] = mapped_column(String(20), index=True)
+    reasons: Mapped[list[Any]] = mapped_column(JSON)
+    checks: Mapped[list[Any]] = mapped_column(JSON)
+    checked_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Event(Base):
+    __tablename__ = "event"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    type: Mapped[str] = mapped_column(String(40), index=True)
+    subject: Mapped[str] = mapped_column(String(200), index=True)
+    org: Mapped[str | None] = mapped_column(String(100), index=True)
+    family: Mapped[str | None] = mapped_column(String(100), index=True)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # Makes recording idempotent: a rerun that finds the same fact adds nothing.
+    dedupe_key: Mapped[str] = mapped_column(String(400), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)

@@ -1,0 +1,173 @@
+"""Plain values the store hands to callers (the ORM never leaves registry/)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CheckpointSpec:
+    """What a caller knows about a checkpoint; None fields leave stored values alone."""
+
+    repo_id: str
+    source: str
+    family: str | None = None
+    generation: str | None = None
+    size: str | None = None
+    variant: str | None = None
+    kind: str | None = None
+    created_at_hub: datetime | None = None
+    released: date | None = None
+    released_precision: str | None = None
+    released_note: str | None = None
+    gated: bool | None = None
+    fact_source: str | None = None
+    bases: tuple[tuple[str, str], ...] = ()  # (base repo id, relation)
+
+
+@dataclass(frozen=True)
+class RevisionSpec:
+    """One revision of a repo as read from the Hub, a local folder or the catalog."""
+
+    sha: str
+    config_raw: bytes | None = None
+    config_problem: str | None = None
+    last_modified: datetime | None = None
+    tokenizer_digest: str | None = None
+    weight_bytes: int | None = None
+    weight_digest: str | None = None
+    parameter_count: int | None = None
+
+
+@dataclass(frozen=True)
+class DrafterSpec:
+    repo_id: str
+    method: str
+    publisher: str
+    source: str
+    targets: tuple[tuple[str, str], ...] = ()  # (target repo id, declared_by)
+    family: str | None = None
+    released: date | None = None
+    released_precision: str | None = None
+    released_note: str | None = None
+    block_size: int | None = None
+    in_21: bool | None = None
+    gated: bool | None = None
+    notes: str | None = None
+    fact_source: str | None = None
+
+
+@dataclass(frozen=True)
+class CheckpointRecord:
+    id: int
+    repo_id: str
+    org: str
+    family: str | None
+    size: str | None
+    variant: str | None
+    kind: str
+    released: date | None
+    released_precision: str | None
+    created_at_hub: datetime | None
+    gated: bool
+    status: str
+    status_detail: str | None
+    head_sha: str | None
+    source: str
+    first_seen: datetime
+    bases: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class RevisionRecord:
+    id: int
+    repo_id: str
+    sha: str
+    seen_at: datetime
+    last_modified: datetime | None
+    model_type: str | None
+    hidden_size: int | None
+    vocab_size: int | None
+    num_hidden_layers: int | None
+    tokenizer_digest: str | None
+    weight_bytes: int | None
+    weight_digest: str | None
+    parameter_count: int | None
+    config: dict[str, Any] | None
+    config_problem: str | None
+
+
+@dataclass(frozen=True)
+class DrafterRecord:
+    id: int
+    repo_id: str
+    method: str
+    publisher: str
+    family: str | None
+    released: date | None
+    released_precision: str | None
+    released_note: str | None
+    block_size: int | None
+    in_21: bool | None
+    gated: bool
+    status: str
+    head_sha: str | None
+    notes: str | None
+    source: str
+    first_seen: datetime
+    targets: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class DrafterRevisionRecord:
+    id: int
+    repo_id: str
+    sha: str
+    seen_at: datetime
+    block_size: int | None
+    target_layer_ids: tuple[int, ...] | None
+    num_target_layers: int | None
+    mask_token_id: int | None
+    hidden_size: int | None
+    vocab_size: int | None
+    weight_bytes: int | None
+    weight_digest: str | None
+    config: dict[str, Any] | None
+    config_problem: str | None
+
+
+@dataclass(frozen=True)
+class CompatRecord:
+    drafter_repo_id: str
+    drafter_sha: str
+    method: str
+    checkpoint_repo_id: str
+    checkpoint_sha: str
+    verdict: str
+    reasons: tuple[str, ...]
+    checks: tuple[dict[str, Any], ...]
+    checked_at: datetime
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    type: str
+    subject: str
+    dedupe_key: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    org: str | None = None
+    family: str | None = None
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    id: int
+    type: str
+    subject: str
+    org: str | None
+    family: str | None
+    payload: dict[str, Any]
+    dedupe_key: str
+    created_at: datetime

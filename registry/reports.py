@@ -1,0 +1,179 @@
+"""What the CLI and the dashboard ask: which drafters fit a checkpoint, and how long targets waited for one."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import date
+
+from registry import lag, names
+from registry.records import CheckpointRecord, CompatRecord, DrafterRecord
+from registry.store import NotFound, Store
+
+VERDICT_ORDER = {"exact": 0, "structural": 1, "unknown": 2, "incompatible": 3}
+
+
+@dataclass(frozen=True)
+class FindRow:
+    drafter_repo_id: str
+    method: str
+    publisher: str
+    verdict: str
+    reasons: tuple[str, ...]
+    drafter_sha: str
+    checkpoint_sha: str
+    drafter_released: date | None
+
+
+@dataclass(frozen=True)
+class LagRow:
+    target_repo_id: str
+    org: str
+    family: str | None
+    released: date | None
+    released_precision: str | None
+    first_drafter_repo_id: str | None
+    first_drafter_released: date | None
+    lag_days: int | None
+    open: bool
+    exact_drafters: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class UpgradeRow:
+    successor_repo_id: str
+    predecessor_repo_id: str
+    predecessor_drafters: tuple[str, ...]
+    released: date | None
+    lag_days: int | None
+    open: bool
+
+
+def drafter_release_date(drafter: DrafterRecord) -> date:
+    """When a drafter became available: the published date, else when the registry first saw it."""
+    return drafter.released or drafter.first_seen.date()
+
+
+def checkpoint_release_date(checkpoint: CheckpointRecord) -> date | None:
+    if checkpoint.released is not None:
+        return checkpoint.released
+    if checkpoint.created_at_hub is not None:
+        return checkpoint.created_at_hub.date()
+    return None
+
+
+def find_for_checkpoint(store: Store, repo_id: str) -> tuple[CheckpointRecord, list[FindRow]]:
+    checkpoint = store.get_checkpoint(repo_id)
+    if checkpoint is None:
+        raise NotFound(f"{repo_id} is not in the registry (run `drafters catalog load` or `drafters watch --once`)")
+    store.recompute_compatibility(checkpoint_repo_id=checkpoint.repo_id)
+    drafters = {d.repo_id: d for d in store.drafters()}
+    rows = [
+        FindRow(
+            drafter_repo_id=v.drafter_repo_id,
+            method=v.method,
+            publisher=drafters[v.drafter_repo_id].publisher,
+            verdict=v.verdict,
+            reasons=v.reasons,
+            drafter_sha=v.drafter_sha,
+            checkpoint_sha=v.checkpoint_sha,
+            drafter_released=drafter_release_date(drafters[v.drafter_repo_id]),
+        )
+        for v in store.verdicts(checkpoint_repo_id=checkpoint.repo_id)
+    ]
+    rows.sort(key=lambda r: (VERDICT_ORDER.get(r.verdict, 9), r.method, r.drafter_repo_id))
+    return checkpoint, rows
+
+
+def _exact_by_target(verdicts: list[CompatRecord]) -> dict[str, set[str]]:
+    exact: dict[str, set[str]] = defaultdict(set)
+    for verdict in verdicts:
+        if verdict.verdict == "exact":
+            exact[verdict.checkpoint_repo_id].add(verdict.drafter_repo_id)
+    return exact
+
+
+def lag_table(store: Store, today: date) -> list[LagRow]:
+    """One row per target some drafter declares, worst (longest) lag first."""
+    drafters = {d.repo_id: d for d in store.drafters()}
+    declared = {store.canonical_repo_id(t) for d in drafters.values() for t, _ in d.targets}
+    exact = _exact_by_target(store.verdicts())
+    rows = []
+    for checkpoint in store.checkpoints():
+        if checkpoint.repo_id not in declared and checkpoint.repo_id not in exact:
+            continue
+        released = checkpoint_release_date(checkpoint)
+        exact_drafters = sorted(exact.get(checkpoint.repo_id, ()), key=lambda r: drafter_release_date(drafters[r]))
+        first = exact_drafters[0] if exact_drafters else None
+        measured = (
+            lag.target_lag(released, [drafter_release_date(drafters[r]) for r in exact_drafters], today)
+            if released is not None
+            else None
+        )
+        rows.append(
+            LagRow(
+                target_repo_id=checkpoint.repo_id,
+                org=checkpoint.org,
+                family=checkpoint.family,
+                released=released,
+                released_precision=checkpoint.released_precision,
+                first_drafter_repo_id=first,
+                first_drafter_released=drafter_release_date(drafters[first]) if first else None,
+                lag_days=measured.days if measured else None,
+                open=first is None,
+                exact_drafters=tuple(exact_drafters),
+            )
+        )
+    rows.sort(key=lambda r: (-(r.lag_days if r.lag_days is not None else -1), r.target_repo_id))
+    return rows
+
+
+def lag_by(rows: list[LagRow], key: str, store: Store | None = None) -> dict[str, lag.GroupLag]:
+    """Median and worst lag per family (key="family") or per drafter publisher (key="publisher")."""
+    groups: dict[str, list[lag.Lag]] = defaultdict(list)
+    publishers = {d.repo_id: d.publisher for d in store.drafters()} if store is not None else {}
+    for row in rows:
+        if row.lag_days is None:
+            continue
+        measured = lag.Lag(days=row.lag_days, open=row.open, first_drafter_released=row.first_drafter_released)
+        if key == "family":
+            groups[row.family or "unknown"].append(measured)
+        elif row.first_drafter_repo_id is not None:
+            groups[publishers.get(row.first_drafter_repo_id, "unknown")].append(measured)
+    return {name: lag.summarize(values) for name, values in sorted(groups.items())}
+
+
+def upgrade_table(store: Store, today: date) -> list[UpgradeRow]:
+    """Successors of checkpoints that have drafters: each stays open until it gets an exact drafter."""
+    drafters = {d.repo_id: d for d in store.drafters()}
+    exact = _exact_by_target(store.verdicts())
+    by_target: dict[str, list[str]] = defaultdict(list)
+    for drafter in drafters.values():
+        for target, _ in drafter.targets:
+            by_target[store.canonical_repo_id(target)].append(drafter.repo_id)
+    checkpoints = store.checkpoints()
+    parsed = {c.repo_id: names.parse_repo_id(c.repo_id) for c in checkpoints}
+    rows = []
+    for successor in checkpoints:
+        if successor.kind not in ("base", "unknown"):
+            continue
+        for predecessor in checkpoints:
+            if predecessor.repo_id == successor.repo_id or not by_target.get(predecessor.repo_id):
+                continue
+            if not names.is_successor(parsed[predecessor.repo_id], parsed[successor.repo_id]):
+                continue
+            released = checkpoint_release_date(successor)
+            exact_dates = [drafter_release_date(drafters[r]) for r in exact.get(successor.repo_id, ())]
+            measured = lag.target_lag(released, exact_dates, today) if released is not None else None
+            rows.append(
+                UpgradeRow(
+                    successor_repo_id=successor.repo_id,
+                    predecessor_repo_id=predecessor.repo_id,
+                    predecessor_drafters=tuple(sorted(by_target[predecessor.repo_id])),
+                    released=released,
+                    lag_days=measured.days if measured else None,
+                    open=not exact_dates,
+                )
+            )
+    rows.sort(key=lambda r: (not r.open, -(r.lag_days or 0)))
+    return rows
