@@ -198,3 +198,147 @@ class Event(Base):
     # Makes recording idempotent: a rerun that finds the same fact adds nothing.
     dedupe_key: Mapped[str] = mapped_column(String(400), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+
+
+# ---- watcher and alerts (migration 0002) ---------------------------------------------------------
+
+
+class WatchCursor(Base):
+    """How far the watcher has read one org's listing (newest lastModified it has fully processed)."""
+
+    __tablename__ = "watch_cursor"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org: Mapped[str] = mapped_column(String(100), unique=True)
+    last_modified: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    polled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    # Two watchers never poll one org at once: whoever holds an unexpired lease polls it.
+    lease_owner: Mapped[str | None] = mapped_column(String(100))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Subscription(Base):
+    """A webhook receiver and the events it wants. Its secret lives outside the database (see alerts.secrets)."""
+
+    __tablename__ = "subscription"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    uid: Mapped[str] = mapped_column(String(40), unique=True)
+    url: Mapped[str] = mapped_column(Text)
+    event_types: Mapped[list[Any]] = mapped_column(JSON)
+    org: Mapped[str | None] = mapped_column(String(100))
+    family: Mapped[str | None] = mapped_column(String(100))
+    repo: Mapped[str | None] = mapped_column(String(200))
+    has_secret: Mapped[bool] = mapped_column(Boolean, default=False)
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    # Events before this one existed when the subscription was made and are not sent.
+    start_after_event_id: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Delivery(Base):
+    """One event to one subscription: delivered exactly once, retried with backoff until then."""
+
+    __tablename__ = "delivery"
+    __table_args__ = (UniqueConstraint("subscription_id", "event_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    subscription_id: Mapped[int] = mapped_column(ForeignKey("subscription.id", ondelete="CASCADE"), index=True)
+    event_id: Mapped[int] = mapped_column(ForeignKey("event.id", ondelete="CASCADE"), index=True)
+    status: Mapped[str] = mapped_column(String(20), index=True)  # pending / delivered / failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+# ---- verifier runs and jobs (migration 0003) -----------------------------------------------------
+
+
+class Job(Base):
+    __tablename__ = "job"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[str] = mapped_column(String(30))  # verify
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(20), index=True)  # queued / running / done / failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    num_gpus: Mapped[int] = mapped_column(Integer, default=0)
+    lease_owner: Mapped[str | None] = mapped_column(String(100))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    error: Mapped[str | None] = mapped_column(Text)
+    # The watcher enqueues each pair once; manual jobs leave it empty.
+    dedupe_key: Mapped[str | None] = mapped_column(String(400), unique=True)
+    run_id: Mapped[str | None] = mapped_column(String(40))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class BenchmarkRun(Base):
+    """One measured (target, drafter) run with its provenance; failed runs are kept with their reason."""
+
+    __tablename__ = "benchmark_run"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(40), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    status: Mapped[str] = mapped_column(String(20), index=True)  # ok / failed
+    failure_reason: Mapped[str | None] = mapped_column(Text)
+    job_id: Mapped[int | None] = mapped_column(ForeignKey("job.id", ondelete="SET NULL"), index=True)
+    engine: Mapped[str] = mapped_column(String(30), default="pytorch")
+    engine_version: Mapped[str | None] = mapped_column(String(100))
+    target: Mapped[str] = mapped_column(String(300), index=True)  # repo id or local path
+    target_revision: Mapped[str | None] = mapped_column(String(80))  # Hub sha or files digest
+    drafter: Mapped[str | None] = mapped_column(String(300), index=True)
+    drafter_revision: Mapped[str | None] = mapped_column(String(80))
+    method: Mapped[str | None] = mapped_column(String(30))
+    draft_length: Mapped[int | None] = mapped_column(Integer)
+    temperature: Mapped[float] = mapped_column(default=0.0)
+    seed: Mapped[int | None] = mapped_column(Integer)
+    dtype: Mapped[str | None] = mapped_column(String(20))
+    device_name: Mapped[str | None] = mapped_column(String(200))
+    hardware: Mapped[str | None] = mapped_column(String(200), index=True)
+    torch_version: Mapped[str | None] = mapped_column(String(40))
+    transformers_version: Mapped[str | None] = mapped_column(String(40))
+    lossless: Mapped[bool | None] = mapped_column(Boolean)
+    tau: Mapped[float | None]
+    acceptance_rate: Mapped[float | None]
+    baseline_tokens_per_s: Mapped[float | None]
+    tokens_per_s: Mapped[float | None]
+    speedup: Mapped[float | None]
+    efficiency: Mapped[float | None]
+    peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    target_weight_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    drafter_weight_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON)
+    provenance: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+    set_results: Mapped[list[RunSetResult]] = relationship(back_populates="run", cascade="all, delete-orphan")
+
+
+class RunSetResult(Base):
+    """A run's numbers on one prompt set (acceptance depends on the prompts)."""
+
+    __tablename__ = "run_set_result"
+    __table_args__ = (UniqueConstraint("run_pk", "prompt_set"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_pk: Mapped[int] = mapped_column(ForeignKey("benchmark_run.id", ondelete="CASCADE"), index=True)
+    prompt_set: Mapped[str] = mapped_column(String(100), index=True)
+    prompt_set_digest: Mapped[str] = mapped_column(String(64))
+    tau: Mapped[float | None]
+    tau_spread: Mapped[float | None]
+    acceptance_rate: Mapped[float | None]
+    per_position_acceptance: Mapped[list[Any]] = mapped_column(JSON)
+    baseline_tokens_per_s: Mapped[float | None]
+    tokens_per_s: Mapped[float | None]
+    speedup: Mapped[float | None]
+    speedup_spread: Mapped[float | None]
+    lossless: Mapped[bool | None] = mapped_column(Boolean)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+    run: Mapped[BenchmarkRun] = relationship(back_populates="set_results")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
@@ -74,6 +75,7 @@ class Store:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._factory = sessionmaker(engine, expire_on_commit=False)
+        self._unit: ContextVar[Session | None] = ContextVar(f"unit-{id(self)}", default=None)
 
     @classmethod
     def open(cls, url: str) -> Store:
@@ -81,8 +83,26 @@ class Store:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
+        """A session that commits on exit, or the enclosing unit of work's session when inside one."""
+        current = self._unit.get()
+        if current is not None:
+            yield current
+            return
         with session_scope(self._factory) as session:
             yield session
+
+    @contextmanager
+    def unit(self) -> Iterator[None]:
+        """Group several store calls into one transaction: all of them land, or none does."""
+        if self._unit.get() is not None:
+            yield
+            return
+        with session_scope(self._factory) as session:
+            token = self._unit.set(session)
+            try:
+                yield
+            finally:
+                self._unit.reset(token)
 
     # ---- checkpoints -------------------------------------------------------------------------
 

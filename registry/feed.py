@@ -1,0 +1,47 @@
+"""An Atom feed of events, with entry ids that never change once written."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+from registry.records import EventRecord
+
+ATOM = "http://www.w3.org/2005/Atom"
+FEED_ID = "tag:drafter-registry,2026:events"
+
+
+def entry_id(event: EventRecord) -> str:
+    # From the dedupe key, not the row id: the same fact gets the same id in any database.
+    return f"tag:drafter-registry,2026:event:{event.dedupe_key}"
+
+
+def render_feed(events: list[EventRecord], *, title: str = "Drafter Registry alerts", link: str | None = None) -> bytes:
+    ET.register_namespace("", ATOM)
+    feed = ET.Element(f"{{{ATOM}}}feed")
+    ET.SubElement(feed, f"{{{ATOM}}}id").text = FEED_ID
+    ET.SubElement(feed, f"{{{ATOM}}}title").text = title
+    updated = max((e.created_at for e in events), default=datetime(2026, 1, 1, tzinfo=UTC))
+    ET.SubElement(feed, f"{{{ATOM}}}updated").text = updated.isoformat()
+    if link:
+        ET.SubElement(feed, f"{{{ATOM}}}link", href=link, rel="self")
+    for event in sorted(events, key=lambda e: e.id, reverse=True):
+        entry = ET.SubElement(feed, f"{{{ATOM}}}entry")
+        ET.SubElement(entry, f"{{{ATOM}}}id").text = entry_id(event)
+        ET.SubElement(entry, f"{{{ATOM}}}title").text = f"[{event.type}] {event.subject}"
+        ET.SubElement(entry, f"{{{ATOM}}}updated").text = event.created_at.isoformat()
+        ET.SubElement(entry, f"{{{ATOM}}}link", href=f"https://huggingface.co/{event.subject}")
+        author = ET.SubElement(entry, f"{{{ATOM}}}author")
+        ET.SubElement(author, f"{{{ATOM}}}name").text = "drafters"
+        ET.SubElement(entry, f"{{{ATOM}}}category", term=event.type)
+        ET.SubElement(entry, f"{{{ATOM}}}summary").text = str(event.payload.get("message", event.subject))
+    return ET.tostring(feed, encoding="utf-8", xml_declaration=True)
+
+
+def write_feed(events: list[EventRecord], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(render_feed(events))
+    tmp.replace(path)
+    return path

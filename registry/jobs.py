@@ -1,0 +1,207 @@
+"""The job queue: claim with a lease, keep it alive with heartbeats, retry jobs whose worker died.
+
+On PostgreSQL a claim is `SELECT … FOR UPDATE SKIP LOCKED`, so any number of workers on any number of hosts
+never take one job twice. SQLite has one writer at a time; a conditional UPDATE gives the same guarantee there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from registry.models import Job
+from registry.store import Store, aware, utcnow
+
+QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    id: int
+    kind: str
+    payload: dict[str, Any]
+    status: str
+    attempts: int
+    max_attempts: int
+    num_gpus: int
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    error: str | None
+    dedupe_key: str | None
+    run_id: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+def _record(row: Job) -> JobRecord:
+    return JobRecord(
+        id=row.id,
+        kind=row.kind,
+        payload=dict(row.payload),
+        status=row.status,
+        attempts=row.attempts,
+        max_attempts=row.max_attempts,
+        num_gpus=row.num_gpus,
+        lease_owner=row.lease_owner,
+        lease_expires_at=aware(row.lease_expires_at),
+        error=row.error,
+        dedupe_key=row.dedupe_key,
+        run_id=row.run_id,
+        created_at=aware(row.created_at),  # type: ignore[arg-type]
+        started_at=aware(row.started_at),
+        finished_at=aware(row.finished_at),
+    )
+
+
+def enqueue(
+    store: Store,
+    kind: str,
+    payload: dict[str, Any],
+    *,
+    dedupe_key: str | None = None,
+    max_attempts: int = 3,
+    num_gpus: int = 0,
+) -> JobRecord | None:
+    """Queue a job; with a dedupe key a second enqueue of the same work returns None."""
+    try:
+        with store.session() as session:
+            if dedupe_key is not None and session.scalar(select(Job.id).where(Job.dedupe_key == dedupe_key)):
+                return None
+            row = Job(
+                kind=kind,
+                payload=payload,
+                status=QUEUED,
+                attempts=0,
+                max_attempts=max_attempts,
+                num_gpus=num_gpus,
+                dedupe_key=dedupe_key,
+                created_at=utcnow(),
+            )
+            session.add(row)
+            session.flush()
+            return _record(row)
+    except IntegrityError:
+        return None
+
+
+def _claimable(now: datetime):  # type: ignore[no-untyped-def]
+    return or_(Job.status == QUEUED, and_(Job.status == RUNNING, Job.lease_expires_at < now))
+
+
+def fail_exhausted(store: Store) -> int:
+    """Jobs whose lease ran out after their last allowed attempt are failed, keeping the reason."""
+    now = utcnow()
+    with store.session() as session:
+        result = session.execute(
+            update(Job)
+            .where(Job.status == RUNNING, Job.lease_expires_at < now, Job.attempts >= Job.max_attempts)
+            .values(
+                status=FAILED,
+                finished_at=now,
+                error="worker lost (lease expired) on the last allowed attempt",
+                lease_owner=None,
+            )
+        )
+        return result.rowcount or 0
+
+
+def claim(store: Store, worker_id: str, *, lease_s: float = 60.0, kinds: tuple[str, ...] = ("verify",)) -> JobRecord | None:
+    """Take the oldest claimable job: queued, or running with an expired lease (its worker died)."""
+    fail_exhausted(store)
+    now = utcnow()
+    with store.session() as session:
+        query = (
+            select(Job)
+            .where(_claimable(now), Job.kind.in_(kinds), Job.attempts < Job.max_attempts)
+            .order_by(Job.id)
+            .limit(1)
+        )
+        if session.bind is not None and session.bind.dialect.name == "postgresql":
+            row = session.scalar(query.with_for_update(skip_locked=True))
+            if row is None:
+                return None
+        else:
+            candidate = session.scalar(query)
+            if candidate is None:
+                return None
+            # Only one writer wins this conditional update; the loser sees rowcount 0 and retries later.
+            won = session.execute(
+                update(Job)
+                .where(Job.id == candidate.id, _claimable(now), Job.attempts == candidate.attempts)
+                .values(lease_owner=worker_id)
+            ).rowcount
+            if not won:
+                return None
+            row = candidate
+        lost_before = row.status == RUNNING
+        row.status = RUNNING
+        row.attempts += 1
+        row.lease_owner = worker_id
+        row.lease_expires_at = now + timedelta(seconds=lease_s)
+        row.heartbeat_at = now
+        row.started_at = now
+        if lost_before:
+            row.error = f"previous worker lost its lease (attempt {row.attempts - 1})"
+        session.flush()
+        return _record(row)
+
+
+def heartbeat(store: Store, job_id: int, worker_id: str, *, lease_s: float = 60.0) -> bool:
+    """Extend the lease; False when the job is no longer ours (it was reclaimed after we stalled)."""
+    now = utcnow()
+    with store.session() as session:
+        result = session.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.lease_owner == worker_id, Job.status == RUNNING)
+            .values(heartbeat_at=now, lease_expires_at=now + timedelta(seconds=lease_s))
+        )
+        return bool(result.rowcount)
+
+
+def finish(store: Store, job_id: int, worker_id: str, *, run_id: str | None) -> bool:
+    now = utcnow()
+    with store.session() as session:
+        result = session.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.lease_owner == worker_id, Job.status == RUNNING)
+            .values(status=DONE, run_id=run_id, finished_at=now, lease_owner=None, lease_expires_at=None)
+        )
+        return bool(result.rowcount)
+
+
+def fail(store: Store, job_id: int, worker_id: str, *, error: str, retry: bool, run_id: str | None = None) -> bool:
+    """Record a failure; a retryable one goes back to the queue while attempts remain."""
+    now = utcnow()
+    with store.session() as session:
+        row = session.get(Job, job_id)
+        if row is None or row.lease_owner != worker_id or row.status != RUNNING:
+            return False
+        row.error = error
+        row.run_id = run_id
+        row.lease_owner, row.lease_expires_at = None, None
+        if retry and row.attempts < row.max_attempts:
+            row.status = QUEUED
+        else:
+            row.status, row.finished_at = FAILED, now
+        return True
+
+
+def get_job(store: Store, job_id: int) -> JobRecord | None:
+    with store.session() as session:
+        row = session.get(Job, job_id)
+        return _record(row) if row else None
+
+
+def list_jobs(store: Store, *, status: str | None = None, limit: int | None = None) -> list[JobRecord]:
+    with store.session() as session:
+        query = select(Job).order_by(Job.id)
+        if status is not None:
+            query = query.where(Job.status == status)
+        if limit is not None:
+            query = query.limit(limit)
+        return [_record(row) for row in session.scalars(query)]

@@ -1,0 +1,144 @@
+"""Benchmark runs: every measured (target, drafter) result with its provenance, failed ones included."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+
+from registry.models import BenchmarkRun, RunSetResult
+from registry.store import Store, aware, utcnow
+
+
+@dataclass(frozen=True)
+class SetResult:
+    prompt_set: str
+    prompt_set_digest: str
+    tau: float | None = None
+    tau_spread: float | None = None
+    acceptance_rate: float | None = None
+    per_position_acceptance: tuple[float, ...] = ()
+    baseline_tokens_per_s: float | None = None
+    tokens_per_s: float | None = None
+    speedup: float | None = None
+    speedup_spread: float | None = None
+    lossless: bool | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    target: str
+    drafter: str | None
+    status: str = "ok"
+    failure_reason: str | None = None
+    job_id: int | None = None
+    engine: str = "pytorch"
+    engine_version: str | None = None
+    target_revision: str | None = None
+    drafter_revision: str | None = None
+    method: str | None = None
+    draft_length: int | None = None
+    temperature: float = 0.0
+    seed: int | None = None
+    dtype: str | None = None
+    device_name: str | None = None
+    hardware: str | None = None
+    torch_version: str | None = None
+    transformers_version: str | None = None
+    lossless: bool | None = None
+    tau: float | None = None
+    acceptance_rate: float | None = None
+    baseline_tokens_per_s: float | None = None
+    tokens_per_s: float | None = None
+    speedup: float | None = None
+    efficiency: float | None = None
+    peak_memory_bytes: int | None = None
+    target_weight_bytes: int | None = None
+    drafter_weight_bytes: int | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    sets: tuple[SetResult, ...] = ()
+    run_id: str | None = None  # chosen by the store unless the caller needs it up front
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RunRecord(RunSpec):
+    pass
+
+
+_RUN_COLUMNS = [f.name for f in fields(RunSpec) if f.name not in ("sets", "run_id", "created_at")]
+_SET_COLUMNS = [f.name for f in fields(SetResult)]
+
+
+def record_run(store: Store, spec: RunSpec) -> RunRecord:
+    """Store a run once per run_id; recording the same run_id again returns the stored run."""
+    run_id = spec.run_id or uuid.uuid4().hex
+    with store.session() as session:
+        existing = session.scalar(select(BenchmarkRun).where(BenchmarkRun.run_id == run_id))
+        if existing is not None:
+            return _run_record(existing)
+        row = BenchmarkRun(
+            run_id=run_id,
+            created_at=spec.created_at or utcnow(),
+            **{name: getattr(spec, name) for name in _RUN_COLUMNS},
+        )
+        for result in spec.sets:
+            values = {name: getattr(result, name) for name in _SET_COLUMNS}
+            values["per_position_acceptance"] = list(result.per_position_acceptance)
+            row.set_results.append(RunSetResult(**values))
+        session.add(row)
+        session.flush()
+        return _run_record(row)
+
+
+def get_run(store: Store, run_id: str) -> RunRecord | None:
+    with store.session() as session:
+        row = session.scalar(select(BenchmarkRun).where(BenchmarkRun.run_id == run_id))
+        return _run_record(row) if row else None
+
+
+def list_runs(
+    store: Store,
+    *,
+    target: str | None = None,
+    drafter: str | None = None,
+    status: str | None = None,
+    engine: str | None = None,
+    limit: int | None = None,
+) -> list[RunRecord]:
+    """Newest first."""
+    with store.session() as session:
+        query = select(BenchmarkRun).order_by(BenchmarkRun.created_at.desc(), BenchmarkRun.id.desc())
+        if target is not None:
+            query = query.where(BenchmarkRun.target == target)
+        if drafter is not None:
+            query = query.where(BenchmarkRun.drafter == drafter)
+        if status is not None:
+            query = query.where(BenchmarkRun.status == status)
+        if engine is not None:
+            query = query.where(BenchmarkRun.engine == engine)
+        if limit is not None:
+            query = query.limit(limit)
+        return [_run_record(row) for row in session.scalars(query)]
+
+
+def _run_record(row: BenchmarkRun) -> RunRecord:
+    sets = tuple(
+        SetResult(
+            **{
+                **{name: getattr(result, name) for name in _SET_COLUMNS},
+                "per_position_acceptance": tuple(result.per_position_acceptance or ()),
+                "metrics": dict(result.metrics or {}),
+            }
+        )
+        for result in sorted(row.set_results, key=lambda r: r.prompt_set)
+    )
+    values = {name: getattr(row, name) for name in _RUN_COLUMNS}
+    values["metrics"] = dict(row.metrics or {})
+    values["provenance"] = dict(row.provenance or {})
+    return RunRecord(**values, sets=sets, run_id=row.run_id, created_at=aware(row.created_at))

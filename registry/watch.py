@@ -1,0 +1,541 @@
+"""The Hub watcher: reads each watched org incrementally, records what changed, and raises events.
+
+Each listed model is one unit of work (one transaction, cursor included), so a poll that is killed or cut off
+leaves the database as it was or with whole units, and the next poll resumes where the last unit ended.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import select, update
+
+from registry import configs, hub, names
+from registry.hub import HubClient, HubError, HubModel
+from registry.models import WatchCursor
+from registry.records import CheckpointSpec, DrafterSpec, EventRecord, EventSpec, RevisionSpec
+from registry.store import Store, aware, utcnow
+
+log = logging.getLogger(__name__)
+
+DRAFTER_TAGS = frozenset({"dflash", "eagle3", "eagle", "speculators", "speculative-decoding-draft", "dspark", "mtp"})
+DRAFTER_ARCHITECTURES = frozenset(
+    {
+        "DFlashDraftModel",
+        "DFlash2DraftModel",
+        "Gemma4AssistantForCausalLM",
+        "Gemma4UnifiedAssistantForCausalLM",
+        "LlamaForCausalLMEagle3",
+        "Eagle3Speculator",
+        "DFlashSpeculator",
+    }
+)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json")
+
+
+@dataclass
+class OrgReport:
+    org: str
+    listed: int = 0
+    processed: int = 0
+    skipped_lease: bool = False
+    error: str | None = None
+
+
+@dataclass
+class PollReport:
+    orgs: list[OrgReport] = field(default_factory=list)
+    events: list[EventRecord] = field(default_factory=list)
+    requests: int = 0
+    seconds: float = 0.0
+
+    @property
+    def errors(self) -> list[str]:
+        return [f"{o.org}: {o.error}" for o in self.orgs if o.error]
+
+
+class PollCut(Exception):
+    """The poll hit its request or time budget; the current org stops after its last whole unit."""
+
+
+def _looks_like_drafter(model: HubModel) -> bool:
+    tags = {t.lower() for t in model.tags}
+    if tags & DRAFTER_TAGS:
+        return True
+    if set(model.architectures) & DRAFTER_ARCHITECTURES:
+        return True
+    lowered = model.repo_id.lower()
+    return any(marker in lowered for marker in ("dflash", "dspark", "eagle3", "speculator", "-assistant"))
+
+
+def _kind(model: HubModel) -> str:
+    if model.base_model_relation in ("quantized", "finetune", "adapter", "merge"):
+        return model.base_model_relation
+    guess = names.derivative_kind(model.repo_id.split("/", 1)[1])
+    if guess is not None:
+        return guess
+    # An official release tagged finetune of its own org's -Base model is still the family's base release.
+    return "base"
+
+
+class Watcher:
+    def __init__(
+        self,
+        store: Store,
+        client: HubClient,
+        orgs: list[str],
+        *,
+        owner: str | None = None,
+        lease_s: float = 600.0,
+        deadline_s: float | None = None,
+        on_pair: Callable[[str, str, str, str, str], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.client = client
+        self.orgs = orgs
+        self.owner = owner or f"watcher-{uuid.uuid4().hex[:8]}"
+        self.lease_s = lease_s
+        self.deadline_s = deadline_s
+        # Called with (drafter repo, drafter sha, target repo, target sha, verdict) for new exact/structural pairs.
+        self.on_pair = on_pair
+        self._deadline: float | None = None
+
+    # ---- the loop -----------------------------------------------------------------------------
+
+    def poll_once(self) -> PollReport:
+        started = time.monotonic()
+        self._deadline = started + self.deadline_s if self.deadline_s else None
+        report = PollReport()
+        first_event = self._last_event_id()
+        for org in self.orgs:
+            report.orgs.append(self.poll_org(org))
+        report.events = self.store.events(after_id=first_event)
+        report.requests = self.client.request_count
+        report.seconds = time.monotonic() - started
+        return report
+
+    def run_forever(self, interval_s: float, stop: threading.Event, on_report: Callable[[PollReport], None]) -> None:
+        while not stop.is_set():
+            on_report(self.poll_once())
+            stop.wait(interval_s)
+
+    def _last_event_id(self) -> int:
+        events = self.store.events()
+        return events[-1].id if events else 0
+
+    # ---- one org ------------------------------------------------------------------------------
+
+    def _acquire(self, org: str) -> tuple[bool, datetime | None, bool]:
+        """Take the org's lease (two watchers never poll one org at once); returns (got it, cursor, baseline)."""
+        now = utcnow()
+        with self.store.session() as session:
+            row = session.scalar(select(WatchCursor).where(WatchCursor.org == org))
+            if row is None:
+                session.add(WatchCursor(org=org))
+                session.flush()
+        with self.store.session() as session:
+            won = session.execute(
+                update(WatchCursor)
+                .where(
+                    WatchCursor.org == org,
+                    (WatchCursor.lease_owner.is_(None))
+                    | (WatchCursor.lease_owner == self.owner)
+                    | (WatchCursor.lease_expires_at < now),
+                )
+                .values(lease_owner=self.owner, lease_expires_at=now + timedelta(seconds=self.lease_s))
+            ).rowcount
+            row = session.scalar(select(WatchCursor).where(WatchCursor.org == org))
+            return bool(won), aware(row.last_modified), row.polled_at is None
+
+    def _release(self, org: str, error: str | None, completed: bool) -> None:
+        with self.store.session() as session:
+            values: dict = {"lease_owner": None, "lease_expires_at": None, "last_error": error}
+            if completed:
+                values["polled_at"] = utcnow()
+            session.execute(
+                update(WatchCursor).where(WatchCursor.org == org, WatchCursor.lease_owner == self.owner).values(**values)
+            )
+
+    def _advance_cursor(self, org: str, last_modified: datetime) -> None:
+        with self.store.session() as session:
+            row = session.scalar(select(WatchCursor).where(WatchCursor.org == org))
+            if row.last_modified is None or aware(row.last_modified) < last_modified:
+                row.last_modified = last_modified
+
+    def _check_budget(self) -> None:
+        if self._deadline is not None and time.monotonic() > self._deadline:
+            raise PollCut("poll time budget spent")
+
+    def poll_org(self, org: str) -> OrgReport:
+        report = OrgReport(org=org)
+        got, cursor, baseline = self._acquire(org)
+        if not got:
+            report.skipped_lease = True
+            return report
+        completed = False
+        try:
+            # Collect the changes first: a listing cut off half-way must not move the cursor past unseen models.
+            changed = list(
+                self.client.list_org_models(
+                    org, sort="last_modified", stop_at=(lambda m: m.last_modified < cursor) if cursor else None
+                )
+            )
+            report.listed = len(changed)
+            for model in sorted(changed, key=lambda m: (m.last_modified, m.repo_id)):
+                if cursor is not None and model.last_modified < cursor:
+                    continue
+                self._check_budget()
+                with self.store.unit():
+                    self.process_model(model, baseline=baseline)
+                    self._advance_cursor(org, model.last_modified)
+                report.processed += 1
+            completed = True
+        except (HubError, PollCut) as exc:
+            report.error = str(exc)
+            log.warning("poll of %s stopped: %s", org, exc)
+        finally:
+            self._release(org, report.error, completed)
+        return report
+
+    def poll_repo(self, repo_id: str) -> None:
+        """A push hint (Hub webhook) for one repo: read its head now, as the listing would."""
+        revision = self.client.revision(repo_id)
+        model = HubModel(
+            repo_id=revision.repo_id,
+            sha=revision.sha,
+            last_modified=revision.last_modified,
+            created_at=revision.created_at,
+            tags=revision.tags,
+            gated=revision.gated,
+            base_models=revision.base_models,
+            base_model_relation=revision.base_model_relation,
+            pipeline_tag=None,
+            library_name=None,
+            architectures=revision.architectures,
+            model_type=revision.model_type,
+        )
+        with self.store.unit():
+            self.process_model(model, baseline=False)
+
+    # ---- one model ----------------------------------------------------------------------------
+
+    def process_model(self, model: HubModel, *, baseline: bool) -> None:
+        drafter = self.store.get_drafter(model.repo_id)
+        if drafter is not None or _looks_like_drafter(model):
+            self._process_drafter(model, baseline=baseline)
+        else:
+            self._process_checkpoint(model, baseline=baseline)
+
+    def _event(self, type_: str, subject: str, key: str, message: str, **payload: object) -> None:
+        parsed = names.parse_repo_id(subject)
+        self.store.record_event(
+            EventSpec(
+                type=type_,
+                subject=subject,
+                dedupe_key=key,
+                payload={"message": message, **payload},
+                org=parsed.org,
+                family=parsed.family,
+            )
+        )
+
+    def _fetch(self, repo_id: str, filename: str, sha: str) -> bytes | None:
+        self._check_budget()
+        return self.client.download(repo_id, filename, sha)
+
+    def _revision_spec(self, model: HubModel, *, with_tokenizer: bool) -> tuple[RevisionSpec, object | None]:
+        """Read a repo at its listed sha. A gated or missing repo becomes a revision with its problem recorded."""
+        try:
+            revision = self.client.revision(model.repo_id, model.sha)
+        except hub.GatedRepo as exc:
+            return RevisionSpec(sha=model.sha, last_modified=model.last_modified, config_problem=f"gated: {exc}"), None
+        except (hub.RepoNotFound, hub.RevisionNotFound) as exc:
+            return RevisionSpec(sha=model.sha, last_modified=model.last_modified, config_problem=f"missing: {exc}"), None
+        try:
+            config_raw = self._fetch(model.repo_id, "config.json", model.sha)
+        except hub.GatedRepo as exc:
+            return RevisionSpec(sha=model.sha, last_modified=model.last_modified, config_problem=f"gated: {exc}"), revision
+        tokenizer = None
+        if with_tokenizer:
+            files = {}
+            present = {f.path for f in revision.files}
+            for name in TOKENIZER_FILES:
+                if name in present:
+                    data = self._fetch(model.repo_id, name, model.sha)
+                    if data is not None:
+                        files[name] = data
+            try:
+                tokenizer = configs.tokenizer_digest(files) if files else None
+            except configs.ConfigError:
+                tokenizer = None
+        spec = RevisionSpec(
+            sha=model.sha,
+            config_raw=config_raw,
+            config_problem=None if config_raw is not None else "no config.json in the repo",
+            last_modified=model.last_modified,
+            tokenizer_digest=tokenizer,
+            weight_bytes=sum(f.size or 0 for f in revision.files if hub.is_weight_file(f.path)) or None,
+            weight_digest=hub.weight_digest(revision.files),
+            parameter_count=revision.parameters,
+        )
+        return spec, revision
+
+    def _interesting(self, model: HubModel) -> bool:
+        """Checkpoints worth a config read: declared targets, their derivatives, successors of drafted ones."""
+        if self.store.get_checkpoint(model.repo_id) is not None:
+            return True
+        declared = {t for d in self.store.drafters() for t, _ in d.targets}
+        if model.repo_id in declared or set(model.base_models) & declared:
+            return True
+        if self._name_matched_drafters(model.repo_id):
+            return True
+        return bool(self._predecessors(model.repo_id))
+
+    def _name_matched_drafters(self, repo_id: str) -> list[str]:
+        key = names.name_key(repo_id.split("/", 1)[1])
+        matched = []
+        for drafter in self.store.drafters():
+            stem = names.drafter_target_stem(drafter.repo_id)
+            if stem is not None and names.name_key(stem) == key:
+                matched.append(drafter.repo_id)
+        return matched
+
+    def _predecessors(self, repo_id: str) -> list[tuple[str, tuple[str, ...]]]:
+        """Checkpoints this one succeeds that have drafters: same size first, else the previous generation."""
+        new = names.parse_repo_id(repo_id)
+        drafted: dict[str, list[str]] = {}
+        for drafter in self.store.drafters():
+            for target, _ in drafter.targets:
+                drafted.setdefault(self.store.canonical_repo_id(target), []).append(drafter.repo_id)
+        same_size, same_line = [], []
+        for target, drafters in sorted(drafted.items()):
+            old = names.parse_repo_id(target)
+            if target == repo_id:
+                continue
+            if names.is_successor(old, new):
+                same_size.append((target, tuple(sorted(drafters))))
+            elif names.is_newer_generation(old, new):
+                same_line.append((target, tuple(sorted(drafters))))
+        return same_size or same_line
+
+    def _process_checkpoint(self, model: HubModel, *, baseline: bool) -> None:
+        known = self.store.get_checkpoint(model.repo_id)
+        if known is None:
+            renamed_from = self._renamed_from(model)
+            if renamed_from is not None:
+                self.store.rename_checkpoint(renamed_from, model.repo_id)
+                known = self.store.get_checkpoint(model.repo_id)
+        if known is not None and known.head_sha == model.sha and known.status == "ok":
+            return
+        if known is None and not self._interesting(model):
+            # Outside every drafted line: remember it exists, read its config only when it becomes relevant.
+            self.store.upsert_checkpoint(self._checkpoint_spec(model))
+            self.store.add_checkpoint_revision(
+                model.repo_id, RevisionSpec(sha=model.sha, last_modified=model.last_modified)
+            )
+            if not baseline:
+                self._new_checkpoint_event(model)
+            return
+        previous = self.store.head_revision(model.repo_id) if known else None
+        spec, _ = self._revision_spec(model, with_tokenizer=True)
+        self.store.upsert_checkpoint(self._checkpoint_spec(model))
+        status = "gated" if (spec.config_problem or "").startswith("gated") else "ok"
+        self.store.set_checkpoint_status(model.repo_id, status, spec.config_problem if status != "ok" else None)
+        revision, created = self.store.add_checkpoint_revision(model.repo_id, spec)
+        self._attach_name_matched(model.repo_id)
+        verdicts = self.store.recompute_compatibility(checkpoint_repo_id=model.repo_id)
+        if baseline:
+            return
+        if known is None:
+            self._new_checkpoint_event(model)
+            if _kind(model) == "base":
+                for predecessor, drafters in self._predecessors(model.repo_id):
+                    self._event(
+                        "base_upgrade",
+                        model.repo_id,
+                        f"base_upgrade:{model.repo_id}:{predecessor}",
+                        f"{model.repo_id} succeeds {predecessor}, which has drafters ({', '.join(drafters)}); "
+                        "none declared for the successor yet",
+                        predecessor=predecessor,
+                        predecessor_drafters=list(drafters),
+                    )
+        elif created and previous is not None and self._weights_changed(previous.weight_digest, revision.weight_digest):
+            self._event(
+                "weights_changed",
+                model.repo_id,
+                f"weights_changed:{model.repo_id}:{model.sha}",
+                f"{model.repo_id} weights replaced in place ({previous.sha[:8]} -> {model.sha[:8]})",
+                old_sha=previous.sha,
+                new_sha=model.sha,
+            )
+        self._notify_pairs(verdicts)
+
+    @staticmethod
+    def _weights_changed(old: str | None, new: str | None) -> bool:
+        return old is not None and new is not None and old != new
+
+    def _new_checkpoint_event(self, model: HubModel) -> None:
+        kind = _kind(model)
+        self._event(
+            "new_checkpoint",
+            model.repo_id,
+            f"new_checkpoint:{model.repo_id}",
+            f"new {kind} checkpoint {model.repo_id}",
+            kind=kind,
+            bases=list(model.base_models),
+        )
+
+    def _renamed_from(self, model: HubModel) -> str | None:
+        """A listed repo we don't know whose sha we do know under another id may be that repo, renamed."""
+        org = model.repo_id.split("/", 1)[0]
+        for checkpoint in self.store.checkpoints():
+            if checkpoint.head_sha != model.sha or checkpoint.org != org or checkpoint.repo_id == model.repo_id:
+                continue
+            try:
+                canonical = self.client.revision(checkpoint.repo_id).repo_id
+            except HubError:
+                continue
+            if canonical == model.repo_id:
+                return checkpoint.repo_id
+        return None
+
+    def _checkpoint_spec(self, model: HubModel) -> CheckpointSpec:
+        return CheckpointSpec(
+            repo_id=model.repo_id,
+            source="hub",
+            kind=_kind(model),
+            created_at_hub=model.created_at,
+            gated=bool(model.gated),
+            bases=tuple((base, model.base_model_relation or "unknown") for base in model.base_models),
+        )
+
+    def _attach_name_matched(self, checkpoint_repo_id: str) -> None:
+        """Drafters whose repo name implies this checkpoint, and that declare no target yet, now declare it."""
+        for drafter_repo_id in self._name_matched_drafters(checkpoint_repo_id):
+            drafter = self.store.get_drafter(drafter_repo_id)
+            if drafter is not None and not drafter.targets:
+                self.store.upsert_drafter(
+                    DrafterSpec(
+                        repo_id=drafter.repo_id,
+                        method=drafter.method,
+                        publisher=drafter.publisher,
+                        source=drafter.source,
+                        targets=((checkpoint_repo_id, "name_convention"),),
+                    )
+                )
+
+    def _declared_targets(self, model: HubModel, config: dict | None) -> tuple[tuple[str, str], ...]:
+        targets: list[tuple[str, str]] = []
+        if config is not None:
+            facts = configs.drafter_facts(config)
+            if facts.verifier_name:
+                targets.append((facts.verifier_name, "speculators_verifier"))
+        for base in model.base_models:
+            targets.append((base, "card_base_model"))
+        if not targets:
+            stem = names.drafter_target_stem(model.repo_id)
+            if stem is not None:
+                key = names.name_key(stem)
+                for checkpoint in self.store.checkpoints():
+                    if names.name_key(checkpoint.repo_id.split("/", 1)[1]) == key:
+                        targets.append((checkpoint.repo_id, "name_convention"))
+        return tuple(dict.fromkeys(targets))
+
+    def _exact_targets(self) -> set[str]:
+        return {v.checkpoint_repo_id for v in self.store.verdicts() if v.verdict == "exact"}
+
+    def _process_drafter(self, model: HubModel, *, baseline: bool) -> None:
+        known = self.store.get_drafter(model.repo_id)
+        if known is not None and known.head_sha == model.sha:
+            return
+        previous = self.store.drafter_head_revision(model.repo_id) if known else None
+        spec, _ = self._revision_spec(model, with_tokenizer=False)
+        config = None
+        if spec.config_raw is not None:
+            try:
+                config = configs.parse_config(spec.config_raw)
+            except configs.ConfigError:
+                config = None
+        method = (configs.detect_method(config) if config is not None else None) or (known.method if known else None)
+        if method is None:
+            if spec.config_problem is None and known is None:
+                # Tagged or named like a drafter but its config says an ordinary model: a checkpoint after all.
+                self._process_checkpoint(model, baseline=baseline)
+                return
+            method = "dflash" if "dflash" in model.repo_id.lower() else "draft-lm"
+        exact_before = self._exact_targets()
+        first_hub_revision = known is None or all(r.sha == "catalog" for r in self.store.drafter_revisions(model.repo_id))
+        self.store.upsert_drafter(
+            DrafterSpec(
+                repo_id=model.repo_id,
+                method=method,
+                publisher=model.repo_id.split("/", 1)[0],
+                source="hub" if known is None else known.source,
+                targets=self._declared_targets(model, config),
+                released=model.created_at.date() if known is None and model.created_at else None,
+                released_precision="day" if known is None and model.created_at else None,
+                gated=bool(model.gated),
+            )
+        )
+        gated = (spec.config_problem or "").startswith("gated")
+        self.store.set_drafter_status(model.repo_id, "gated" if gated else "ok", spec.config_problem if gated else None)
+        revision, created = self.store.add_drafter_revision(model.repo_id, spec)
+        verdicts = self.store.recompute_compatibility(drafter_repo_id=model.repo_id)
+        if baseline:
+            return
+        if first_hub_revision:
+            targets = [t for t, _ in (self.store.get_drafter(model.repo_id).targets)]
+            self._event(
+                "drafter_released",
+                model.repo_id,
+                f"drafter_released:{model.repo_id}",
+                f"{method} drafter {model.repo_id} released for {', '.join(targets) or 'an unresolved target'}",
+                method=method,
+                targets=targets,
+                verdicts={v.checkpoint_repo_id: v.verdict for v in verdicts},
+            )
+            for verdict in verdicts:
+                if verdict.verdict == "exact" and verdict.checkpoint_repo_id not in exact_before:
+                    checkpoint = self.store.get_checkpoint(verdict.checkpoint_repo_id)
+                    released = (checkpoint.released or (checkpoint.created_at_hub.date() if checkpoint.created_at_hub else None)) if checkpoint else None
+                    drafter_day = model.created_at.date() if model.created_at else utcnow().date()
+                    days = (drafter_day - released).days if released else None
+                    self._event(
+                        "lag_closed",
+                        verdict.checkpoint_repo_id,
+                        f"lag_closed:{verdict.checkpoint_repo_id}",
+                        f"{verdict.checkpoint_repo_id} got its first exact drafter {model.repo_id}"
+                        + (f" after {days} days" if days is not None else ""),
+                        drafter=model.repo_id,
+                        lag_days=days,
+                    )
+        elif created and previous is not None and self._weights_changed(previous.weight_digest, revision.weight_digest):
+            self._event(
+                "weights_changed",
+                model.repo_id,
+                f"weights_changed:{model.repo_id}:{model.sha}",
+                f"drafter {model.repo_id} weights replaced in place ({previous.sha[:8]} -> {model.sha[:8]}); "
+                "earlier benchmarks no longer describe it",
+                old_sha=previous.sha,
+                new_sha=model.sha,
+            )
+        self._notify_pairs(verdicts)
+
+    def _notify_pairs(self, verdicts: list) -> None:  # type: ignore[type-arg]
+        if self.on_pair is None:
+            return
+        for verdict in verdicts:
+            if verdict.verdict in ("exact", "structural"):
+                self.on_pair(
+                    verdict.drafter_repo_id,
+                    verdict.drafter_sha,
+                    verdict.checkpoint_repo_id,
+                    verdict.checkpoint_sha,
+                    verdict.verdict,
+                )
