@@ -290,7 +290,8 @@ class Store:
                 target_layer_ids=list(facts.target_layer_ids) if facts and facts.target_layer_ids else None,
                 num_target_layers=facts.num_target_layers if facts else None,
                 mask_token_id=facts.mask_token_id if facts else None,
-                hidden_size=facts.hidden_size if facts else None,
+                # The width the target must have (an assistant's backbone, an EAGLE head's target width).
+                hidden_size=facts.target_width if facts else None,
                 vocab_size=facts.vocab_size if facts else None,
                 tokenizer_digest=spec.tokenizer_digest,
                 weight_bytes=spec.weight_bytes,
