@@ -99,6 +99,7 @@ def fail_exhausted(store: Store) -> int:
     with store.session() as session:
         result = session.execute(
             update(Job)
+                .execution_options(synchronize_session=False)
             .where(Job.status == RUNNING, Job.lease_expires_at < now, Job.attempts >= Job.max_attempts)
             .values(
                 status=FAILED,
@@ -132,6 +133,7 @@ def claim(store: Store, worker_id: str, *, lease_s: float = 60.0, kinds: tuple[s
             # Only one writer wins this conditional update; the loser sees rowcount 0 and retries later.
             won = session.execute(
                 update(Job)
+                .execution_options(synchronize_session=False)
                 .where(Job.id == candidate.id, _claimable(now), Job.attempts == candidate.attempts)
                 .values(lease_owner=worker_id)
             ).rowcount
@@ -157,6 +159,7 @@ def heartbeat(store: Store, job_id: int, worker_id: str, *, lease_s: float = 60.
     with store.session() as session:
         result = session.execute(
             update(Job)
+                .execution_options(synchronize_session=False)
             .where(Job.id == job_id, Job.lease_owner == worker_id, Job.status == RUNNING)
             .values(heartbeat_at=now, lease_expires_at=now + timedelta(seconds=lease_s))
         )
@@ -168,6 +171,7 @@ def finish(store: Store, job_id: int, worker_id: str, *, run_id: str | None) -> 
     with store.session() as session:
         result = session.execute(
             update(Job)
+                .execution_options(synchronize_session=False)
             .where(Job.id == job_id, Job.lease_owner == worker_id, Job.status == RUNNING)
             .values(status=DONE, run_id=run_id, finished_at=now, lease_owner=None, lease_expires_at=None)
         )

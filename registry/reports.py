@@ -49,9 +49,14 @@ class UpgradeRow:
     open: bool
 
 
-def drafter_release_date(drafter: DrafterRecord) -> date:
-    """When a drafter became available: the published date, else when the registry first saw it."""
-    return drafter.released or drafter.first_seen.date()
+def drafter_release_date(drafter: DrafterRecord) -> date | None:
+    """When a drafter became available: the published date, else when the watcher first saw it on the Hub.
+
+    A catalog entry without a date stays undated: today's date would invent a lag.
+    """
+    if drafter.released is not None:
+        return drafter.released
+    return drafter.first_seen.date() if drafter.source == "hub" else None
 
 
 def checkpoint_release_date(checkpoint: CheckpointRecord) -> date | None:
@@ -103,13 +108,14 @@ def lag_table(store: Store, today: date) -> list[LagRow]:
         if checkpoint.repo_id not in declared and checkpoint.repo_id not in exact:
             continue
         released = checkpoint_release_date(checkpoint)
-        exact_drafters = sorted(exact.get(checkpoint.repo_id, ()), key=lambda r: drafter_release_date(drafters[r]))
-        first = exact_drafters[0] if exact_drafters else None
-        measured = (
-            lag.target_lag(released, [drafter_release_date(drafters[r]) for r in exact_drafters], today)
-            if released is not None
-            else None
+        exact_drafters = sorted(
+            exact.get(checkpoint.repo_id, ()), key=lambda r: (drafter_release_date(drafters[r]) or date.max, r)
         )
+        dated = [d for d in (drafter_release_date(drafters[r]) for r in exact_drafters) if d is not None]
+        first = exact_drafters[0] if exact_drafters else None
+        # Exact drafters that all lack a date close the lag without telling how long it was.
+        measurable = released is not None and (dated or not exact_drafters)
+        measured = lag.target_lag(released, dated, today) if measurable else None
         rows.append(
             LagRow(
                 target_repo_id=checkpoint.repo_id,
@@ -140,7 +146,7 @@ def lag_by(rows: list[LagRow], key: str, store: Store | None = None) -> dict[str
             groups[row.family or "unknown"].append(measured)
         elif row.first_drafter_repo_id is not None:
             groups[publishers.get(row.first_drafter_repo_id, "unknown")].append(measured)
-    return {name: lag.summarize(values) for name, values in sorted(groups.items())}
+    return lag.summarize(dict(sorted(groups.items())))
 
 
 def upgrade_table(store: Store, today: date) -> list[UpgradeRow]:
@@ -163,7 +169,8 @@ def upgrade_table(store: Store, today: date) -> list[UpgradeRow]:
             if not names.is_successor(parsed[predecessor.repo_id], parsed[successor.repo_id]):
                 continue
             released = checkpoint_release_date(successor)
-            exact_dates = [drafter_release_date(drafters[r]) for r in exact.get(successor.repo_id, ())]
+            successor_exact = exact.get(successor.repo_id, set())
+            exact_dates = [d for d in (drafter_release_date(drafters[r]) for r in successor_exact) if d is not None]
             measured = lag.target_lag(released, exact_dates, today) if released is not None else None
             rows.append(
                 UpgradeRow(
@@ -172,7 +179,7 @@ def upgrade_table(store: Store, today: date) -> list[UpgradeRow]:
                     predecessor_drafters=tuple(sorted(by_target[predecessor.repo_id])),
                     released=released,
                     lag_days=measured.days if measured else None,
-                    open=not exact_dates,
+                    open=not successor_exact,
                 )
             )
     rows.sort(key=lambda r: (not r.open, -(r.lag_days or 0)))

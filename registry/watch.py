@@ -142,6 +142,7 @@ class Watcher:
         with self.store.session() as session:
             won = session.execute(
                 update(WatchCursor)
+                .execution_options(synchronize_session=False)
                 .where(
                     WatchCursor.org == org,
                     (WatchCursor.lease_owner.is_(None))
@@ -159,7 +160,7 @@ class Watcher:
             if completed:
                 values["polled_at"] = utcnow()
             session.execute(
-                update(WatchCursor).where(WatchCursor.org == org, WatchCursor.lease_owner == self.owner).values(**values)
+                update(WatchCursor).execution_options(synchronize_session=False).where(WatchCursor.org == org, WatchCursor.lease_owner == self.owner).values(**values)
             )
 
     def _advance_cursor(self, org: str, last_modified: datetime) -> None:

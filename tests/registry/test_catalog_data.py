@@ -1,0 +1,416 @@
+"""The packaged catalog against the reference material (drafters.md, hub-protocol.md §9), and the loader's
+refusal of malformed files."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import registry
+from registry.catalog import METHODS, Catalog, CatalogDrafter, CatalogError, load_catalog_data
+from registry.lag import target_lag
+
+PACKAGED = Path(registry.__file__).parent / "data" / "catalog.json"
+GiB = 2**30
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return load_catalog_data()
+
+
+def drafter(catalog: Catalog, repo_id: str) -> CatalogDrafter:
+    (found,) = [d for d in catalog.drafters if d.repo_id == repo_id]
+    return found
+
+
+# drafters.md §2, the DFlash 1 table: (row, drafter, target, drafter date, block size)
+DFLASH1_TABLE = [
+    (1, "z-lab/Qwen3-4B-DFlash-b16", "Qwen/Qwen3-4B", date(2026, 1, 5), 16),
+    (2, "z-lab/Qwen3-8B-DFlash-b16", "Qwen/Qwen3-8B", date(2026, 1, 5), 16),
+    (3, "z-lab/Qwen3-Coder-30B-A3B-DFlash", "Qwen/Qwen3-Coder-30B-A3B-Instruct", date(2026, 1, 22), 16),
+    (4, "z-lab/LLaMA3.1-8B-Instruct-DFlash-UltraChat", "meta-llama/Llama-3.1-8B-Instruct", date(2026, 2, 5), None),
+    (5, "z-lab/gpt-oss-20b-DFlash", "openai/gpt-oss-20b", date(2026, 2, 18), 8),
+    (6, "z-lab/gpt-oss-120b-DFlash", "openai/gpt-oss-120b", date(2026, 3, 10), None),
+    (7, "z-lab/Qwen3-Coder-Next-DFlash", "Qwen/Qwen3-Coder-Next", date(2026, 3, 10), None),
+    (8, "z-lab/Qwen3.5-4B-DFlash", "Qwen/Qwen3.5-4B", date(2026, 3, 10), 16),
+    (9, "z-lab/Qwen3.5-9B-DFlash", "Qwen/Qwen3.5-9B", date(2026, 3, 10), 16),
+    (10, "z-lab/Qwen3.5-27B-DFlash", "Qwen/Qwen3.5-27B", date(2026, 3, 14), 16),
+    (11, "z-lab/Qwen3.5-35B-A3B-DFlash", "Qwen/Qwen3.5-35B-A3B", date(2026, 3, 10), 16),
+    (12, "z-lab/Qwen3.5-122B-A10B-DFlash", "Qwen/Qwen3.5-122B-A10B", date(2026, 4, 25), 16),
+    (13, "z-lab/Qwen3.5-397B-A17B-DFlash", "Qwen/Qwen3.5-397B-A17B", date(2026, 6, 15), 16),
+    (14, "z-lab/Qwen3.6-35B-A3B-DFlash", "Qwen/Qwen3.6-35B-A3B", date(2026, 4, 17), 16),
+    (15, "z-lab/Qwen3.6-27B-DFlash", "Qwen/Qwen3.6-27B", date(2026, 4, 23), 16),
+    (16, "z-lab/Kimi-K2.5-DFlash", "moonshotai/Kimi-K2.5", date(2026, 4, 6), None),
+    (17, "z-lab/Kimi-K2.6-DFlash", "moonshotai/Kimi-K2.6", date(2026, 5, 10), None),
+    (18, "z-lab/MiniMax-M2.5-DFlash", "MiniMaxAI/MiniMax-M2.5", date(2026, 5, 7), None),
+    (19, "z-lab/MiniMax-M2.7-DFlash", "MiniMaxAI/MiniMax-M2.7", date(2026, 5, 10), None),
+    (20, "z-lab/gemma-4-31B-it-DFlash", "google/gemma-4-31B-it", date(2026, 5, 8), 16),
+    (21, "z-lab/gemma-4-26B-A4B-it-DFlash", "google/gemma-4-26B-A4B-it", date(2026, 5, 7), 16),
+    (22, "z-lab/gemma4-12B-it-DFlash", "google/gemma-4-12B-it", date(2026, 6, 1), 16),
+]
+
+
+@pytest.mark.parametrize(("row", "repo_id", "target", "released", "block"), DFLASH1_TABLE)
+def test_dflash1_table_rows(
+    catalog: Catalog, row: int, repo_id: str, target: str, released: date, block: int | None
+) -> None:
+    entry = drafter(catalog, repo_id)
+    assert entry.method == "dflash"
+    assert entry.publisher == "z-lab"
+    assert entry.targets == (target,)
+    assert entry.released == released
+    assert entry.block_size == block
+    assert entry.in_21 is (row != 13)
+
+
+def test_the_21_add_up_as_drafters_md_says(catalog: Catalog) -> None:
+    the_21 = [d for d in catalog.drafters if d.in_21]
+    assert len(the_21) == 21
+    assert sum(1 for d in the_21 if d.family.startswith("Qwen")) == 11
+    assert len({d.family for d in the_21}) == 10  # the grouping of drafters.md §2.3
+    assert {d.repo_id for d in the_21} | {"z-lab/Qwen3.5-397B-A17B-DFlash"} == {row[1] for row in DFLASH1_TABLE}
+
+
+def test_in_21_is_only_decided_for_dflash(catalog: Catalog) -> None:
+    for entry in catalog.drafters:
+        assert (entry.in_21 is None) == (entry.method != "dflash"), entry.repo_id
+
+
+def test_every_method_is_known_and_every_group_of_the_reference_is_present(catalog: Catalog) -> None:
+    ids = {d.repo_id for d in catalog.drafters}
+    assert {d.method for d in catalog.drafters} <= set(METHODS)
+    expected = {
+        "z-lab/Qwen3.8-27B-DFlash2",
+        "z-lab/Muse-Glimmer-30B-DFlash2",
+        "z-lab/Qwen3.8-27B-DFlash2-GGUF",
+        "modal-labs/Qwen3.6-35B-A3B-DFlash",
+        "modal-labs/Qwen3.5-122B-A10B-DFlash",
+        "deepseek-ai/dspark_qwen3_14b_block7",
+        "deepseek-ai/dflash_gemma4_12b_block7",
+        "deepseek-ai/eagle3_gemma4_12b_ttt7",
+        "deepseek-ai/DeepSeek-V4-Flash-DSpark",
+        "deepseek-ai/DeepSeek-V4-Pro-DSpark",
+        "google/gemma-4-E2B-it-assistant",
+        "google/gemma-4-12B-it-qat-q4_0-unquantized-assistant",
+        "RedHatAI/Qwen3-8B-speculator.eagle3",
+        "RedHatAI/Mistral-Small-4-119B-2603-speculator.dspark",
+        "yuhuili/EAGLE3-Vicuna1.3-13B",
+        "lmsys/SGLang-EAGLE3-Llama-3.1-8B-Instruct-SpecForge",
+        "nebius/EAGLE3-gpt-oss-20b",
+        "XiaomiMiMo/MiMo-V2.5-Pro-FP4-DFlash",
+        "z-lab/GLM-5.1-FP8-DFlash",
+    }
+    assert expected <= ids
+    assert len([i for i in ids if i.startswith("deepseek-ai/") and i.endswith(("_block7", "_ttt7"))]) == 12
+    assert len([i for i in ids if i.startswith("modal-labs/")]) == 6
+    assert len([i for i in ids if i.endswith("-assistant")]) == 6
+
+
+def test_left_out_drafters_are_listed_with_a_reason(catalog: Catalog) -> None:
+    listed = " ".join(item.what for item in catalog.not_listed)
+    for mention in ("Qwen3-8B-speculator.peagle", "Qwen3-14B", "Kimi-K3", "incoai/", "DeepSeek-V4-Flash-0731"):
+        assert mention in listed
+    assert all(item.reason and item.source for item in catalog.not_listed)
+    assert not any(item.what in {d.repo_id for d in catalog.drafters} for item in catalog.not_listed)
+
+
+def test_sizes_follow_the_stated_units(catalog: Catalog) -> None:
+    assert drafter(catalog, "z-lab/Qwen3-Coder-30B-A3B-DFlash").weight_bytes == round(0.88 * GiB)
+    assert drafter(catalog, "z-lab/Qwen3.5-27B-DFlash").weight_bytes == round(3.22 * GiB)
+    assert drafter(catalog, "z-lab/gemma4-12B-it-DFlash").weight_bytes == 1_455_000_000
+    assert drafter(catalog, "z-lab/Qwen3.5-9B-DFlash").weight_bytes is None  # no size in the table
+
+
+def test_release_precision_and_notes(catalog: Catalog) -> None:
+    qwen35_27b = catalog.target("Qwen/Qwen3.5-27B")
+    assert (qwen35_27b.released, qwen35_27b.released_precision) == (date(2026, 2, 25), "approx")
+    assert qwen35_27b.released_note == "≈late Feb 2026"
+    preview = drafter(catalog, "z-lab/Qwen3.5-27B-DFlash")
+    assert preview.released_note == "preview 2026-03-14, final 2026-04-02"
+    june = drafter(catalog, "z-lab/gemma4-12B-it-DFlash")
+    assert (june.released, june.released_precision) == (date(2026, 6, 1), "month")
+    for entry in [*catalog.targets, *catalog.drafters]:
+        assert (entry.released is None) == (entry.released_precision is None), entry.repo_id
+
+
+def test_replaced_in_place_and_gated(catalog: Catalog) -> None:
+    assert drafter(catalog, "z-lab/Qwen3.5-122B-A10B-DFlash").replaced_in_place[0].startswith("2026-06-19: ")
+    assert drafter(catalog, "z-lab/Qwen3.6-35B-A3B-DFlash").replaced_in_place
+    gated = {d.repo_id for d in catalog.drafters if d.gated}
+    assert gated == {"z-lab/Kimi-K2.6-DFlash", "z-lab/MiniMax-M2.7-DFlash", "z-lab/GLM-5.1-FP8-DFlash"}
+    assert catalog.target("meta-llama/Llama-3.1-8B-Instruct").gated is True
+
+
+def test_target_facts_from_hub_protocol(catalog: Catalog) -> None:
+    qwen3_8b = catalog.target("Qwen/Qwen3-8B")
+    assert qwen3_8b.sha == "b968826d9c46dd6066d109eabc6255188de91218"
+    assert qwen3_8b.released == date(2025, 4, 29)
+    assert qwen3_8b.config is not None and qwen3_8b.config["tie_word_embeddings"] is False
+    assert catalog.target("Qwen/Qwen3-4B").config["tie_word_embeddings"] is True  # type: ignore[index]
+    gemma3 = catalog.target("google/gemma-3-12b-it").config
+    assert gemma3 is not None and gemma3["text_config"]["hidden_size"] == 3840
+    assert catalog.target("deepseek-ai/DeepSeek-V3").config["num_nextn_predict_layers"] == 1  # type: ignore[index]
+    assert len(catalog.target("deepseek-ai/DeepSeek-V3").other_shas) == 4
+    gemma4 = catalog.target("google/gemma-4-31B-it").config
+    assert gemma4 is not None and gemma4["model_type"] == "gemma4"
+    assert "implied" in catalog.target("google/gemma-4-31B-it").source
+
+
+def test_predecessor_bases_are_targets_without_drafters(catalog: Catalog) -> None:
+    for repo_id in ("google/gemma-3-12b-it", "deepseek-ai/DeepSeek-V3"):
+        catalog.target(repo_id)
+        assert catalog.drafters_for(repo_id) == ()
+
+
+def test_every_drafter_shares_its_targets_family(catalog: Catalog) -> None:
+    for entry in catalog.drafters:
+        for target in entry.targets:
+            assert catalog.target(target).family == entry.family, entry.repo_id
+
+
+def _text_config(config: dict[str, Any]) -> dict[str, Any]:
+    return config.get("text_config", config)
+
+
+def test_drafter_configs_fit_their_targets(catalog: Catalog) -> None:
+    """drafters.md §8: hidden size, vocab and layer count of the drafter must match the target's."""
+    checked = 0
+    for entry in catalog.drafters:
+        if entry.config is None:
+            continue
+        for target_id in entry.targets:
+            target_config = catalog.target(target_id).config
+            if target_config is None:
+                continue
+            target_text = _text_config(target_config)
+            for key in ("hidden_size", "vocab_size"):
+                if key in entry.config and key in target_text:
+                    assert entry.config[key] == target_text[key], (entry.repo_id, key)
+                    checked += 1
+            layer_ids = entry.config.get("dflash_config", {}).get("target_layer_ids")
+            if "num_hidden_layers" in target_text and layer_ids:
+                assert max(layer_ids) < target_text["num_hidden_layers"], entry.repo_id
+                if "num_target_layers" in entry.config:
+                    assert entry.config["num_target_layers"] == target_text["num_hidden_layers"], entry.repo_id
+                checked += 1
+            mask = entry.config.get("dflash_config", {}).get("mask_token_id")
+            if mask is not None and "vocab_size" in target_text:
+                assert mask < target_text["vocab_size"], entry.repo_id
+    assert checked >= 10
+
+
+def build_target_layer_ids(num_target_layers: int, k: int) -> list[int]:
+    """z-lab's default layer selection as drafters.md §2.1 states it."""
+    if k == 1:
+        return [num_target_layers // 2]
+    return [round(1 + i * (num_target_layers - 4) / (k - 1)) for i in range(k)]
+
+
+def test_z_lab_layer_ids_follow_the_default_selection_and_deepspec_gemma_does_not(catalog: Catalog) -> None:
+    with_ids = [
+        d
+        for d in catalog.drafters
+        if d.config and "num_target_layers" in d.config and "target_layer_ids" in d.config.get("dflash_config", {})
+    ]
+    assert len(with_ids) >= 7
+    for entry in with_ids:
+        assert entry.config is not None
+        ids = entry.config["dflash_config"]["target_layer_ids"]
+        assert ids == build_target_layer_ids(entry.config["num_target_layers"], len(ids)), entry.repo_id
+    gemma = drafter(catalog, "deepseek-ai/dflash_gemma4_12b_block7").config
+    assert gemma is not None
+    explicit = gemma["dflash_config"]["target_layer_ids"]
+    assert explicit == [5, 17, 29, 41, 46]
+    assert all(build_target_layer_ids(n, len(explicit)) != explicit for n in range(len(explicit), 200))
+
+
+def test_stated_geometry(catalog: Catalog) -> None:
+    gpt = drafter(catalog, "z-lab/gpt-oss-20b-DFlash").config
+    assert gpt is not None and gpt["block_size"] == 8 and gpt["dflash_config"]["mask_token_id"] == 200000
+    gemma = drafter(catalog, "z-lab/gemma-4-31B-it-DFlash").config
+    assert gemma is not None and gemma["dflash_config"]["mask_token_id"] == 4
+    assert gemma["final_logit_softcapping"] == 30.0
+    dspark = drafter(catalog, "deepseek-ai/dspark_qwen3_4b_block7").config
+    assert dspark is not None and dspark["dflash_config"]["projector_type"] == "dspark"
+    assert dspark["architectures"] == ["DFlashDraftModel"] and dspark["block_size"] == 7
+    first_revision = drafter(catalog, "z-lab/Qwen3.6-35B-A3B-DFlash").config
+    assert first_revision is not None and first_revision["num_hidden_layers"] == 8
+
+
+def _first_z_lab_dflash(catalog: Catalog, target: str) -> date:
+    return min(d.released for d in catalog.drafters_for(target) if d.publisher == "z-lab" and d.released)
+
+
+@pytest.mark.parametrize(
+    ("target", "low", "high"),
+    [
+        # drafters.md §9, "Drafter lag": the stated lag, as a range of days
+        ("Qwen/Qwen3.6-35B-A3B", 1, 1),
+        ("Qwen/Qwen3.6-27B", 1, 1),
+        ("Qwen/Qwen3.5-4B", 7, 21),
+        ("Qwen/Qwen3.5-27B", 7, 21),
+        ("Qwen/Qwen3.5-122B-A10B", 50, 70),
+        ("Qwen/Qwen3.5-397B-A17B", 110, 130),
+        ("google/gemma-4-31B-it", 30, 40),
+        ("openai/gpt-oss-20b", 190, 205),
+        ("moonshotai/Kimi-K2.5", 65, 100),
+        ("meta-llama/Llama-3.1-8B-Instruct", 530, 580),
+    ],
+)
+def test_catalog_dates_give_the_lags_of_drafters_md(catalog: Catalog, target: str, low: int, high: int) -> None:
+    released = catalog.target(target).released
+    assert released is not None
+    lag = target_lag(released, [_first_z_lab_dflash(catalog, target)], today=date(2026, 10, 1))
+    assert not lag.open and low <= lag.days <= high
+
+
+def test_month_precision_can_put_a_drafter_before_its_target(catalog: Catalog) -> None:
+    gemma_12b = catalog.target("google/gemma-4-12B-it")
+    assert gemma_12b.released is not None
+    lag = target_lag(gemma_12b.released, [_first_z_lab_dflash(catalog, gemma_12b.repo_id)], date(2026, 10, 1))
+    assert lag.days == 0 and lag.drafter_before_target
+
+
+def test_default_file_is_found_through_the_package(catalog: Catalog) -> None:
+    assert load_catalog_data(PACKAGED) == catalog
+
+
+# ------------------------------------------------------------------------------------------- malformed files
+
+
+def _document() -> dict[str, Any]:
+    return json.loads(PACKAGED.read_text(encoding="utf-8"))
+
+
+def _write(tmp_path: Path, document: dict[str, Any]) -> Path:
+    path = tmp_path / "catalog.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
+def _drafter_index(document: dict[str, Any], repo_id: str) -> int:
+    return next(i for i, d in enumerate(document["drafters"]) if d["repo_id"] == repo_id)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("method", "medusa", "not one of"),
+        ("repo_id", "Qwen3-8B-DFlash-b16", "org/name"),
+        ("released", "2026-02-30", "not a calendar date"),
+        ("released", "05/01/2026", "YYYY-MM-DD"),
+        ("released_precision", "week", "not one of"),
+        ("targets", ["Qwen/Qwen9-8B"], "not in the catalog's targets"),
+        ("targets", ["Qwen/Qwen3-8B", "Qwen/Qwen3-8B"], "twice"),
+        ("in_21", None, "true/false for method 'dflash'"),
+        ("block_size", 0, "positive integer"),
+        ("weight_bytes", "1 GiB", "positive integer"),
+        ("gated", "yes", "true, false or null"),
+        ("sha", "9b41424", "40-hex"),
+        ("replaced_in_place", ["June: retrained"], "YYYY-MM-DD: what changed"),
+        ("config", [1, 2], "JSON object"),
+        ("colour", "blue", "unknown field"),
+    ],
+)
+def test_bad_drafter_field_names_entry_and_field(tmp_path: Path, field: str, value: Any, message: str) -> None:
+    document = _document()
+    index = _drafter_index(document, "z-lab/Qwen3-8B-DFlash-b16")
+    document["drafters"][index][field] = value
+    with pytest.raises(CatalogError, match=message) as caught:
+        load_catalog_data(_write(tmp_path, document))
+    assert caught.value.entry.startswith(f"drafters[{index}]")
+    assert caught.value.field == field
+
+
+def test_month_precision_must_be_the_first_of_the_month(tmp_path: Path) -> None:
+    document = _document()
+    index = _drafter_index(document, "z-lab/gemma4-12B-it-DFlash")
+    document["drafters"][index]["released"] = "2026-06-15"
+    with pytest.raises(CatalogError, match="first day") as caught:
+        load_catalog_data(_write(tmp_path, document))
+    assert caught.value.field == "released"
+
+
+def test_in_21_refused_on_other_methods(tmp_path: Path) -> None:
+    document = _document()
+    index = _drafter_index(document, "RedHatAI/Qwen3-8B-speculator.eagle3")
+    document["drafters"][index]["in_21"] = False
+    with pytest.raises(CatalogError, match="null otherwise") as caught:
+        load_catalog_data(_write(tmp_path, document))
+    assert caught.value.field == "in_21"
+
+
+def test_missing_required_field(tmp_path: Path) -> None:
+    document = _document()
+    del document["targets"][0]["family"]
+    with pytest.raises(CatalogError, match="missing") as caught:
+        load_catalog_data(_write(tmp_path, document))
+    assert (caught.value.entry, caught.value.field) == ("targets[0]", "family")
+
+
+@pytest.mark.parametrize("section", ["targets", "drafters"])
+def test_duplicate_repo_ids(tmp_path: Path, section: str) -> None:
+    document = _document()
+    document[section].append(copy.deepcopy(document[section][1]))
+    with pytest.raises(CatalogError, match="duplicate") as caught:
+        load_catalog_data(_write(tmp_path, document))
+    assert caught.value.field == "repo_id"
+    assert document[section][1]["repo_id"] in caught.value.entry
+
+
+def test_a_drafter_may_not_also_be_a_target(tmp_path: Path) -> None:
+    document = _document()
+    target = copy.deepcopy(document["targets"][0])
+    target.update(repo_id="z-lab/Qwen3-8B-DFlash-b16", org="z-lab")
+    document["targets"].append(target)
+    with pytest.raises(CatalogError, match="also listed as a target"):
+        load_catalog_data(_write(tmp_path, document))
+
+
+def test_target_org_must_match_its_repo_id(tmp_path: Path) -> None:
+    document = _document()
+    document["targets"][0]["org"] = "qwen"
+    with pytest.raises(CatalogError, match="not the org") as caught:
+        load_catalog_data(_write(tmp_path, document))
+    assert caught.value.field == "org"
+
+
+def test_not_valid_json(tmp_path: Path) -> None:
+    path = tmp_path / "catalog.json"
+    path.write_text('{"schema_version": 1, "targets": [', encoding="utf-8")
+    with pytest.raises(CatalogError, match=r"not valid JSON: .* line 1"):
+        load_catalog_data(path)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(CatalogError, match="cannot be read"):
+        load_catalog_data(tmp_path / "nope.json")
+
+
+def test_wrong_schema_version_and_shape(tmp_path: Path) -> None:
+    document = _document()
+    document["schema_version"] = 2
+    with pytest.raises(CatalogError, match="schema_version"):
+        load_catalog_data(_write(tmp_path, document))
+    with pytest.raises(CatalogError, match="must be a JSON object"):
+        load_catalog_data(_write(tmp_path, [document]))  # type: ignore[arg-type]
+    document = _document()
+    document["drafters"] = {"z-lab/x": {}}
+    with pytest.raises(CatalogError, match="must be a list"):
+        load_catalog_data(_write(tmp_path, document))
+
+
+def test_a_bad_file_leaves_the_file_untouched(tmp_path: Path) -> None:
+    document = _document()
+    document["drafters"][0]["method"] = "medusa"
+    path = _write(tmp_path, document)
+    before = path.read_bytes()
+    with pytest.raises(CatalogError):
+        load_catalog_data(path)
+    assert path.read_bytes() == before

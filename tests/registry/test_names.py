@@ -1,0 +1,329 @@
+"""Repo-id parsing on the names the reference material and the catalog actually use."""
+
+from __future__ import annotations
+
+import pytest
+
+from registry.catalog import load_catalog_data
+from registry.names import (
+    RepoName,
+    RepoNameError,
+    derivative_kind,
+    drafter_target_stem,
+    is_successor,
+    name_key,
+    parse_repo_id,
+    split_repo_id,
+)
+
+# (repo id, family, generation, size, active size, variant, date, tags)
+PARSE_CASES = [
+    ("Qwen/Qwen3.5-35B-A3B", "qwen", "3.5", "35B", "A3B", None, None, ()),
+    ("Qwen/Qwen3-Coder-30B-A3B-Instruct", "qwen-coder", "3", "30B", "A3B", "instruct", None, ()),
+    ("Qwen/Qwen3-Coder-Next", "qwen-coder-next", "3", None, None, None, None, ()),
+    ("google/gemma-4-E2B-it", "gemma", "4", "E2B", None, "it", None, ()),
+    ("google/gemma-3-12b-it", "gemma", "3", "12B", None, "it", None, ()),
+    ("meta-llama/Llama-3.1-8B-Instruct", "llama", "3.1", "8B", None, "instruct", None, ()),
+    ("meta-llama/Meta-Llama-3.1-8B-Instruct", "llama", "3.1", "8B", None, "instruct", None, ()),
+    ("openai/gpt-oss-20b", "gpt-oss", None, "20B", None, None, None, ()),
+    ("moonshotai/Kimi-K2.5", "kimi", "K2.5", None, None, None, None, ()),
+    ("MiniMaxAI/MiniMax-M2.7", "minimax", "M2.7", None, None, None, None, ()),
+    ("deepseek-ai/DeepSeek-V4-Flash", "deepseek", "V4", None, None, "flash", None, ()),
+    ("deepseek-ai/DeepSeek-V4-Flash-0731", "deepseek", "V4", None, None, "flash", "0731", ()),
+    ("zai-org/GLM-5.1", "glm", "5.1", None, None, None, None, ()),
+    ("zai-org/GLM-5.1-FP8", "glm", "5.1", None, None, None, None, ("fp8",)),
+    ("Qwen/Qwen3-4B-Instruct-2507", "qwen", "3", "4B", None, "instruct", "2507", ()),
+    ("Qwen/Qwen3-8B-FP8", "qwen", "3", "8B", None, None, None, ("fp8",)),
+    ("Qwen/Qwen3-8B-AWQ", "qwen", "3", "8B", None, None, None, ("awq",)),
+    ("Qwen/Qwen3-8B-GGUF", "qwen", "3", "8B", None, None, None, ("gguf",)),
+    ("unsloth/Qwen3-8B-bnb-4bit", "qwen", "3", "8B", None, None, None, ("bnb-4bit",)),
+    ("Qwen/Qwen3-8B-Base", "qwen", "3", "8B", None, "base", None, ()),
+    ("Qwen/Qwen3-VL-235B-A22B-Instruct", "qwen-vl", "3", "235B", "A22B", "instruct", None, ()),
+    ("x/Mistral-Small-4-119B-2603", "mistral-small", "4", "119B", None, None, "2603", ()),
+    ("x/Ling-flash-2.0", "ling-flash", "2.0", None, None, None, None, ()),
+    (
+        "google/gemma-4-12B-it-qat-q4_0-unquantized",
+        "gemma",
+        "4",
+        "12B",
+        None,
+        "it",
+        None,
+        ("qat", "q4_0", "unquantized"),
+    ),
+    ("z-lab/Qwen3-8B-DFlash-b16", "qwen", "3", "8B", None, None, None, ("dflash", "b16")),
+    ("deepseek-ai/dspark_qwen3_4b_block7", "qwen", "3", "4B", None, None, None, ("dspark", "block7")),
+    ("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "llama", "3.1", "8B", None, "instruct", None, ("eagle3",)),
+]
+
+
+@pytest.mark.parametrize(("repo_id", "family", "generation", "size", "active", "variant", "date", "tags"), PARSE_CASES)
+def test_parse_examples(
+    repo_id: str,
+    family: str,
+    generation: str | None,
+    size: str | None,
+    active: str | None,
+    variant: str | None,
+    date: str | None,
+    tags: tuple[str, ...],
+) -> None:
+    parsed = parse_repo_id(repo_id)
+    org, name = repo_id.split("/")
+    assert parsed == RepoName(org, name, family, generation, size, active, variant, date, tags)
+    assert parsed.repo_id == repo_id
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "   ",
+        "Qwen3-8B",
+        "bert-base-uncased",
+        "a/b/c",
+        "/Qwen3-8B",
+        "Qwen/",
+        "Qwen/Qwen3 8B",
+        "Qwen/-x",
+        "Qwen/x.",
+        "Qwen/Qwen3-8B\n",
+        "org/" + "x" * 97,
+    ],
+)
+def test_refuses_what_is_not_a_repo_id(bad: str) -> None:
+    with pytest.raises(RepoNameError):
+        parse_repo_id(bad)
+    with pytest.raises(RepoNameError):
+        drafter_target_stem(bad)
+
+
+def test_refusal_says_what_is_expected() -> None:
+    with pytest.raises(RepoNameError, match="org/name"):
+        split_repo_id("bert-base-uncased")
+
+
+# Every model repo id in hub-protocol.md, with the family, generation and size it must parse to.
+HUB_PROTOCOL_REPO_IDS = {
+    "Qwen/Qwen3-8B": ("qwen", "3", "8B"),
+    "Qwen/Qwen3-8B-Base": ("qwen", "3", "8B"),
+    "Qwen/Qwen3-4B": ("qwen", "3", "4B"),
+    "Qwen/Qwen3-4B-Instruct-2507": ("qwen", "3", "4B"),
+    "Qwen/Qwen3-14B": ("qwen", "3", "14B"),
+    "Qwen/Qwen3-32B": ("qwen", "3", "32B"),
+    "meta-llama/Llama-3.1-8B-Instruct": ("llama", "3.1", "8B"),
+    "meta-llama/Meta-Llama-3.1-8B-Instruct": ("llama", "3.1", "8B"),
+    "google/gemma-3-12b-it": ("gemma", "3", "12B"),
+    "google/gemma-3-1b-it": ("gemma", "3", "1B"),
+    "deepseek-ai/DeepSeek-V3": ("deepseek", "V3", None),
+    "openai/gpt-oss-20b": ("gpt-oss", None, "20B"),
+    "z-lab/Qwen3-8B-DFlash-b16": ("qwen", "3", "8B"),
+    "google-bert/bert-base-uncased": ("bert", None, None),
+}
+
+
+@pytest.mark.parametrize(("repo_id", "expected"), sorted(HUB_PROTOCOL_REPO_IDS.items()))
+def test_every_hub_protocol_repo_id_parses(repo_id: str, expected: tuple[str, str | None, str | None]) -> None:
+    parsed = parse_repo_id(repo_id)
+    assert (parsed.family, parsed.generation, parsed.size) == expected
+
+
+# Family, generation and size of every target in the catalog (drafters.md and hub-protocol.md §9).
+CATALOG_TARGETS = {
+    "Qwen/Qwen3-4B": ("qwen", "3", "4B"),
+    "Qwen/Qwen3-8B": ("qwen", "3", "8B"),
+    "Qwen/Qwen3-14B": ("qwen", "3", "14B"),
+    "Qwen/Qwen3-Coder-30B-A3B-Instruct": ("qwen-coder", "3", "30B"),
+    "Qwen/Qwen3-Coder-Next": ("qwen-coder-next", "3", None),
+    "Qwen/Qwen3.5-4B": ("qwen", "3.5", "4B"),
+    "Qwen/Qwen3.5-9B": ("qwen", "3.5", "9B"),
+    "Qwen/Qwen3.5-27B": ("qwen", "3.5", "27B"),
+    "Qwen/Qwen3.5-35B-A3B": ("qwen", "3.5", "35B"),
+    "Qwen/Qwen3.5-122B-A10B": ("qwen", "3.5", "122B"),
+    "Qwen/Qwen3.5-397B-A17B": ("qwen", "3.5", "397B"),
+    "Qwen/Qwen3.6-35B-A3B": ("qwen", "3.6", "35B"),
+    "Qwen/Qwen3.6-27B": ("qwen", "3.6", "27B"),
+    "Qwen/Qwen3.8-27B": ("qwen", "3.8", "27B"),
+    "meta-llama/Llama-3.1-8B-Instruct": ("llama", "3.1", "8B"),
+    "meta-llama/Llama-3.3-70B-Instruct": ("llama", "3.3", "70B"),
+    "openai/gpt-oss-20b": ("gpt-oss", None, "20B"),
+    "openai/gpt-oss-120b": ("gpt-oss", None, "120B"),
+    "moonshotai/Kimi-K2.5": ("kimi", "K2.5", None),
+    "moonshotai/Kimi-K2.6": ("kimi", "K2.6", None),
+    "moonshotai/Kimi-K2-Instruct": ("kimi", "K2", None),
+    "MiniMaxAI/MiniMax-M2.5": ("minimax", "M2.5", None),
+    "MiniMaxAI/MiniMax-M2.7": ("minimax", "M2.7", None),
+    "google/gemma-4-31B-it": ("gemma", "4", "31B"),
+    "google/gemma-4-26B-A4B-it": ("gemma", "4", "26B"),
+    "google/gemma-4-12B-it": ("gemma", "4", "12B"),
+    "google/gemma-4-E2B-it": ("gemma", "4", "E2B"),
+    "google/gemma-4-E4B-it": ("gemma", "4", "E4B"),
+    "google/gemma-4-12B-it-qat-q4_0-unquantized": ("gemma", "4", "12B"),
+    "google/gemma-3-12b-it": ("gemma", "3", "12B"),
+    "deepseek-ai/DeepSeek-V3": ("deepseek", "V3", None),
+    "deepseek-ai/DeepSeek-V4-Flash": ("deepseek", "V4", None),
+    "deepseek-ai/DeepSeek-V4-Pro": ("deepseek", "V4", None),
+    "zai-org/GLM-5.1-FP8": ("glm", "5.1", None),
+}
+
+
+def test_every_catalog_target_parses_as_expected() -> None:
+    catalog = load_catalog_data()
+    assert {target.repo_id for target in catalog.targets} == set(CATALOG_TARGETS)
+    for target in catalog.targets:
+        parsed = parse_repo_id(target.repo_id)
+        assert (parsed.family, parsed.generation, parsed.size) == CATALOG_TARGETS[target.repo_id], target.repo_id
+
+
+# Drafters whose name does not spell their catalog target exactly, and why.
+STEM_DIFFERS_FROM_TARGET = {
+    "z-lab/Qwen3-Coder-30B-A3B-DFlash": "z-lab drops '-Instruct' from the Qwen3-Coder target name",
+    "RedHatAI/Qwen3-8B-Thinking-speculator.eagle3": "names the thinking mode of Qwen3-8B, not a repo",
+    "deepseek-ai/dspark_gemma4_12b_block7": "DeepSpec names say 'gemma4_12b'; the catalog pairs them with -it",
+    "deepseek-ai/dflash_gemma4_12b_block7": "as above",
+    "deepseek-ai/eagle3_gemma4_12b_ttt7": "as above",
+}
+
+
+def test_every_catalog_drafter_names_its_target() -> None:
+    catalog = load_catalog_data()
+    for drafter in catalog.drafters:
+        parse_repo_id(drafter.repo_id)  # never raises on a real drafter id
+        stem = drafter_target_stem(drafter.repo_id)
+        assert stem is not None, drafter.repo_id
+        if not drafter.targets:
+            continue
+        (target,) = drafter.targets
+        stem_parsed, target_parsed = parse_repo_id(f"x/{stem}"), parse_repo_id(target)
+        assert (stem_parsed.family, stem_parsed.generation, stem_parsed.size) == (
+            target_parsed.family,
+            target_parsed.generation,
+            target_parsed.size,
+        ), drafter.repo_id
+        if drafter.repo_id in STEM_DIFFERS_FROM_TARGET:
+            assert name_key(stem) != name_key(target)
+        else:
+            assert name_key(stem) == name_key(target), drafter.repo_id
+
+
+@pytest.mark.parametrize(
+    ("drafter", "stem"),
+    [
+        ("z-lab/Qwen3-8B-DFlash-b16", "Qwen3-8B"),
+        ("z-lab/gemma4-12B-it-DFlash", "gemma-4-12B-it"),
+        ("z-lab/LLaMA3.1-8B-Instruct-DFlash-UltraChat", "Llama-3.1-8B-Instruct"),
+        ("google/gemma-4-E2B-it-assistant", "gemma-4-E2B-it"),
+        ("RedHatAI/Qwen3-8B-speculator.eagle3", "Qwen3-8B"),
+        ("RedHatAI/Mistral-Small-4-119B-2603.dflash", "Mistral-Small-4-119B-2603"),
+        ("deepseek-ai/dspark_qwen3_4b_block7", "Qwen3-4B"),
+        ("deepseek-ai/eagle3_gemma4_12b_ttt7", "gemma-4-12B"),
+        ("deepseek-ai/DeepSeek-V4-Flash-DSpark", "DeepSeek-V4-Flash"),
+        ("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "Llama-3.1-8B-Instruct"),
+        ("yuhuili/EAGLE3-DeepSeek-R1-Distill-LLaMA-8B", "DeepSeek-R1-Distill-Llama-8B"),
+        ("lmsys/SGLang-EAGLE3-Llama-3.1-8B-Instruct-SpecForge", "Llama-3.1-8B-Instruct"),
+        ("zhuyksir/EAGLE3-gpt-oss-20b-bf16", "gpt-oss-20b"),
+        ("AQ-MedAI/Kimi-K2-Instruct-eagle3", "Kimi-K2-Instruct"),
+        ("z-lab/GLM-5.1-FP8-DFlash", "GLM-5.1-FP8"),
+        ("z-lab/Qwen3.8-27B-DFlash2-GGUF", "Qwen3.8-27B"),
+        ("Qwen/Qwen3-8B", None),
+        ("google/gemma-4-E2B-it", None),
+    ],
+)
+def test_drafter_target_stem(drafter: str, stem: str | None) -> None:
+    assert drafter_target_stem(drafter) == stem
+
+
+@pytest.mark.parametrize(
+    ("left", "right"),
+    [
+        ("gemma4-12B-it", "gemma-4-12B-it"),
+        ("LLaMA3.1-8B-Instruct", "Llama-3.1-8B-Instruct"),
+        ("gemma-3-12B-it", "gemma-3-12b-it"),
+        ("qwen3_4b", "Qwen3-4B"),
+        ("Qwen3-8B", "Qwen/Qwen3-8B"),
+    ],
+)
+def test_name_key_equates_spellings(left: str, right: str) -> None:
+    assert name_key(left) == name_key(right)
+
+
+@pytest.mark.parametrize(
+    ("left", "right"),
+    [
+        ("Qwen3-8B", "Qwen3-14B"),
+        ("Qwen3.5-27B", "Qwen3.6-27B"),
+        ("gemma-4-12B-it", "gemma-4-12B"),
+        ("GLM-5.1", "GLM-5.1-FP8"),
+    ],
+)
+def test_name_key_keeps_different_models_apart(left: str, right: str) -> None:
+    assert name_key(left) != name_key(right)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("Qwen/Qwen3.5-27B", "Qwen/Qwen3.6-27B"),
+        ("Qwen/Qwen3.5-35B-A3B", "Qwen/Qwen3.6-35B-A3B"),
+        ("google/gemma-3-12b-it", "google/gemma-4-12B-it"),
+        ("moonshotai/Kimi-K2.5", "moonshotai/Kimi-K2.6"),
+        ("MiniMaxAI/MiniMax-M2.5", "MiniMaxAI/MiniMax-M2.7"),
+        ("zai-org/GLM-5.1", "zai-org/GLM-5.2"),
+        ("Qwen/Qwen3.6-27B", "Qwen/Qwen3.8-27B"),
+        ("deepseek-ai/DeepSeek-V4-Flash", "deepseek-ai/DeepSeek-V4-Flash-0731"),
+        ("Qwen/Qwen3-4B-Instruct-2507", "Qwen/Qwen3-4B-Instruct-2510"),
+    ],
+)
+def test_is_successor(old: str, new: str) -> None:
+    assert is_successor(parse_repo_id(old), parse_repo_id(new))
+    assert not is_successor(parse_repo_id(new), parse_repo_id(old))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "why"),
+    [
+        ("Qwen/Qwen3.5-27B", "Qwen/Qwen3.6-35B-A3B", "different size"),
+        ("Qwen/Qwen3.5-35B-A3B", "Qwen/Qwen3.6-35B-A4B", "different active size"),
+        ("Qwen/Qwen3-Coder-30B-A3B-Instruct", "Qwen/Qwen3.5-30B-A3B-Instruct", "different line"),
+        ("Qwen/Qwen3-8B", "Qwen/Qwen3-Coder-8B", "different line"),
+        ("google/gemma-3-12b-it", "google/gemma-4-12B", "different variant"),
+        ("Qwen/Qwen3-8B", "Qwen/Qwen3-8B", "same release"),
+        ("Qwen/Qwen3-8B", "Qwen/Qwen3-8B-FP8", "a quantized copy is not a newer generation"),
+        ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3", "R and V are different lines"),
+        ("openai/gpt-oss-20b", "openai/gpt-oss-20b-v2", "no generation to compare"),
+        ("deepseek-ai/DeepSeek-V4-Flash", "deepseek-ai/DeepSeek-V4-Pro", "different variant"),
+    ],
+)
+def test_is_not_successor(old: str, new: str, why: str) -> None:
+    assert not is_successor(parse_repo_id(old), parse_repo_id(new)), why
+
+
+def test_generation_two_point_zero_equals_two() -> None:
+    assert not is_successor(parse_repo_id("x/Foo-2-7B"), parse_repo_id("x/Foo-2.0-7B"))
+    assert is_successor(parse_repo_id("x/Foo-2.0-7B"), parse_repo_id("x/Foo-2.1-7B"))
+    assert is_successor(parse_repo_id("x/Foo-3.9-7B"), parse_repo_id("x/Foo-3.10-7B"))
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("Qwen/Qwen3-8B-FP8", "quantized"),
+        ("Qwen/Qwen3-8B-AWQ", "quantized"),
+        ("Qwen/Qwen3-8B-GGUF", "quantized"),
+        ("unsloth/Qwen3-8B-bnb-4bit", "quantized"),
+        ("RedHatAI/Qwen3-8B-quantized.w4a16", "quantized"),
+        ("Qwen/Qwen3.5-27B", None),
+        ("x/Qwen3-8B-w4a16", "quantized"),
+        ("x/Qwen3-8B-GPTQ-Int4", "quantized"),
+        ("x/Llama-3.1-8B-Instruct-Q4_K_M", "quantized"),
+        ("Qwen3-8B-FP8", "quantized"),
+        ("Qwen/Qwen3-8B-Base", None),
+        ("Qwen/Qwen3-8B", None),
+        ("Qwen/Qwen3-4B-Instruct-2507", None),
+        ("x/Qwen3-8B-abliterated", "finetune"),
+        ("x/Llama-3.1-8B-Instruct-SFT", "finetune"),
+        ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "finetune"),
+    ],
+)
+def test_derivative_kind(name: str, kind: str | None) -> None:
+    assert derivative_kind(name) == kind
