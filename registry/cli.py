@@ -385,7 +385,7 @@ def main() -> None:
         app(standalone_mode=False)
     except (DatabaseError, NotFound, UserError, LocalRepoError) as exc:
         message = exc.args[0] if exc.args else str(exc)
-        render.error_console.print(f"[red]error:[/] {message}")
+        render.error_console.print(f"[red]error:[/] {message}", soft_wrap=True, highlight=False)
         sys.exit(2 if isinstance(exc, UserError) else 1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

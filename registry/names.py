@@ -293,6 +293,16 @@ def is_successor(old: RepoName, new: RepoName) -> bool:
     return new.date is not None and (old.date is None or new.date > old.date)
 
 
+def is_newer_generation(old: RepoName, new: RepoName) -> bool:
+    """True when `new` belongs to a strictly newer generation of `old`'s line, whatever its size
+    (Qwen3-8B -> Qwen3.5-27B; gemma-3-12b-it -> gemma-4-E2B-it)."""
+    if old.family != new.family or old.generation is None or new.generation is None:
+        return False
+    old_letter, old_number = _version_number(old.generation)
+    new_letter, new_number = _version_number(new.generation)
+    return old_letter == new_letter and new_number > old_number
+
+
 def derivative_kind(name: str) -> DerivativeKind | None:
     """Guess from name suffixes alone (for when the Hub's base_model metadata is absent) whether a repo is a
     quantized copy or a fine-tune of some base model."""

@@ -197,34 +197,43 @@ class Store:
                 CheckpointRevision.checkpoint_id == checkpoint.id, CheckpointRevision.sha == spec.sha
             )
         )
+        checkpoint.head_sha = spec.sha
         if existing is not None:
-            checkpoint.head_sha = spec.sha
+            # One sha is one content: a later, fuller read of the same revision only fills in what was unread.
+            if existing.config_json is None and existing.config_problem is None and (
+                spec.config_raw is not None or spec.config_problem is not None
+            ):
+                self._fill_checkpoint_revision(existing, spec)
             return existing, False
+        row = CheckpointRevision(checkpoint_id=checkpoint.id, sha=spec.sha, seen_at=utcnow())
+        self._fill_checkpoint_revision(row, spec)
+        session.add(row)
+        return row, True
+
+    @staticmethod
+    def _fill_checkpoint_revision(row: CheckpointRevision, spec: RevisionSpec) -> None:
         config, problem = _parse_config(spec.config_raw, spec.config_problem)
         facts = configs.model_facts(config) if config is not None else None
         if facts is not None and facts.problems and problem is None:
             problem = "; ".join(facts.problems)
-        row = CheckpointRevision(
-            checkpoint_id=checkpoint.id,
-            sha=spec.sha,
-            last_modified=spec.last_modified,
-            seen_at=utcnow(),
-            architectures=list(facts.architectures) if facts else None,
-            model_type=facts.model_type if facts else None,
-            vocab_size=facts.vocab_size if facts else None,
-            hidden_size=facts.hidden_size if facts else None,
-            num_hidden_layers=facts.num_hidden_layers if facts else None,
-            tokenizer_digest=spec.tokenizer_digest,
-            weight_bytes=spec.weight_bytes,
-            weight_digest=spec.weight_digest,
-            parameter_count=spec.parameter_count,
-            config_json=json.dumps(config, sort_keys=True) if config is not None else None,
-            config_fingerprint=configs.config_fingerprint(config) if config is not None else None,
-            config_problem=problem,
-        )
-        session.add(row)
-        checkpoint.head_sha = spec.sha
-        return row, True
+        row.last_modified = spec.last_modified or row.last_modified
+        row.architectures = list(facts.architectures) if facts else None
+        row.model_type = facts.model_type if facts else None
+        row.vocab_size = facts.vocab_size if facts else None
+        row.hidden_size = facts.hidden_size if facts else None
+        row.num_hidden_layers = facts.num_hidden_layers if facts else None
+        row.tokenizer_digest = spec.tokenizer_digest or row.tokenizer_digest
+        row.weight_bytes = spec.weight_bytes or row.weight_bytes
+        row.weight_digest = spec.weight_digest or row.weight_digest
+        row.parameter_count = spec.parameter_count or row.parameter_count
+        row.config_json = json.dumps(config, sort_keys=True) if config is not None else None
+        row.config_fingerprint = configs.config_fingerprint(config) if config is not None else None
+        row.config_problem = problem
+
+    def needs_details(self, repo_id: str) -> bool:
+        """True when the checkpoint's head revision was recorded from a listing only (its config never read)."""
+        head = self.head_revision(repo_id)
+        return head is not None and head.sha != "catalog" and head.config is None and head.config_problem is None
 
     # ---- drafters ----------------------------------------------------------------------------
 
@@ -447,6 +456,16 @@ class Store:
     def drafters(self) -> list[DrafterRecord]:
         with self.session() as session:
             return [_drafter_record(r) for r in session.scalars(select(Drafter).order_by(Drafter.repo_id))]
+
+    def derivatives(self, base_repo_id: str) -> list[CheckpointRecord]:
+        """Checkpoints whose base_model relations name `base_repo_id` (finetunes, quantizations, adapters)."""
+        with self.session() as session:
+            query = select(Checkpoint).join(CheckpointBase).where(CheckpointBase.base_repo_id == base_repo_id)
+            return [_checkpoint_record(r) for r in session.scalars(query)]
+
+    def checkpoints_with_head(self, sha: str) -> list[CheckpointRecord]:
+        with self.session() as session:
+            return [_checkpoint_record(r) for r in session.scalars(select(Checkpoint).where(Checkpoint.head_sha == sha))]
 
     def head_revision(self, repo_id: str) -> RevisionRecord | None:
         with self.session() as session:

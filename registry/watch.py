@@ -105,6 +105,8 @@ class Watcher:
         # Called with (drafter repo, drafter sha, target repo, target sha, verdict) for new exact/structural pairs.
         self.on_pair = on_pair
         self._deadline: float | None = None
+        self._drafted_cache: dict[str, list[str]] | None = None
+        self._stems: list[tuple[str, str, bool]] = []
 
     # ---- the loop -----------------------------------------------------------------------------
 
@@ -112,6 +114,7 @@ class Watcher:
         started = time.monotonic()
         self._deadline = started + self.deadline_s if self.deadline_s else None
         report = PollReport()
+        self._drafted_cache = None
         first_event = self._last_event_id()
         for org in self.orgs:
             report.orgs.append(self.poll_org(org))
@@ -250,75 +253,74 @@ class Watcher:
         self._check_budget()
         return self.client.download(repo_id, filename, sha)
 
-    def _revision_spec(self, model: HubModel, *, with_tokenizer: bool) -> tuple[RevisionSpec, object | None]:
-        """Read a repo at its listed sha. A gated or missing repo becomes a revision with its problem recorded."""
+    def _revision_spec(self, repo_id: str, sha: str, last_modified: datetime | None, *,
+                       with_tokenizer: bool) -> RevisionSpec:
+        """Read a repo at a pinned sha. A gated or missing repo becomes a revision with its problem recorded."""
+        self._check_budget()
         try:
-            revision = self.client.revision(model.repo_id, model.sha)
+            revision = self.client.revision(repo_id, sha)
+            config_raw = self._fetch(repo_id, "config.json", sha)
         except hub.GatedRepo as exc:
-            return RevisionSpec(sha=model.sha, last_modified=model.last_modified, config_problem=f"gated: {exc}"), None
+            return RevisionSpec(sha=sha, last_modified=last_modified, config_problem=f"gated: {exc}")
         except (hub.RepoNotFound, hub.RevisionNotFound) as exc:
-            return RevisionSpec(sha=model.sha, last_modified=model.last_modified, config_problem=f"missing: {exc}"), None
-        try:
-            config_raw = self._fetch(model.repo_id, "config.json", model.sha)
-        except hub.GatedRepo as exc:
-            return RevisionSpec(sha=model.sha, last_modified=model.last_modified, config_problem=f"gated: {exc}"), revision
+            return RevisionSpec(sha=sha, last_modified=last_modified, config_problem=f"missing: {exc}")
         tokenizer = None
         if with_tokenizer:
-            files = {}
             present = {f.path for f in revision.files}
-            for name in TOKENIZER_FILES:
-                if name in present:
-                    data = self._fetch(model.repo_id, name, model.sha)
-                    if data is not None:
-                        files[name] = data
+            files = {name: self._fetch(repo_id, name, sha) for name in TOKENIZER_FILES if name in present}
             try:
-                tokenizer = configs.tokenizer_digest(files) if files else None
+                tokenizer = configs.tokenizer_digest({k: v for k, v in files.items() if v is not None}) or None
             except configs.ConfigError:
                 tokenizer = None
-        spec = RevisionSpec(
-            sha=model.sha,
+        return RevisionSpec(
+            sha=sha,
             config_raw=config_raw,
             config_problem=None if config_raw is not None else "no config.json in the repo",
-            last_modified=model.last_modified,
+            last_modified=last_modified,
             tokenizer_digest=tokenizer,
             weight_bytes=sum(f.size or 0 for f in revision.files if hub.is_weight_file(f.path)) or None,
             weight_digest=hub.weight_digest(revision.files),
             parameter_count=revision.parameters,
         )
-        return spec, revision
+
+    def _drafted(self) -> dict[str, list[str]]:
+        """Target repo id -> drafters declaring it; cached for a poll, dropped whenever a drafter changes."""
+        if self._drafted_cache is None:
+            drafted: dict[str, list[str]] = {}
+            stems: list[tuple[str, str, bool]] = []
+            for drafter in self.store.drafters():
+                for target, _ in drafter.targets:
+                    drafted.setdefault(self.store.canonical_repo_id(target), []).append(drafter.repo_id)
+                stem = names.drafter_target_stem(drafter.repo_id)
+                if stem is not None:
+                    stems.append((drafter.repo_id, names.name_key(stem), bool(drafter.targets)))
+            self._drafted_cache = drafted
+            self._stems = stems
+        return self._drafted_cache
 
     def _interesting(self, model: HubModel) -> bool:
         """Checkpoints worth a config read: declared targets, their derivatives, successors of drafted ones."""
-        if self.store.get_checkpoint(model.repo_id) is not None:
-            return True
-        declared = {t for d in self.store.drafters() for t, _ in d.targets}
-        if model.repo_id in declared or set(model.base_models) & declared:
+        drafted = self._drafted()
+        if model.repo_id in drafted or set(model.base_models) & set(drafted):
             return True
         if self._name_matched_drafters(model.repo_id):
             return True
         return bool(self._predecessors(model.repo_id))
 
-    def _name_matched_drafters(self, repo_id: str) -> list[str]:
+    def _name_matched_drafters(self, repo_id: str, *, without_targets_only: bool = False) -> list[str]:
+        self._drafted()
         key = names.name_key(repo_id.split("/", 1)[1])
-        matched = []
-        for drafter in self.store.drafters():
-            stem = names.drafter_target_stem(drafter.repo_id)
-            if stem is not None and names.name_key(stem) == key:
-                matched.append(drafter.repo_id)
-        return matched
+        return [d for d, stem_key, has_targets in self._stems
+                if stem_key == key and not (without_targets_only and has_targets)]
 
     def _predecessors(self, repo_id: str) -> list[tuple[str, tuple[str, ...]]]:
         """Checkpoints this one succeeds that have drafters: same size first, else the previous generation."""
         new = names.parse_repo_id(repo_id)
-        drafted: dict[str, list[str]] = {}
-        for drafter in self.store.drafters():
-            for target, _ in drafter.targets:
-                drafted.setdefault(self.store.canonical_repo_id(target), []).append(drafter.repo_id)
         same_size, same_line = [], []
-        for target, drafters in sorted(drafted.items()):
-            old = names.parse_repo_id(target)
+        for target, drafters in sorted(self._drafted().items()):
             if target == repo_id:
                 continue
+            old = names.parse_repo_id(target)
             if names.is_successor(old, new):
                 same_size.append((target, tuple(sorted(drafters))))
             elif names.is_newer_generation(old, new):
@@ -332,19 +334,19 @@ class Watcher:
             if renamed_from is not None:
                 self.store.rename_checkpoint(renamed_from, model.repo_id)
                 known = self.store.get_checkpoint(model.repo_id)
-        if known is not None and known.head_sha == model.sha and known.status == "ok":
+        if known is not None and known.head_sha == model.sha and not self.store.needs_details(model.repo_id):
             return
-        if known is None and not self._interesting(model):
+        if (known is None or self.store.needs_details(model.repo_id)) and not self._interesting(model):
             # Outside every drafted line: remember it exists, read its config only when it becomes relevant.
             self.store.upsert_checkpoint(self._checkpoint_spec(model))
             self.store.add_checkpoint_revision(
                 model.repo_id, RevisionSpec(sha=model.sha, last_modified=model.last_modified)
             )
-            if not baseline:
+            if not baseline and known is None:
                 self._new_checkpoint_event(model)
             return
         previous = self.store.head_revision(model.repo_id) if known else None
-        spec, _ = self._revision_spec(model, with_tokenizer=True)
+        spec = self._revision_spec(model.repo_id, model.sha, model.last_modified, with_tokenizer=True)
         self.store.upsert_checkpoint(self._checkpoint_spec(model))
         status = "gated" if (spec.config_problem or "").startswith("gated") else "ok"
         self.store.set_checkpoint_status(model.repo_id, status, spec.config_problem if status != "ok" else None)
@@ -355,17 +357,19 @@ class Watcher:
             return
         if known is None:
             self._new_checkpoint_event(model)
-            if _kind(model) == "base":
-                for predecessor, drafters in self._predecessors(model.repo_id):
-                    self._event(
-                        "base_upgrade",
-                        model.repo_id,
-                        f"base_upgrade:{model.repo_id}:{predecessor}",
-                        f"{model.repo_id} succeeds {predecessor}, which has drafters ({', '.join(drafters)}); "
-                        "none declared for the successor yet",
-                        predecessor=predecessor,
-                        predecessor_drafters=list(drafters),
-                    )
+            predecessors = self._predecessors(model.repo_id) if _kind(model) == "base" else []
+            if predecessors:
+                names_ = [p for p, _ in predecessors]
+                drafters = sorted({d for _, ds in predecessors for d in ds})
+                self._event(
+                    "base_upgrade",
+                    model.repo_id,
+                    f"base_upgrade:{model.repo_id}",
+                    f"{model.repo_id} succeeds {', '.join(names_)}, which have drafters ({', '.join(drafters)}); "
+                    "none declared for the successor yet",
+                    predecessors=names_,
+                    predecessor_drafters=drafters,
+                )
         elif created and previous is not None and self._weights_changed(previous.weight_digest, revision.weight_digest):
             self._event(
                 "weights_changed",
@@ -395,8 +399,8 @@ class Watcher:
     def _renamed_from(self, model: HubModel) -> str | None:
         """A listed repo we don't know whose sha we do know under another id may be that repo, renamed."""
         org = model.repo_id.split("/", 1)[0]
-        for checkpoint in self.store.checkpoints():
-            if checkpoint.head_sha != model.sha or checkpoint.org != org or checkpoint.repo_id == model.repo_id:
+        for checkpoint in self.store.checkpoints_with_head(model.sha):
+            if checkpoint.org != org or checkpoint.repo_id == model.repo_id:
                 continue
             try:
                 canonical = self.client.revision(checkpoint.repo_id).repo_id
@@ -418,7 +422,7 @@ class Watcher:
 
     def _attach_name_matched(self, checkpoint_repo_id: str) -> None:
         """Drafters whose repo name implies this checkpoint, and that declare no target yet, now declare it."""
-        for drafter_repo_id in self._name_matched_drafters(checkpoint_repo_id):
+        for drafter_repo_id in self._name_matched_drafters(checkpoint_repo_id, without_targets_only=True):
             drafter = self.store.get_drafter(drafter_repo_id)
             if drafter is not None and not drafter.targets:
                 self.store.upsert_drafter(
@@ -430,6 +434,20 @@ class Watcher:
                         targets=((checkpoint_repo_id, "name_convention"),),
                     )
                 )
+                self._drafted_cache = None
+
+    def _complete_targets(self, drafter_repo_id: str) -> None:
+        """Targets (and their derivatives) recorded from a listing only get their config and tokenizer read once
+        a drafter names them."""
+        drafter = self.store.get_drafter(drafter_repo_id)
+        targets = [t for t, _ in drafter.targets] if drafter else []
+        related = targets + [d.repo_id for t in targets for d in self.store.derivatives(t)]
+        for repo_id in dict.fromkeys(related):
+            if self.store.get_checkpoint(repo_id) is not None and self.store.needs_details(repo_id):
+                head = self.store.head_revision(repo_id)
+                spec = self._revision_spec(head.repo_id, head.sha, head.last_modified, with_tokenizer=True)
+                self.store.add_checkpoint_revision(head.repo_id, spec)
+                self.store.recompute_compatibility(checkpoint_repo_id=head.repo_id)
 
     def _declared_targets(self, model: HubModel, config: dict | None) -> tuple[tuple[str, str], ...]:
         targets: list[tuple[str, str]] = []
@@ -456,7 +474,7 @@ class Watcher:
         if known is not None and known.head_sha == model.sha:
             return
         previous = self.store.drafter_head_revision(model.repo_id) if known else None
-        spec, _ = self._revision_spec(model, with_tokenizer=False)
+        spec = self._revision_spec(model.repo_id, model.sha, model.last_modified, with_tokenizer=False)
         config = None
         if spec.config_raw is not None:
             try:
@@ -484,9 +502,11 @@ class Watcher:
                 gated=bool(model.gated),
             )
         )
+        self._drafted_cache = None
         gated = (spec.config_problem or "").startswith("gated")
         self.store.set_drafter_status(model.repo_id, "gated" if gated else "ok", spec.config_problem if gated else None)
         revision, created = self.store.add_drafter_revision(model.repo_id, spec)
+        self._complete_targets(model.repo_id)
         verdicts = self.store.recompute_compatibility(drafter_repo_id=model.repo_id)
         if baseline:
             return

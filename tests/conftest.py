@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+
+# huggingface_hub reads these once, at import: set them before anything imports it.
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.pop("HF_HUB_OFFLINE", None)
 import uuid
 from collections.abc import Iterator
 from pathlib import Path

@@ -327,3 +327,13 @@ def test_generation_two_point_zero_equals_two() -> None:
 )
 def test_derivative_kind(name: str, kind: str | None) -> None:
     assert derivative_kind(name) == kind
+
+
+def test_is_newer_generation_ignores_size_but_not_line() -> None:
+    from registry.names import is_newer_generation
+
+    assert is_newer_generation(parse_repo_id("Qwen/Qwen3-8B"), parse_repo_id("Qwen/Qwen3.5-27B"))
+    assert is_newer_generation(parse_repo_id("google/gemma-3-12b-it"), parse_repo_id("google/gemma-4-E2B-it"))
+    assert not is_newer_generation(parse_repo_id("Qwen/Qwen3.5-27B"), parse_repo_id("Qwen/Qwen3-8B"))
+    assert not is_newer_generation(parse_repo_id("Qwen/Qwen3-8B"), parse_repo_id("Qwen/Qwen3-8B"))
+    assert not is_newer_generation(parse_repo_id("Qwen/Qwen3-8B"), parse_repo_id("Qwen/Qwen3.5-Coder-8B"))

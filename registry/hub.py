@@ -1,0 +1,591 @@
+"""The project's one Hub client: everything that talks to the Hugging Face Hub goes through `HubClient`.
+
+It uses only `huggingface_hub` (HfApi, hf_hub_download) and returns parsed, validated dataclasses; every failure
+becomes a `HubError` subclass with a one-line message that never contains the token.
+
+Retries. `huggingface_hub` retries on its own (`http_backoff`: 5 retries, waits 1-2-4-8-8 s, listings and
+downloads only), and stacking our retries on top would multiply into minutes. So this module owns the policy:
+it installs, once per process, an HTTP client factory for `huggingface_hub` whose transport — only while a
+`HubClient` call is running — counts each request, enforces the request budget and the timeout, waits out 429s
+(Retry-After / RateLimit) and retries 5xx and transport failures with a capped exponential backoff. A final
+failure leaves the transport as a `HubError`, which `huggingface_hub`'s retry loops do not catch, so each request
+is tried at most `max_retries + 1` times in all. Outside a `HubClient` call the transport is a plain pass-through.
+Only requests to the client's own endpoint are subject to the policy and counted. (Like any httpx client given
+its own transport, the shared client ignores proxy environment variables.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import huggingface_hub
+from huggingface_hub import HfApi, hf_hub_download
+from huggingface_hub import errors as hf_errors
+from huggingface_hub.utils import httpx, parse_ratelimit_headers
+
+logger = logging.getLogger(__name__)
+
+SHA_PATTERN = re.compile(r"[0-9a-f]{40}")
+RETRYABLE_STATUSES = frozenset({408, 500, 502, 503, 504})
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
+SHARD_INDEX_SUFFIXES = (".safetensors.index.json", ".bin.index.json")
+BASE_MODEL_RELATIONS = frozenset({"adapter", "merge", "quantized", "finetune"})
+# Fields a listing needs; requesting them explicitly keeps each page small (hub-protocol.md §7 budget).
+LIST_EXPAND = ["sha", "lastModified", "createdAt", "tags", "gated", "cardData", "pipeline_tag", "library_name", "config"]
+
+
+class HubError(Exception):
+    """Any failure talking to the Hub. The message is one line and never contains the token."""
+
+
+class RepoNotFound(HubError):
+    pass
+
+
+class GatedRepo(HubError):
+    pass
+
+
+class RevisionNotFound(HubError):
+    pass
+
+
+class RateLimited(HubError):
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class HubUnavailable(HubError):
+    """5xx answers, timeouts and connection failures that outlasted the retries."""
+
+
+class BadResponse(HubError):
+    """Truncated or invalid JSON, or a body of an unexpected shape."""
+
+
+class BudgetExhausted(HubError):
+    """The client's `max_requests` budget is spent; no request was sent."""
+
+
+@dataclass(frozen=True)
+class HubModel:
+    repo_id: str
+    sha: str
+    last_modified: datetime
+    created_at: datetime
+    tags: tuple[str, ...]
+    gated: bool
+    base_models: tuple[str, ...]
+    base_model_relation: str | None
+    pipeline_tag: str | None
+    library_name: str | None
+    # From the listing's config summary: enough to tell a drafter from a model without downloading config.json.
+    architectures: tuple[str, ...] = ()
+    model_type: str | None = None
+
+
+@dataclass(frozen=True)
+class HubFile:
+    path: str
+    size: int | None
+    blob_id: str | None
+    lfs_sha256: str | None
+
+
+@dataclass(frozen=True)
+class HubRevision:
+    repo_id: str  # canonical: after following a rename
+    sha: str
+    last_modified: datetime
+    created_at: datetime
+    files: tuple[HubFile, ...]
+    parameters: int | None
+    gated: bool
+    base_models: tuple[str, ...]
+    base_model_relation: str | None
+    tags: tuple[str, ...]
+    architectures: tuple[str, ...] = ()
+    model_type: str | None = None
+
+
+@dataclass(frozen=True)
+class HubCommit:
+    sha: str
+    date: datetime
+    title: str
+
+
+def is_weight_file(path: str) -> bool:
+    return path.endswith(WEIGHT_SUFFIXES)
+
+
+def _config_summary(info: Any) -> tuple[tuple[str, ...], str | None]:
+    """`architectures` and `model_type` from the Hub's config summary; anything odd reads as unknown."""
+    config = getattr(info, "config", None)
+    if not isinstance(config, dict):
+        return (), None
+    architectures = config.get("architectures")
+    model_type = config.get("model_type")
+    names = tuple(a for a in architectures if isinstance(a, str)) if isinstance(architectures, list) else ()
+    return names, model_type if isinstance(model_type, str) else None
+
+
+def weight_digest(files: Iterable[HubFile]) -> str | None:
+    """A digest of the weight files only (weights and shard indexes), so config- or README-only commits leave it
+    unchanged while replaced weights change it. None when there are no weight files."""
+    lines = []
+    for file in sorted(files, key=lambda item: item.path):
+        if not file.path.endswith(WEIGHT_SUFFIXES + SHARD_INDEX_SUFFIXES):
+            continue
+        identity = file.lfs_sha256 or file.blob_id
+        if identity is None:
+            raise ValueError(f"{file.path} has no blob id: list files with blob metadata (HubClient.revision)")
+        lines.append(f"{file.path}\0{identity}\0{file.size}\n")
+    if not lines:
+        return None
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
+
+
+# ---- the HTTP layer ------------------------------------------------------------------------------------------
+
+_ACTIVE_CLIENT: ContextVar[HubClient | None] = ContextVar("registry_hub_active_client", default=None)
+_INSTALL_LOCK = threading.Lock()
+_installed = False
+
+
+class _GuardedStream(httpx.SyncByteStream):
+    """A response body whose early end becomes BadResponse instead of an httpx error huggingface_hub retries."""
+
+    def __init__(self, inner: httpx.SyncByteStream, what: str) -> None:
+        self._inner = inner
+        self._what = what
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self._inner
+        except httpx.TransportError as exc:
+            raise BadResponse(f"{self._what}: response body cut short ({type(exc).__name__})") from exc
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class _PoliteTransport(httpx.BaseTransport):
+    """Hands requests made inside a HubClient call to that client's policy; passes everything else through."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self._inner = inner
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        client = _ACTIVE_CLIENT.get()
+        if client is None:
+            return self._inner.handle_request(request)
+        return client._send_with_policy(self._inner, request)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def _install_http_client_factory() -> None:
+    """Route huggingface_hub's shared HTTP client through `_PoliteTransport`, keeping its request hooks."""
+    global _installed
+    with _INSTALL_LOCK:
+        if _installed:
+            return
+        request_hooks = list(huggingface_hub.get_session().event_hooks["request"])
+
+        def factory() -> httpx.Client:
+            return httpx.Client(
+                event_hooks={"request": request_hooks},
+                follow_redirects=True,
+                timeout=None,
+                transport=_PoliteTransport(httpx.HTTPTransport()),
+            )
+
+        huggingface_hub.set_client_factory(factory)
+        _installed = True
+
+
+def _wait_from_headers(headers: httpx.Headers) -> float | None:
+    """Seconds a 429 asks us to wait: the RateLimit reset when exhausted, or Retry-After, whichever is longer."""
+    waits: list[float] = []
+    info = parse_ratelimit_headers(headers)
+    if info is not None and info.remaining == 0:
+        waits.append(float(info.reset_in_seconds))
+    retry_after = headers.get("retry-after", "").strip()
+    try:
+        waits.append(max(0.0, float(retry_after)))
+    except ValueError:
+        pass  # an HTTP-date or garbage: fall back to our own backoff
+    return max(waits) if waits else None
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+# ---- the client ----------------------------------------------------------------------------------------------
+
+class HubClient:
+    """Reads what the registry needs from the Hub (or the fake Hub), politely and within a request budget."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        token: str | None,
+        cache_dir: Path,
+        *,
+        timeout: float = 10.0,
+        max_requests: int | None = None,
+        max_retries: int = 4,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 8.0,
+        max_rate_limit_wait: float = 60.0,
+    ) -> None:
+        if not endpoint.startswith(("http://", "https://")):
+            raise ValueError(f"Hub endpoint must be an http(s) URL, got {endpoint!r}")
+        if timeout <= 0 or max_retries < 0 or backoff_base < 0 or backoff_cap < 0 or max_rate_limit_wait < 0:
+            raise ValueError("timeout must be positive; retries, backoff and waits must not be negative")
+        if max_requests is not None and max_requests < 0:
+            raise ValueError("max_requests must not be negative")
+        self.endpoint = endpoint.rstrip("/")
+        self.cache_dir = Path(cache_dir)
+        self.timeout = timeout
+        self.max_requests = max_requests
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.max_rate_limit_wait = max_rate_limit_wait
+        self._token = token or None
+        # token=False: never fall back to a token from the environment or the user's login.
+        self._api = HfApi(endpoint=self.endpoint, token=self._token or False, library_name="drafter-registry")
+        parsed = httpx.URL(self.endpoint)
+        self._origin = (parsed.scheme, parsed.host, parsed.port)
+        self._count = 0
+        self._count_lock = threading.Lock()
+        _install_http_client_factory()
+
+    def __repr__(self) -> str:
+        return f"HubClient(endpoint={self.endpoint!r}, authenticated={self._token is not None})"
+
+    @property
+    def request_count(self) -> int:
+        """HTTP requests this client has sent, retries and redirects included."""
+        with self._count_lock:
+            return self._count
+
+    # ---- public reads ------------------------------------------------------------------------------------
+    def list_org_models(
+        self,
+        org: str,
+        *,
+        sort: Literal["last_modified", "created_at"] = "last_modified",
+        stop_at: Callable[[HubModel], bool] | None = None,
+    ) -> Iterator[HubModel]:
+        """The org's models, newest first. Paging stops at the first model for which `stop_at` is true (that
+        model is not yielded), so a re-poll that finds nothing new reads a single page."""
+        if sort not in ("last_modified", "created_at"):
+            raise ValueError(f"sort must be 'last_modified' or 'created_at', got {sort!r}")
+        what = f"listing models of {org}"
+        # A lazy generator: each page is requested only when the previous one is used up.
+        pages = self._api.list_models(author=org, sort=sort, expand=LIST_EXPAND)
+        while True:
+            with self._calling(what):
+                info = next(pages, None)
+                if info is None:
+                    return
+                model = _hub_model(info)
+            if stop_at is not None and stop_at(model):
+                return
+            yield model
+
+    def revision(self, repo_id: str, revision: str | None = None) -> HubRevision:
+        """The repo at `revision` (default: main) with every file's size and blob ids."""
+        what = f"{repo_id}@{revision or 'main'}"
+        with self._calling(what):
+            info = self._api.model_info(repo_id, revision=revision, files_metadata=True, timeout=self.timeout)
+            return _hub_revision(info, what)
+
+    def head_sha(self, repo_id: str) -> str:
+        """The commit main points to, from refs: `/revision/main` can lag behind a force-push
+        (huggingface_hub issue #3406)."""
+        what = f"refs of {repo_id}"
+        with self._calling(what):
+            refs = self._api.list_repo_refs(repo_id)
+            for branch in refs.branches:
+                if branch.name == "main":
+                    return _sha(branch.target_commit, what)
+        raise BadResponse(f"{what}: no main branch")
+
+    def download(self, repo_id: str, filename: str, sha: str) -> bytes | None:
+        """The file's bytes at commit `sha` (cached on disk; a warm cache costs no request), or None when the file
+        does not exist at that commit."""
+        if not SHA_PATTERN.fullmatch(sha):
+            raise ValueError(f"download needs a 40-hex commit sha, got {sha!r}")
+        what = f"{repo_id}/{filename}@{sha[:12]}"
+        with self._calling(what):
+            try:
+                path = hf_hub_download(
+                    repo_id, filename, revision=sha, cache_dir=self.cache_dir, endpoint=self.endpoint,
+                    token=self._token or False, etag_timeout=self.timeout,
+                )
+            except hf_errors.RemoteEntryNotFoundError:
+                return None
+            return Path(path).read_bytes()
+
+    def commits(self, repo_id: str) -> list[HubCommit]:
+        """Every commit on main, newest first."""
+        what = f"commits of {repo_id}"
+        with self._calling(what):
+            return [
+                HubCommit(_sha(item.commit_id, what), _datetime(item.created_at, what), item.title or "")
+                for item in self._api.list_repo_commits(repo_id)
+            ]
+
+    # ---- policy ------------------------------------------------------------------------------------------
+    @contextmanager
+    def _calling(self, what: str) -> Iterator[None]:
+        """Runs huggingface_hub code under this client's HTTP policy and turns its errors into HubErrors."""
+        marker = _ACTIVE_CLIENT.set(self)
+        try:
+            yield
+        except HubError as error:
+            raise self._scrubbed(error)
+        except Exception as exc:  # noqa: BLE001 - every library failure becomes one typed HubError
+            raise self._scrubbed(self._map_error(exc, what)) from exc
+        finally:
+            _ACTIVE_CLIENT.reset(marker)
+
+    def _scrubbed(self, error: HubError) -> HubError:
+        """One line, and the token masked should any layer below have echoed it."""
+        message = _one_line(str(error))
+        if self._token:
+            message = message.replace(self._token, "***")
+        error.args = (message,)
+        return error
+
+    def _map_error(self, exc: Exception, what: str) -> HubError:
+        request_id = getattr(exc, "request_id", None)
+        suffix = f" (request id {request_id})" if request_id else ""
+        response = getattr(exc, "response", None) if isinstance(exc, hf_errors.HfHubHTTPError) else None
+        status = response.status_code if response is not None else None
+        error: HubError
+        if isinstance(exc, hf_errors.GatedRepoError):
+            error = GatedRepo(f"{what}: gated repository, access not granted (HTTP {status}){suffix}")
+        elif isinstance(exc, (hf_errors.RepositoryNotFoundError, hf_errors.DisabledRepoError)):
+            error = RepoNotFound(f"{what}: repository not found or not accessible (HTTP {status}){suffix}")
+        elif isinstance(exc, hf_errors.RevisionNotFoundError):
+            error = RevisionNotFound(f"{what}: revision not found{suffix}")
+        elif response is not None and status == 429:
+            retry_after = _wait_from_headers(response.headers) or self.backoff_cap
+            error = RateLimited(f"{what}: rate limited, retry after {retry_after:g}s{suffix}", retry_after)
+        elif isinstance(exc, hf_errors.HfHubHTTPError) and status is not None and (
+            status in RETRYABLE_STATUSES or status >= 500
+        ):
+            error = HubUnavailable(f"{what}: Hub answered HTTP {status}{suffix}")
+        elif isinstance(exc, hf_errors.HfHubHTTPError):
+            error = HubError(f"{what}: Hub answered HTTP {status}{suffix}")
+        elif isinstance(exc, (httpx.TransportError, hf_errors.OfflineModeIsEnabled,
+                              hf_errors.LocalEntryNotFoundError)):
+            error = HubUnavailable(f"{what}: Hub unreachable ({type(exc).__name__})")
+        elif isinstance(exc, hf_errors.HFValidationError):
+            error = HubError(f"{what}: invalid repository id or revision")
+        elif isinstance(exc, (ValueError, KeyError, TypeError, AttributeError, hf_errors.FileMetadataError,
+                              httpx.HTTPError)):
+            error = BadResponse(f"{what}: unexpected response ({type(exc).__name__})")
+        else:
+            error = HubError(f"{what}: {type(exc).__name__}")
+        return error
+
+    def _spend_request(self, what: str) -> None:
+        with self._count_lock:
+            if self.max_requests is not None and self._count >= self.max_requests:
+                raise BudgetExhausted(f"{what}: request budget of {self.max_requests} spent")
+            self._count += 1
+
+    def _backoff(self, attempt: int) -> float:
+        return min(self.backoff_cap, self.backoff_base * 2**attempt)
+
+    def _send_with_policy(self, inner: httpx.BaseTransport, request: httpx.Request) -> httpx.Response:
+        """Called by the transport for each request huggingface_hub sends during one of our calls.
+
+        Only requests to our endpoint are ours to count, time out and retry; anything else huggingface_hub sends
+        meanwhile (its once-a-day agent-registry fetch from huggingface.co, a CDN download) passes through.
+        """
+        if (request.url.scheme, request.url.host, request.url.port) != self._origin:
+            return inner.handle_request(request)
+        what = f"{request.method} {request.url.path}"
+        # huggingface_hub sends listings with timeout=None (no limit); every request gets ours.
+        request.extensions = {**request.extensions, "timeout": dict.fromkeys(
+            ("connect", "read", "write", "pool"), self.timeout)}
+        for attempt in range(self.max_retries + 1):
+            self._spend_request(what)
+            try:
+                response = inner.handle_request(request)
+            except httpx.TransportError as exc:
+                failure: HubError = HubUnavailable(f"{what}: {type(exc).__name__} after {attempt + 1} attempt(s)")
+                wait = self._backoff(attempt)
+            else:
+                if response.status_code == 429:
+                    server_wait = _wait_from_headers(response.headers)
+                    _discard(response)
+                    wait = self._backoff(attempt) if server_wait is None else server_wait
+                    failure = RateLimited(f"{what}: rate limited, retry after {wait:g}s", wait)
+                    if wait > self.max_rate_limit_wait:
+                        raise failure  # too long to block a caller: let it reschedule
+                elif response.status_code in RETRYABLE_STATUSES:
+                    _discard(response)
+                    failure = HubUnavailable(
+                        f"{what}: Hub answered HTTP {response.status_code} after {attempt + 1} attempt(s)")
+                    wait = self._backoff(attempt)
+                else:
+                    return httpx.Response(
+                        status_code=response.status_code, headers=response.headers,
+                        stream=_GuardedStream(response.stream, what), extensions=response.extensions,
+                    )
+            if attempt == self.max_retries:
+                raise failure
+            logger.info("%s; retry %d/%d in %.2fs", failure, attempt + 1, self.max_retries, wait)
+            time.sleep(wait)
+        raise AssertionError("unreachable: the loop returns or raises")
+
+
+def _discard(response: httpx.Response) -> None:
+    """Drain a small error body so the connection can be reused; a broken one is simply closed."""
+    try:
+        response.read()
+    except httpx.TransportError:
+        pass
+    finally:
+        response.close()
+
+
+# ---- parsing -------------------------------------------------------------------------------------------------
+
+def _sha(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not SHA_PATTERN.fullmatch(value):
+        raise BadResponse(f"{what}: missing or malformed commit sha")
+    return value
+
+
+def _datetime(value: Any, what: str) -> datetime:
+    if not isinstance(value, datetime):
+        raise BadResponse(f"{what}: missing or malformed date")
+    return value
+
+
+def _tags(value: Any, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(tag, str) for tag in value):
+        raise BadResponse(f"{what}: tags are not a list of strings")
+    return tuple(value)
+
+
+def _optional_str(value: Any, what: str, name: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise BadResponse(f"{what}: {name} is not a string")
+    return value
+
+
+def _base_models(tags: tuple[str, ...], card_data: Any) -> tuple[tuple[str, ...], str | None]:
+    """Parents from the Hub's model-tree tags (`base_model:<relation>:<id>`), else from the card."""
+    parents: list[str] = []
+    relation: str | None = None
+    for tag in tags:
+        parts = tag.split(":", 2)
+        if len(parts) == 3 and parts[0] == "base_model" and parts[1] in BASE_MODEL_RELATIONS:
+            relation = relation or parts[1]
+            parents.append(parts[2])
+    if parents:
+        return tuple(dict.fromkeys(parents)), relation
+    if card_data is None:
+        return (), None
+    declared = card_data.get("base_model")
+    if isinstance(declared, str):
+        parents = [declared]
+    elif isinstance(declared, list):
+        parents = [item for item in declared if isinstance(item, str)]
+    card_relation = card_data.get("base_model_relation")
+    return tuple(parents), card_relation if isinstance(card_relation, str) and parents else None
+
+
+def _gated(value: Any, what: str) -> bool:
+    if value in (None, False):
+        return False
+    if value is True or value in ("auto", "manual"):
+        return True
+    raise BadResponse(f"{what}: unexpected gated value")
+
+
+def _hub_model(info: Any) -> HubModel:
+    what = f"listing entry {getattr(info, 'id', '?')}"
+    repo_id = _optional_str(info.id, what, "id")
+    if not repo_id or repo_id.count("/") != 1:
+        raise BadResponse(f"{what}: malformed repo id")
+    tags = _tags(info.tags, what)
+    base_models, relation = _base_models(tags, info.card_data)
+    return HubModel(
+        repo_id=repo_id,
+        sha=_sha(info.sha, what),
+        last_modified=_datetime(info.last_modified, what),
+        created_at=_datetime(info.created_at, what),
+        tags=tags,
+        gated=_gated(info.gated, what),
+        base_models=base_models,
+        base_model_relation=relation,
+        pipeline_tag=_optional_str(info.pipeline_tag, what, "pipeline_tag"),
+        library_name=_optional_str(info.library_name, what, "library_name"),
+        architectures=_config_summary(info)[0],
+        model_type=_config_summary(info)[1],
+    )
+
+
+def _hub_file(sibling: Any, what: str) -> HubFile:
+    path = sibling.rfilename
+    if not isinstance(path, str) or not path or path.startswith("/") or ".." in path.split("/"):
+        raise BadResponse(f"{what}: unsafe or missing file name")
+    size = sibling.size
+    if size is not None and (not isinstance(size, int) or size < 0):
+        raise BadResponse(f"{what}: bad size for {path}")
+    lfs_sha = sibling.lfs.sha256 if sibling.lfs is not None else None
+    return HubFile(path=path, size=size, blob_id=_optional_str(sibling.blob_id, what, "blobId"),
+                   lfs_sha256=_optional_str(lfs_sha, what, "lfs.sha256"))
+
+
+def _hub_revision(info: Any, what: str) -> HubRevision:
+    repo_id = _optional_str(info.id, what, "id")
+    if not repo_id or repo_id.count("/") != 1:
+        raise BadResponse(f"{what}: malformed repo id")
+    tags = _tags(info.tags, what)
+    base_models, relation = _base_models(tags, info.card_data)
+    files = tuple(_hub_file(sibling, what) for sibling in info.siblings or [])
+    parameters = info.safetensors.total if info.safetensors is not None else None
+    if parameters is not None and (not isinstance(parameters, int) or parameters < 0):
+        raise BadResponse(f"{what}: bad safetensors parameter total")
+    return HubRevision(
+        repo_id=repo_id,
+        sha=_sha(info.sha, what),
+        last_modified=_datetime(info.last_modified, what),
+        created_at=_datetime(info.created_at, what),
+        files=files,
+        parameters=parameters,
+        gated=_gated(info.gated, what),
+        base_models=base_models,
+        base_model_relation=relation,
+        tags=tags,
+        architectures=_config_summary(info)[0],
+        model_type=_config_summary(info)[1],
+    )

@@ -1,0 +1,102 @@
+"""The `drafters` command as a user runs it: a real process, a real database, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = REPO / "tests" / "data" / "configs"
+
+
+def drafters(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "registry.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def db_env(database_url: str) -> dict[str, str]:
+    return {"DRAFTERS_DATABASE_URL": database_url}
+
+
+def test_catalog_find_lag(db_env: dict[str, str]) -> None:
+    loaded = drafters("catalog", "load", "--json", env=db_env)
+    assert loaded.returncode == 0, loaded.stderr
+    assert json.loads(loaded.stdout)["dflash_21"] == 21
+
+    found = drafters("find", "Qwen/Qwen3-8B", "--json", env=db_env)
+    assert found.returncode == 0, found.stderr
+    rows = {r["drafter_repo_id"]: r for r in json.loads(found.stdout)["drafters"]}
+    assert rows["z-lab/Qwen3-8B-DFlash-b16"]["verdict"] == "exact"
+
+    table = drafters("find", "Qwen/Qwen3-8B", env=db_env)
+    assert "z-lab/Qwen3-8B-DFlash-b16" in table.stdout and "exact" in table.stdout
+
+    lag = drafters("lag", "--json", env=db_env)
+    assert lag.returncode == 0, lag.stderr
+    lag_rows = {r["target_repo_id"]: r for r in json.loads(lag.stdout)}
+    from registry.catalog import load_catalog_data
+
+    catalog = load_catalog_data()
+    dflash_targets = {t for d in catalog.drafters if d.in_21 for t in d.targets}
+    assert dflash_targets <= set(lag_rows)
+    assert lag_rows["Qwen/Qwen3.6-27B"]["lag_days"] == 1
+    assert lag_rows["openai/gpt-oss-20b"]["lag_days"] == 197
+    assert not lag_rows["Qwen/Qwen3-8B"]["open"]
+
+
+def test_check_pairs_by_repo_and_folder(db_env: dict[str, str], tmp_path: Path) -> None:
+    assert drafters("catalog", "load", env=db_env).returncode == 0
+    mismatch = drafters("check", "z-lab/Qwen3-4B-DFlash-b16", "Qwen/Qwen3-8B", "--json", env=db_env)
+    assert mismatch.returncode == 0, mismatch.stderr
+    result = json.loads(mismatch.stdout)
+    assert result["verdict"] == "incompatible"
+    assert any("hidden_size 4096 != 2560" in r for r in result["reasons"])
+
+    drafter_dir, target_dir = tmp_path / "drafter", tmp_path / "target"
+    drafter_dir.mkdir()
+    target_dir.mkdir()
+    (drafter_dir / "config.json").write_bytes((CONFIGS / "z-lab__Qwen3-8B-DFlash-b16.json").read_bytes())
+    (target_dir / "config.json").write_bytes((CONFIGS / "Qwen__Qwen3-8B.json").read_bytes())
+    local = drafters("check", str(drafter_dir), str(target_dir), "--json", env=db_env)
+    assert json.loads(local.stdout)["verdict"] == "structural"  # a folder declares nothing, but everything fits
+
+    (target_dir / "config.json").write_bytes(b'{"hidden_size": ')
+    broken = drafters("check", str(drafter_dir), str(target_dir), "--json", env=db_env)
+    assert broken.returncode == 0
+    assert json.loads(broken.stdout)["verdict"] == "unknown"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("find", "nobody/nothing"), "not in the registry"),
+        (("check", "nobody/nothing", "Qwen/Qwen3-8B"), "unknown drafter"),
+        (("check", "z-lab/Qwen3-8B-DFlash-b16", "/no/such/folder"), "unknown checkpoint"),
+        (("lag", "--by", "color"), "--by takes"),
+        (("alerts", "--since", "yesterday"), "--since takes"),
+    ],
+)
+def test_user_mistakes_are_one_line(db_env: dict[str, str], args: tuple[str, ...], message: str) -> None:
+    assert drafters("catalog", "load", env=db_env).returncode == 0
+    result = drafters(*args, env=db_env)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_bad_database_url_is_one_line() -> None:
+    result = drafters("lag", env={"DRAFTERS_DATABASE_URL": "postgresql+psycopg://x:y@127.0.0.1:1/none"})
+    assert result.returncode == 1
+    assert "cannot connect" in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
