@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import uuid
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -10,7 +12,11 @@ from typing import Any
 from sqlalchemy import select
 
 from registry.models import BenchmarkRun, RunSetResult
+from registry.records import EventSpec
 from registry.store import Store, aware, utcnow
+
+# τ falling by more than this fraction against the previous comparable run is a regression worth an alert.
+REGRESSION_FRACTION = 0.10
 
 
 @dataclass(frozen=True)
@@ -82,18 +88,33 @@ def record_run(store: Store, spec: RunSpec) -> RunRecord:
         existing = session.scalar(select(BenchmarkRun).where(BenchmarkRun.run_id == run_id))
         if existing is not None:
             return _run_record(existing)
-        row = BenchmarkRun(
-            run_id=run_id,
-            created_at=spec.created_at or utcnow(),
-            **{name: getattr(spec, name) for name in _RUN_COLUMNS},
-        )
+        values = {name: getattr(spec, name) for name in _RUN_COLUMNS}
+        values["metrics"], values["provenance"] = _as_json(spec.metrics), _as_json(spec.provenance)
+        row = BenchmarkRun(run_id=run_id, created_at=spec.created_at or utcnow(), **values)
         for result in spec.sets:
             values = {name: getattr(result, name) for name in _SET_COLUMNS}
             values["per_position_acceptance"] = list(result.per_position_acceptance)
+            values["metrics"] = _as_json(result.metrics)
             row.set_results.append(RunSetResult(**values))
         session.add(row)
         session.flush()
         return _run_record(row)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no inf or NaN; PostgreSQL's JSON refuses them
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _as_json(value: dict[str, Any]) -> dict[str, Any]:
+    """What the JSON column will hand back (lists, not tuples; no inf or NaN), so the record we return equals
+    the one read later."""
+    return json.loads(json.dumps(_finite(value), default=str))
 
 
 def get_run(store: Store, run_id: str) -> RunRecord | None:
@@ -142,3 +163,52 @@ def _run_record(row: BenchmarkRun) -> RunRecord:
     values["metrics"] = dict(row.metrics or {})
     values["provenance"] = dict(row.provenance or {})
     return RunRecord(**values, sets=sets, run_id=row.run_id, created_at=aware(row.created_at))
+
+
+def regression_event(store: Store, run: RunRecord) -> EventSpec | None:
+    """An `acceptance_regressed` event when τ fell against the previous comparable run of the same pair.
+
+    Comparable = same target, drafter, engine, hardware, method, temperature and prompt sets; runs on other
+    hardware or prompts are a different series and never compared.
+    """
+    if run.status != "ok" or run.tau is None or run.drafter is None:
+        return None
+    previous = [
+        r
+        for r in list_runs(store, target=run.target, drafter=run.drafter, status="ok", engine=run.engine)
+        if r.run_id != run.run_id
+        and r.hardware == run.hardware
+        and r.method == run.method
+        and r.temperature == run.temperature
+        and {s.prompt_set: s.prompt_set_digest for s in r.sets} == {s.prompt_set: s.prompt_set_digest for s in run.sets}
+        and r.tau is not None
+        and r.created_at is not None
+        and run.created_at is not None
+        and r.created_at <= run.created_at
+    ]
+    if not previous:
+        return None
+    last = previous[0]
+    if run.tau >= last.tau * (1 - REGRESSION_FRACTION):  # type: ignore[operator]
+        return None
+    changed = []
+    if last.target_revision != run.target_revision:
+        changed.append(f"target {str(last.target_revision)[:8]} -> {str(run.target_revision)[:8]}")
+    if last.drafter_revision != run.drafter_revision:
+        changed.append(f"drafter {str(last.drafter_revision)[:8]} -> {str(run.drafter_revision)[:8]}")
+    return EventSpec(
+        type="acceptance_regressed",
+        subject=run.drafter,
+        dedupe_key=f"acceptance_regressed:{run.run_id}",
+        payload={
+            "message": f"τ of {run.drafter} on {run.target} fell {last.tau:.2f} -> {run.tau:.2f}"
+            + (f" ({'; '.join(changed)})" if changed else " (no revision changed)"),
+            "target": run.target,
+            "previous_run": last.run_id,
+            "run": run.run_id,
+            "previous_tau": last.tau,
+            "tau": run.tau,
+            "hardware": run.hardware,
+        },
+        org=run.drafter.split("/", 1)[0] if run.drafter.count("/") == 1 else None,
+    )

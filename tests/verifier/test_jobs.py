@@ -1,0 +1,104 @@
+"""Verification as jobs: runs land in the store with provenance; failures are stored and retried; workers go on."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+from sqlalchemy import update
+
+from registry import jobs as queue
+from registry.models import Job
+from registry.runs import get_run, list_runs
+from registry.store import Store, utcnow
+from verifier.jobs import VerifyRequest, Worker, enqueue, verify_now
+
+FAST = {"max_new_tokens": 16, "repeats": 1, "warmup": 0}
+
+
+def test_verify_now_stores_a_lossless_run_with_provenance(store: Store, tiny_target_dir: Path,
+                                                           tiny_draft_lm_dir: Path) -> None:
+    request = VerifyRequest(target=str(tiny_target_dir), drafter=str(tiny_draft_lm_dir), prompt_sets=("code",),
+                            settings=FAST)
+    record = verify_now(store, request)
+    assert record.status == "ok", record.failure_reason
+    stored = get_run(store, record.run_id)
+    assert stored == record
+    assert stored.lossless is True and stored.method == "draft-lm"
+    assert stored.tau is not None and stored.tau > 1.0
+    assert [s.prompt_set for s in stored.sets] == ["code"]
+    provenance = stored.provenance
+    for key in ("target_files_digest", "drafter_files_digest", "prompt_sets_digest", "seed", "dtype", "device",
+                "torch_version", "transformers_version", "temperature", "draft_length"):
+        assert provenance.get(key) is not None, key
+    assert stored.target_revision == provenance["target_files_digest"]
+
+
+def test_failed_run_is_stored_with_one_line_reason(store: Store, tiny_target_dir: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad-drafter"
+    bad.mkdir()
+    (bad / "config.json").write_text('{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_')
+    record = verify_now(store, VerifyRequest(target=str(tiny_target_dir), drafter=str(bad), prompt_sets=("code",),
+                                             settings=FAST))
+    assert record.status == "failed"
+    assert record.failure_reason and "\n" not in record.failure_reason
+    assert list_runs(store, status="failed")[0].run_id == record.run_id
+
+
+def test_worker_runs_queue_and_goes_on_after_a_failure(store: Store, tiny_target_dir: Path,
+                                                       tiny_draft_lm_dir: Path, tmp_path: Path) -> None:
+    bad = enqueue(store, VerifyRequest(target=str(tiny_target_dir), drafter=str(tmp_path / "missing"),
+                                       prompt_sets=("code",), settings=FAST))
+    good = enqueue(store, VerifyRequest(target=str(tiny_target_dir), drafter=str(tiny_draft_lm_dir),
+                                        prompt_sets=("math",), settings=FAST))
+    worker = Worker(store, heartbeat_s=0.5)
+    assert worker.drain(timeout_s=300) == 2
+    bad_job, good_job = queue.get_job(store, bad.id), queue.get_job(store, good.id)
+    assert bad_job.status == queue.FAILED and "neither a model folder" in bad_job.error
+    assert good_job.status == queue.DONE
+    run = get_run(store, good_job.run_id)
+    assert run.job_id == good.id and run.status == "ok" and run.lossless
+
+
+def test_job_of_a_killed_worker_is_retried_and_finished_once(store: Store, database_url: str,
+                                                             tiny_target_dir: Path, tiny_draft_lm_dir: Path) -> None:
+    job = enqueue(store, VerifyRequest(target=str(tiny_target_dir), drafter=str(tiny_draft_lm_dir),
+                                       prompt_sets=("chat",), settings=FAST))
+    # A worker process claims the job and is killed (SIGKILL) while it holds the lease.
+    script = (
+        "import sys, time; from registry.store import Store; from registry import jobs;"
+        "s = Store.open(sys.argv[1]); j = jobs.claim(s, 'doomed', lease_s=1.0);"
+        "print(j.id, flush=True); time.sleep(600)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, database_url], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ})
+    assert proc.stdout.readline().strip() == str(job.id)
+    proc.kill()
+    proc.wait()
+    with store.session() as session:  # let the lease run out without sleeping through it
+        session.execute(update(Job).where(Job.id == job.id).values(lease_expires_at=utcnow() - timedelta(seconds=1)))
+    worker = Worker(store, heartbeat_s=0.5)
+    assert worker.drain(timeout_s=300) == 1
+    finished = queue.get_job(store, job.id)
+    assert finished.status == queue.DONE and finished.attempts == 2
+    assert [r.job_id for r in list_runs(store)] == [job.id]
+
+
+def test_cli_verify_json(database_url: str, tiny_target_dir: Path, tiny_draft_lm_dir: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "registry.cli", "verify", str(tiny_target_dir), str(tiny_draft_lm_dir),
+         "--sets", "code", "--repeats", "1", "--max-new-tokens", "16", "--json"],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "DRAFTERS_DATABASE_URL": database_url},
+    )
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    for key in ("lossless", "tau", "acceptance_rate", "per_position_acceptance", "baseline_tokens_per_s",
+                "tokens_per_s", "speedup", "efficiency", "peak_memory_bytes", "run_id"):
+        assert key in payload and payload[key] is not None, key
+    assert payload["lossless"] is True
+    assert abs(payload["tau"] - (1 + sum(payload["per_position_acceptance"]))) < 0.05

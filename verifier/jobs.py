@@ -1,0 +1,264 @@
+"""Verification jobs: a request runs through the engine and lands in the store as a run, ok or failed.
+
+`verify_now` runs one request in this process; `Worker` claims queued requests (a lease kept alive by heartbeats
+while the engine runs), so a worker that dies leaves a lease that expires and another worker retries the job.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from registry import jobs as queue
+from registry.runs import RunRecord, RunSpec, SetResult, record_run, regression_event
+from registry.store import Store
+
+log = logging.getLogger(__name__)
+VERIFY = "verify"
+
+
+@dataclass(frozen=True)
+class VerifyRequest:
+    """What to measure. Targets and drafters are local folders, or repo ids already in the local Hub cache."""
+
+    target: str
+    drafter: str | None
+    target_revision: str | None = None
+    drafter_revision: str | None = None
+    prompt_sets: tuple[str, ...] = ("code", "math", "chat", "multilingual")
+    prompt_files: tuple[str, ...] = ()
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def to_payload(self) -> dict[str, Any]:
+        payload = asdict(self)
+        payload["prompt_sets"] = list(self.prompt_sets)
+        payload["prompt_files"] = list(self.prompt_files)
+        return payload
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> VerifyRequest:
+        return cls(
+            target=payload["target"],
+            drafter=payload.get("drafter"),
+            target_revision=payload.get("target_revision"),
+            drafter_revision=payload.get("drafter_revision"),
+            prompt_sets=tuple(payload.get("prompt_sets") or ()),
+            prompt_files=tuple(payload.get("prompt_files") or ()),
+            settings=dict(payload.get("settings") or {}),
+        )
+
+
+class RunFailed(Exception):
+    """The run could not produce a result; the stored failed run says why in one line."""
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or error.__class__.__name__
+    return text if len(text) <= 500 else text[:497] + "..."
+
+
+def resolve_folder(ref: str, revision: str | None) -> Path:
+    """A local folder as is; a repo id from the local Hugging Face cache (never downloaded)."""
+    path = Path(ref).expanduser()
+    if path.is_dir():
+        return path
+    if ref.count("/") == 1 and not path.exists():
+        from verifier.loading import cached_snapshot
+
+        return cached_snapshot(ref, revision or "main")
+    raise FileNotFoundError(f"{ref} is neither a model folder nor a repo id")
+
+
+def _prompt_sets(request: VerifyRequest) -> list[Any]:
+    from verifier.prompts import bundled_set, load_prompt_file
+
+    sets = [bundled_set(name) for name in request.prompt_sets]
+    sets += [load_prompt_file(Path(p)) for p in request.prompt_files]
+    return sets
+
+
+def run_engine(request: VerifyRequest, progress: Callable[[int, int, str], None] | None = None) -> Any:
+    from verifier.engine import RunSettings, run_pair
+
+    settings = RunSettings(**request.settings)
+    target_dir = resolve_folder(request.target, request.target_revision)
+    drafter_dir = resolve_folder(request.drafter, request.drafter_revision) if request.drafter else None
+    return run_pair(target_dir, drafter_dir, _prompt_sets(request), settings, progress)
+
+
+def _hardware(provenance: dict[str, Any]) -> str:
+    return str(provenance.get("device") or "unknown")
+
+
+def run_spec(request: VerifyRequest, run: Any, *, job_id: int | None, run_id: str | None = None) -> RunSpec:
+    """The engine's PairRun as a stored run: overall numbers, per-set results, provenance."""
+    summary = run.to_dict()
+    provenance = dict(run.provenance)
+    marginal = (summary.get("per_position_acceptance") or {}).get("marginal") or []
+    sets = []
+    for result in run.per_set:
+        acc = result.acceptance
+        sets.append(
+            SetResult(
+                prompt_set=result.name,
+                prompt_set_digest=result.digest,
+                tau=acc.tau if acc else None,
+                tau_spread=None,  # τ is pooled over repeats; with greedy decoding it does not vary
+                acceptance_rate=acc.acceptance_rate if acc else None,
+                per_position_acceptance=tuple(acc.marginal) if acc else (),
+                baseline_tokens_per_s=result.baseline_tokens_per_s.median,
+                tokens_per_s=result.tokens_per_s.median if result.tokens_per_s else None,
+                speedup=result.speedup.median if result.speedup else None,
+                speedup_spread=(result.speedup.maximum - result.speedup.minimum) if result.speedup else None,
+                lossless=result.lossless,
+                metrics=summary["per_set"][result.name],
+            )
+        )
+    return RunSpec(
+        run_id=run_id,
+        target=request.target,
+        drafter=request.drafter,
+        status="ok",
+        job_id=job_id,
+        engine="pytorch",
+        engine_version=f"torch {provenance.get('torch_version')}",
+        target_revision=request.target_revision or provenance.get("target_sha") or provenance.get("target_files_digest"),
+        drafter_revision=request.drafter_revision or provenance.get("drafter_sha") or provenance.get("drafter_files_digest"),
+        method=run.method,
+        draft_length=run.draft_length,
+        temperature=float(provenance.get("temperature", 0.0)),
+        seed=provenance.get("seed"),
+        dtype=provenance.get("dtype"),
+        device_name=provenance.get("device"),
+        hardware=_hardware(provenance),
+        torch_version=provenance.get("torch_version"),
+        transformers_version=provenance.get("transformers_version"),
+        lossless=run.lossless,
+        tau=summary["tau"],
+        acceptance_rate=summary["acceptance_rate"],
+        baseline_tokens_per_s=summary["baseline_tokens_per_s"],
+        tokens_per_s=summary["tokens_per_s"],
+        speedup=summary["speedup"],
+        efficiency=summary["efficiency"],
+        peak_memory_bytes=run.peak_memory_bytes,
+        target_weight_bytes=run.target_weight_bytes,
+        drafter_weight_bytes=run.drafter_weight_bytes,
+        metrics={k: v for k, v in summary.items() if k not in ("provenance", "per_set")} | {"marginal": marginal},
+        provenance=provenance,
+        sets=tuple(sets),
+    )
+
+
+def _failed_spec(request: VerifyRequest, reason: str, *, job_id: int | None, run_id: str | None) -> RunSpec:
+    return RunSpec(
+        run_id=run_id,
+        target=request.target,
+        drafter=request.drafter,
+        status="failed",
+        failure_reason=reason,
+        job_id=job_id,
+        target_revision=request.target_revision,
+        drafter_revision=request.drafter_revision,
+        temperature=float(request.settings.get("temperature", 0.0)),
+        seed=request.settings.get("seed"),
+        metrics={},
+        provenance={"request": request.to_payload()},
+    )
+
+
+def verify_now(
+    store: Store,
+    request: VerifyRequest,
+    *,
+    job_id: int | None = None,
+    run_id: str | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> RunRecord:
+    """Run and store. A failure is stored as a failed run with a one-line reason and returned, not raised."""
+    run_id = run_id or uuid.uuid4().hex
+    try:
+        run = run_engine(request, progress)
+    except Exception as error:  # noqa: BLE001 - every failure becomes a stored, explained run
+        log.warning("run %s failed: %s", run_id, error)
+        return record_run(store, _failed_spec(request, _one_line(error), job_id=job_id, run_id=run_id))
+    record = record_run(store, run_spec(request, run, job_id=job_id, run_id=run_id))
+    event = regression_event(store, record)
+    if event is not None:
+        store.record_event(event)
+    return record
+
+
+def enqueue(store: Store, request: VerifyRequest, *, dedupe_key: str | None = None,
+            max_attempts: int = 3) -> queue.JobRecord | None:
+    gpus = 1 if str(request.settings.get("device", "auto")).startswith("cuda") else 0
+    return queue.enqueue(store, VERIFY, request.to_payload(), dedupe_key=dedupe_key, max_attempts=max_attempts,
+                         num_gpus=gpus)
+
+
+@dataclass
+class Worker:
+    """Claims verify jobs, runs each with a heartbeat, stores the run, and goes on whatever happens."""
+
+    store: Store
+    worker_id: str = field(default_factory=lambda: f"worker-{uuid.uuid4().hex[:8]}")
+    lease_s: float = 60.0
+    heartbeat_s: float = 10.0
+    executor: Callable[[Store, queue.JobRecord], RunRecord] | None = None
+
+    def run_job(self, job: queue.JobRecord) -> RunRecord:
+        request = VerifyRequest.from_payload(job.payload)
+        # The run id is fixed by the job, so a retried job that finished its run before dying stores it once.
+        return verify_now(self.store, request, job_id=job.id, run_id=f"job{job.id}-{job.attempts}")
+
+    def work_once(self) -> queue.JobRecord | None:
+        """Claim and finish one job; None when the queue is empty."""
+        job = queue.claim(self.store, self.worker_id, lease_s=self.lease_s)
+        if job is None:
+            return None
+        stop = threading.Event()
+        beat = threading.Thread(target=self._heartbeat, args=(job.id, stop), daemon=True)
+        beat.start()
+        try:
+            record = (self.executor or (lambda _store, j: self.run_job(j)))(self.store, job)
+        except Exception as error:  # noqa: BLE001 - the worker goes on
+            queue.fail(self.store, job.id, self.worker_id, error=_one_line(error), retry=True)
+            return queue.get_job(self.store, job.id)
+        finally:
+            stop.set()
+            beat.join()
+        if record.status == "ok":
+            queue.finish(self.store, job.id, self.worker_id, run_id=record.run_id)
+        else:
+            # A run that fails on its own (bad weights, no fit, out of memory) fails the same way again.
+            queue.fail(self.store, job.id, self.worker_id, error=record.failure_reason or "failed", retry=False,
+                       run_id=record.run_id)
+        return queue.get_job(self.store, job.id)
+
+    def _heartbeat(self, job_id: int, stop: threading.Event) -> None:
+        while not stop.wait(self.heartbeat_s):
+            if not queue.heartbeat(self.store, job_id, self.worker_id, lease_s=self.lease_s):
+                return
+
+    def run_forever(self, stop: threading.Event, idle_s: float = 2.0,
+                    on_job: Callable[[queue.JobRecord], None] | None = None) -> None:
+        while not stop.is_set():
+            job = self.work_once()
+            if job is None:
+                stop.wait(idle_s)
+            elif on_job is not None:
+                on_job(job)
+
+    def drain(self, timeout_s: float | None = None) -> int:
+        """Work until the queue is empty (or the timeout passes); returns the number of jobs handled."""
+        started, handled = time.monotonic(), 0
+        while timeout_s is None or time.monotonic() - started < timeout_s:
+            if self.work_once() is None:
+                return handled
+            handled += 1
+        return handled
