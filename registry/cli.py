@@ -609,15 +609,23 @@ def worker_command(
 
 
 @app.command("up")
-def up() -> None:
-    """The main job: upgrade the database, load the catalog, and run what this install has."""
-    settings = get_settings()
-    store = open_store()
-    summary = load_catalog(store)
-    render.console.print(
-        f"database {settings.resolved_database_url} at head; catalog: {summary.drafters} drafters, "
-        f"{summary.targets} targets"
-    )
+def up(
+    watch: Annotated[bool, typer.Option(help="Poll the Hub.")] = True,
+    worker: Annotated[bool, typer.Option(help="Run verification jobs.")] = True,
+    dashboard: Annotated[bool, typer.Option(help="Serve the dashboard.")] = True,
+    demo: Annotated[bool, typer.Option(help="Build the tiny demo pairs and measure them once.")] = True,
+) -> None:
+    """The main job: upgrade the database, load the catalog, then watch, deliver alerts, verify and serve."""
+    from registry.service import Service
+
+    service = Service(get_settings(), open_store(), lambda line: render.console.print(line, soft_wrap=True))
+    service.start(watch=watch, worker=worker, dashboard=dashboard, demo=demo)
+    try:
+        service.stop.wait()
+    except KeyboardInterrupt:
+        render.console.print("stopping")
+    finally:
+        service.close()
 
 
 def main() -> None:

@@ -38,6 +38,8 @@ logger = logging.getLogger(__name__)
 
 SHA_PATTERN = re.compile(r"[0-9a-f]{40}")
 RETRYABLE_STATUSES = frozenset({408, 500, 502, 503, 504})
+# A refused or unanswered connection attempt: nothing reached the Hub.
+CONNECT_FAILURES = (httpx.ConnectError, httpx.ConnectTimeout)
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
 SHARD_INDEX_SUFFIXES = (".safetensors.index.json", ".bin.index.json")
 BASE_MODEL_RELATIONS = frozenset({"adapter", "merge", "quantized", "finetune"})
@@ -69,6 +71,11 @@ class RateLimited(HubError):
 
 class HubUnavailable(HubError):
     """5xx answers, timeouts and connection failures that outlasted the retries."""
+
+
+class HubUnreachable(HubUnavailable):
+    """No connection could be made at all (refused, no route, connect timeout): the Hub or the network is down,
+    so callers stop asking rather than fail the same way for every remaining org."""
 
 
 class BadResponse(HubError):
@@ -253,10 +260,11 @@ class HubClient:
         backoff_base: float = 0.5,
         backoff_cap: float = 8.0,
         max_rate_limit_wait: float = 60.0,
+        max_connect_retries: int = 2,
     ) -> None:
         if not endpoint.startswith(("http://", "https://")):
             raise ValueError(f"Hub endpoint must be an http(s) URL, got {endpoint!r}")
-        if timeout <= 0 or max_retries < 0 or backoff_base < 0 or backoff_cap < 0 or max_rate_limit_wait < 0:
+        if timeout <= 0 or min(max_retries, max_connect_retries, backoff_base, backoff_cap, max_rate_limit_wait) < 0:
             raise ValueError("timeout must be positive; retries, backoff and waits must not be negative")
         if max_requests is not None and max_requests < 0:
             raise ValueError("max_requests must not be negative")
@@ -268,12 +276,16 @@ class HubClient:
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self.max_rate_limit_wait = max_rate_limit_wait
+        # A refused connection rarely heals within seconds: give up sooner than on 5xx, so an unreachable Hub is
+        # reported in about a second (backoff_base * 3) instead of after the whole backoff ladder.
+        self.max_connect_retries = max_connect_retries
         self._token = token or None
         # token=False: never fall back to a token from the environment or the user's login.
         self._api = HfApi(endpoint=self.endpoint, token=self._token or False, library_name="drafter-registry")
         parsed = httpx.URL(self.endpoint)
         self._origin = (parsed.scheme, parsed.host, parsed.port)
         self._count = 0
+        self._budget_start = 0
         self._count_lock = threading.Lock()
         _install_http_client_factory()
 
@@ -285,6 +297,11 @@ class HubClient:
         """HTTP requests this client has sent, retries and redirects included."""
         with self._count_lock:
             return self._count
+
+    def start_budget(self) -> None:
+        """Give `max_requests` afresh from now on (a watcher does at each poll); `request_count` keeps counting."""
+        with self._count_lock:
+            self._budget_start = self._count
 
     # ---- public reads ------------------------------------------------------------------------------------
     def list_org_models(
@@ -411,7 +428,7 @@ class HubClient:
 
     def _spend_request(self, what: str) -> None:
         with self._count_lock:
-            if self.max_requests is not None and self._count >= self.max_requests:
+            if self.max_requests is not None and self._count - self._budget_start >= self.max_requests:
                 raise BudgetExhausted(f"{what}: request budget of {self.max_requests} spent")
             self._count += 1
 
@@ -432,10 +449,16 @@ class HubClient:
             ("connect", "read", "write", "pool"), self.timeout)}
         for attempt in range(self.max_retries + 1):
             self._spend_request(what)
+            last_attempt = self.max_retries
             try:
                 response = inner.handle_request(request)
+            except CONNECT_FAILURES as exc:
+                failure: HubError = HubUnreachable(
+                    f"{what}: Hub unreachable ({type(exc).__name__} after {attempt + 1} attempt(s))")
+                wait = self._backoff(attempt)
+                last_attempt = min(self.max_retries, self.max_connect_retries)
             except httpx.TransportError as exc:
-                failure: HubError = HubUnavailable(f"{what}: {type(exc).__name__} after {attempt + 1} attempt(s)")
+                failure = HubUnavailable(f"{what}: {type(exc).__name__} after {attempt + 1} attempt(s)")
                 wait = self._backoff(attempt)
             else:
                 if response.status_code == 429:
@@ -455,7 +478,7 @@ class HubClient:
                         status_code=response.status_code, headers=response.headers,
                         stream=_GuardedStream(response.stream, what), extensions=response.extensions,
                     )
-            if attempt == self.max_retries:
+            if attempt >= last_attempt:
                 raise failure
             logger.info("%s; retry %d/%d in %.2fs", failure, attempt + 1, self.max_retries, wait)
             time.sleep(wait)

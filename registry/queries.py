@@ -86,7 +86,7 @@ def schema_problem(engine: Engine) -> str | None:
     try:
         found = current_revision(engine)
     except SQLAlchemyError as exc:
-        return f"cannot read the database: {' '.join(str(exc.orig if hasattr(exc, 'orig') else exc).split())}"
+        return f"cannot read the database: {' '.join(str(getattr(exc, 'orig', None) or exc).split())}"
     expected = head_revision()
     if found is None:
         return f"the database has no registry schema yet: run {FILL_COMMANDS}"
@@ -108,31 +108,26 @@ def _utc(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
     return frame
 
 
-def _dates(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
-    for column in columns:
-        frame[column] = [_as_date(value) for value in frame[column]]
-    return frame
-
-
 def _as_date(value: Any) -> date | None:
-    if value is None or (isinstance(value, float) and pd.isna(value)) or value is pd.NaT:
+    if value is None or pd.isna(value):
         return None
-    if isinstance(value, datetime):
-        return value.date()
-    if isinstance(value, pd.Timestamp):
+    if isinstance(value, datetime):  # pandas Timestamps included
         return value.date()
     return value if isinstance(value, date) else date.fromisoformat(str(value)[:10])
 
 
 def _release(primary: Any, fallback: Any) -> date | None:
+    """The release rule of registry.reports, on raw columns: the published date, else the fallback's day
+    (a drafter's first_seen, a checkpoint's created_at_hub)."""
     return _as_date(primary) or _as_date(fallback)
 
 
 # ---- head revisions and their verdicts -----------------------------------------------------------
 
 
-def _checkpoint_heads() -> Any:
-    """(checkpoint_id, revision_id): the revision whose sha is the head sha, else the newest one stored."""
+def _checkpoint_head_id() -> Any:
+    """The head revision of the Checkpoint row in the enclosing query: the one whose sha is the head sha, else
+    the newest stored (the rule of Store._head)."""
     revision = aliased(CheckpointRevision)
     by_sha = (
         select(revision.id)
@@ -140,29 +135,28 @@ def _checkpoint_heads() -> Any:
         .scalar_subquery()
     )
     newest = select(func.max(revision.id)).where(revision.checkpoint_id == Checkpoint.id).scalar_subquery()
-    return select(Checkpoint.id.label("checkpoint_id"), func.coalesce(by_sha, newest).label("revision_id")).subquery(
-        "checkpoint_head"
-    )
+    return func.coalesce(by_sha, newest)
 
 
-def _drafter_heads() -> Any:
+def _drafter_head_id() -> Any:
     revision = aliased(DrafterRevision)
     by_sha = (
         select(revision.id).where(revision.drafter_id == Drafter.id, revision.sha == Drafter.head_sha).scalar_subquery()
     )
     newest = select(func.max(revision.id)).where(revision.drafter_id == Drafter.id).scalar_subquery()
-    return select(Drafter.id.label("drafter_id"), func.coalesce(by_sha, newest).label("revision_id")).subquery(
-        "drafter_head"
-    )
+    return func.coalesce(by_sha, newest)
 
 
 def _head_verdicts() -> Any:
-    """Every stored verdict between a drafter's head revision and a checkpoint's head revision."""
-    checkpoint_head, drafter_head = _checkpoint_heads(), _drafter_heads()
+    """Every stored verdict between a drafter's head revision and a checkpoint's head revision.
+
+    Driven from the compatibility rows, so the head lookups run once per stored verdict rather than once per
+    (checkpoint, drafter) combination."""
+    checkpoint_revision, drafter_revision = aliased(CheckpointRevision), aliased(DrafterRevision)
     return (
         select(
-            checkpoint_head.c.checkpoint_id,
-            drafter_head.c.drafter_id,
+            Checkpoint.id.label("checkpoint_id"),
+            Drafter.id.label("drafter_id"),
             Compatibility.verdict,
             Compatibility.reasons,
             Compatibility.checks,
@@ -170,8 +164,11 @@ def _head_verdicts() -> Any:
             Compatibility.checkpoint_revision_id,
             Compatibility.drafter_revision_id,
         )
-        .join(checkpoint_head, Compatibility.checkpoint_revision_id == checkpoint_head.c.revision_id)
-        .join(drafter_head, Compatibility.drafter_revision_id == drafter_head.c.revision_id)
+        .join(checkpoint_revision, checkpoint_revision.id == Compatibility.checkpoint_revision_id)
+        .join(Checkpoint, Checkpoint.id == checkpoint_revision.checkpoint_id)
+        .join(drafter_revision, drafter_revision.id == Compatibility.drafter_revision_id)
+        .join(Drafter, Drafter.id == drafter_revision.drafter_id)
+        .where(checkpoint_revision.id == _checkpoint_head_id(), drafter_revision.id == _drafter_head_id())
         .subquery("head_verdict")
     )
 
@@ -235,7 +232,7 @@ def counts(engine: Engine) -> Counts:
 
 # ---- events -------------------------------------------------------------------------------------
 
-EVENT_COLUMNS = ["id", "created_at", "type", "subject", "org", "family", "message"]
+EVENT_COLUMNS = ["id", "created_at", "type", "message", "subject", "org", "family"]
 
 
 def events(
@@ -315,7 +312,8 @@ def availability(
     """One row per (checkpoint, drafter method): the best head verdict and the drafter that holds it.
 
     Best = exact before structural before unknown before incompatible, then the earliest drafter. A cell no
-    drafter of the method has a verdict for says "none". lag_days = the drafter's release − the checkpoint's.
+    drafter of the method has a verdict for says "none". lag_days = the drafter's release − the checkpoint's,
+    0 when the dates put the drafter first (registry.lag's rule).
     """
     checkpoints = select(
         Checkpoint.id.label("checkpoint_id"),
@@ -372,11 +370,15 @@ def availability(
         _release(a, b) if isinstance(name, str) else None
         for name, a, b in zip(grid["drafter"], grid["drafter_released_on"], grid["drafter_first_seen"])
     ]
-    grid["lag_days"] = pd.array(
-        [(d - r).days if d and r else None for d, r in zip(grid["drafter_released"], grid["released"])],
+    grid["lag_days"] = _lag_days(grid["drafter_released"], grid["released"])
+    return grid[AVAILABILITY_COLUMNS].reset_index(drop=True)
+
+
+def _lag_days(drafter_released: Any, target_released: Any) -> Any:
+    return pd.array(
+        [max((d - r).days, 0) if d and r else None for d, r in zip(drafter_released, target_released)],
         dtype="Int64",
     )
-    return grid[AVAILABILITY_COLUMNS].reset_index(drop=True)
 
 
 def availability_matrix(cells: pd.DataFrame) -> pd.DataFrame:
@@ -410,9 +412,13 @@ def resolve_checkpoint(engine: Engine, repo_id: str) -> str | None:
 
 
 def search_checkpoints(engine: Engine, text: str, limit: int = 20) -> list[str]:
-    pattern = f"%{text.strip().lower()}%"
+    """Repo ids containing `text`, any case; % and _ in it match themselves."""
+    escaped = text.strip().lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     query = (
-        select(Checkpoint.repo_id).where(func.lower(Checkpoint.repo_id).like(pattern)).order_by(Checkpoint.repo_id).limit(limit)
+        select(Checkpoint.repo_id)
+        .where(func.lower(Checkpoint.repo_id).like(f"%{escaped}%", escape="\\"))
+        .order_by(Checkpoint.repo_id)
+        .limit(limit)
     )
     with engine.connect() as connection:
         return list(connection.execute(query).scalars())
@@ -445,9 +451,7 @@ def drafters_for(engine: Engine, repo_id: str) -> pd.DataFrame:
     frame["reasons"] = ["; ".join(reasons or ()) for reasons in frame["reasons"]]
     frame["drafter_released"] = [_release(a, b) for a, b in zip(frame["released"], frame["first_seen"])]
     released = [_release(a, b) for a, b in zip(frame["checkpoint_released"], frame["created_at_hub"])]
-    frame["lag_days"] = pd.array(
-        [(d - r).days if d and r else None for d, r in zip(frame["drafter_released"], released)], dtype="Int64"
-    )
+    frame["lag_days"] = _lag_days(frame["drafter_released"], released)
     return frame[FIT_COLUMNS]
 
 
@@ -483,20 +487,15 @@ def lag_report(engine: Engine, today: date) -> LagReport:
         columns=LAG_COLUMNS,
     )
     targets["lag_days"] = targets["lag_days"].astype("Int64")
-    points = [
-        point
-        for row in rows
-        if row.released is not None
-        for point in [
-            {"target": row.target_repo_id, "event": "target released", "repo": row.target_repo_id,
-             "date": row.released},
-            *(
-                {"target": row.target_repo_id, "event": "drafter released", "repo": name,
-                 "date": reports.drafter_release_date(drafters[name])}
-                for name in row.exact_drafters
-            ),
-        ]
-    ]
+    points: list[dict[str, Any]] = []
+    for row in rows:
+        if row.released is None:
+            continue
+        points.append({"target": row.target_repo_id, "event": "target released", "repo": row.target_repo_id,
+                       "date": row.released})
+        for name in row.exact_drafters:
+            points.append({"target": row.target_repo_id, "event": "drafter released", "repo": name,
+                           "date": reports.drafter_release_date(drafters[name])})
     timeline = pd.DataFrame(points, columns=["target", "event", "repo", "date"])
     timeline["date"] = pd.to_datetime(timeline["date"])
     return LagReport(
@@ -523,9 +522,6 @@ def upgrades(engine: Engine, today: date) -> pd.DataFrame:
 
 
 # ---- benchmarks ---------------------------------------------------------------------------------
-
-SERIES_KEY = ("hardware", "engine", "prompt_set")
-
 
 def benchmark_pairs(engine: Engine) -> pd.DataFrame:
     """(target, drafter) pairs with runs, most runs first."""
@@ -768,12 +764,11 @@ class WeightFacts:
 
 
 def checkpoint_weights(engine: Engine, repo_id: str) -> WeightFacts | None:
-    head = _checkpoint_heads()
     query = (
         select(Checkpoint.repo_id, Checkpoint.size, CheckpointRevision.parameter_count, CheckpointRevision.weight_bytes,
                CheckpointRevision.config_json)
-        .join(head, head.c.checkpoint_id == Checkpoint.id)
-        .join(CheckpointRevision, CheckpointRevision.id == head.c.revision_id)
+        .join(CheckpointRevision, CheckpointRevision.checkpoint_id == Checkpoint.id)
+        .where(CheckpointRevision.id == _checkpoint_head_id())
         .where(Checkpoint.repo_id == (resolve_checkpoint(engine, repo_id) or repo_id))
     )
     with engine.connect() as connection:
@@ -784,11 +779,10 @@ def checkpoint_weights(engine: Engine, repo_id: str) -> WeightFacts | None:
 
 
 def drafter_weights(engine: Engine, repo_id: str) -> WeightFacts | None:
-    head = _drafter_heads()
     query = (
         select(Drafter.repo_id, DrafterRevision.weight_bytes, DrafterRevision.config_json)
-        .join(head, head.c.drafter_id == Drafter.id)
-        .join(DrafterRevision, DrafterRevision.id == head.c.revision_id)
+        .join(DrafterRevision, DrafterRevision.drafter_id == Drafter.id)
+        .where(DrafterRevision.id == _drafter_head_id())
         .where(Drafter.repo_id == repo_id)
     )
     with engine.connect() as connection:

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import select, update
 
 from registry import configs, hub, names
-from registry.hub import HubClient, HubError, HubModel
+from registry.hub import HubClient, HubError, HubModel, HubUnreachable
 from registry.models import WatchCursor
 from registry.records import CheckpointSpec, DrafterSpec, EventRecord, EventSpec, RevisionSpec
 from registry.store import Store, aware, utcnow
@@ -46,6 +46,7 @@ class OrgReport:
     processed: int = 0
     skipped_lease: bool = False
     error: str | None = None
+    unreachable: bool = False
 
 
 @dataclass
@@ -54,6 +55,8 @@ class PollReport:
     events: list[EventRecord] = field(default_factory=list)
     requests: int = 0
     seconds: float = 0.0
+    # Set when the Hub could not be reached at all: the orgs after the failing one were not tried.
+    unreachable: str | None = None
 
     @property
     def errors(self) -> list[str]:
@@ -116,10 +119,19 @@ class Watcher:
         report = PollReport()
         self._drafted_cache = None
         first_event = self._last_event_id()
+        self.client.start_budget()
+        first_request = self.client.request_count
         for org in self.orgs:
-            report.orgs.append(self.poll_org(org))
+            if report.unreachable is not None:
+                # Every org would fail the same way after its own retries: say so once, quickly.
+                report.orgs.append(OrgReport(org=org, error=f"not polled: {report.unreachable}"))
+                continue
+            org_report = self.poll_org(org)
+            report.orgs.append(org_report)
+            if org_report.unreachable:
+                report.unreachable = org_report.error
         report.events = self.store.events(after_id=first_event)
-        report.requests = self.client.request_count
+        report.requests = self.client.request_count - first_request
         report.seconds = time.monotonic() - started
         return report
 
@@ -184,6 +196,7 @@ class Watcher:
             return report
         completed = False
         try:
+            self._check_budget()  # a spent deadline costs no listing request
             # Collect the changes first: a listing cut off half-way must not move the cursor past unseen models.
             changed = list(
                 self.client.list_org_models(
@@ -194,6 +207,8 @@ class Watcher:
             for model in sorted(changed, key=lambda m: (m.last_modified, m.repo_id)):
                 if cursor is not None and model.last_modified < cursor:
                     continue
+                # The deadline is checked between units only: a unit cut half-way would roll back, and a unit
+                # longer than the deadline would then never be recorded.
                 self._check_budget()
                 with self.store.unit():
                     self.process_model(model, baseline=baseline)
@@ -202,6 +217,9 @@ class Watcher:
             completed = True
         except (HubError, PollCut) as exc:
             report.error = str(exc)
+            report.unreachable = isinstance(exc, HubUnreachable)
+            # The cache may hold drafters of the unit that just rolled back.
+            self._drafted_cache = None
             log.warning("poll of %s stopped: %s", org, exc)
         finally:
             self._release(org, report.error, completed)
@@ -249,17 +267,12 @@ class Watcher:
             )
         )
 
-    def _fetch(self, repo_id: str, filename: str, sha: str) -> bytes | None:
-        self._check_budget()
-        return self.client.download(repo_id, filename, sha)
-
     def _revision_spec(self, repo_id: str, sha: str, last_modified: datetime | None, *,
                        with_tokenizer: bool) -> RevisionSpec:
         """Read a repo at a pinned sha. A gated or missing repo becomes a revision with its problem recorded."""
-        self._check_budget()
         try:
             revision = self.client.revision(repo_id, sha)
-            config_raw = self._fetch(repo_id, "config.json", sha)
+            config_raw = self.client.download(repo_id, "config.json", sha)
         except hub.GatedRepo as exc:
             return RevisionSpec(sha=sha, last_modified=last_modified, config_problem=f"gated: {exc}")
         except (hub.RepoNotFound, hub.RevisionNotFound) as exc:
@@ -267,7 +280,7 @@ class Watcher:
         tokenizer = None
         if with_tokenizer:
             present = {f.path for f in revision.files}
-            files = {name: self._fetch(repo_id, name, sha) for name in TOKENIZER_FILES if name in present}
+            files = {name: self.client.download(repo_id, name, sha) for name in TOKENIZER_FILES if name in present}
             try:
                 tokenizer = configs.tokenizer_digest({k: v for k, v in files.items() if v is not None}) or None
             except configs.ConfigError:
@@ -404,8 +417,8 @@ class Watcher:
                 continue
             try:
                 canonical = self.client.revision(checkpoint.repo_id).repo_id
-            except HubError:
-                continue
+            except hub.RepoNotFound:
+                continue  # gone, not moved; any other failure stops the unit, so a rerun asks again
             if canonical == model.repo_id:
                 return checkpoint.repo_id
         return None

@@ -20,6 +20,7 @@ import re
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -62,6 +63,7 @@ class RecordedRequest:
     path: str
     query: dict[str, list[str]]
     authorization: str | None
+    received: float = 0.0  # time.monotonic() on arrival: lets a test see how long a client waited between tries
 
 
 @dataclass
@@ -487,6 +489,9 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, like the real Hub; every reply has a Content-Length
+    # Headers and body go out as two writes: with Nagle's algorithm the body waits for the client's delayed ACK
+    # (~40 ms on Linux), which made every reply slow.
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
@@ -504,7 +509,7 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {key.lower(): value for key, value in self.headers.items()}
         with self.server.requests_lock:
             self.server.requests.append(
-                RecordedRequest(method, split.path, query, headers.get("authorization"))
+                RecordedRequest(method, split.path, query, headers.get("authorization"), time.monotonic())
             )
         fault = self.server.app.state.take_fault(split.path)
         if fault is not None and self._apply_fault(fault):

@@ -1,0 +1,217 @@
+"""How long each dashboard page takes on a big registry: 2,000 checkpoints and 100,000 benchmark runs.
+
+    .venv/bin/python bench/dashboard.py [--database-url URL] [--runs N] [--checkpoints N]
+
+Seeds a fresh database (a temporary SQLite file unless --database-url names an empty one) with bulk inserts,
+then runs every page's script with Streamlit's AppTest twice: cold (caches cleared, what the first visitor
+waits for) and warm (the cached reads of the next rerun). Prints one row per page and the target: a cold run of
+at most 1.5 s a page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+import streamlit as st  # noqa: E402
+from sqlalchemy import Engine, insert, select  # noqa: E402
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from registry.models import (  # noqa: E402
+    BenchmarkRun,
+    Checkpoint,
+    CheckpointRevision,
+    Compatibility,
+    Drafter,
+    DrafterRevision,
+    DrafterTarget,
+    Event,
+    RunSetResult,
+)
+from registry.settings import get_settings  # noqa: E402
+from registry.store import Store  # noqa: E402
+
+TARGET_S = 1.5
+PAGES = ("overview", "availability", "lag", "benchmarks", "pair", "alerts")
+ORGS = ("Qwen", "google", "meta-llama", "openai", "deepseek-ai", "moonshotai", "MiniMaxAI", "zai-org", "acme", "lab")
+METHODS = ("dflash", "dflash2", "dspark", "gemma4-assistant", "eagle3", "draft-lm")
+VERDICTS = ("exact", "exact", "structural", "incompatible", "unknown")
+SIZES = ("0.6B", "1.7B", "4B", "8B", "14B", "27B", "32B", "70B")
+HARDWARE = ("H200", "RTX 3090")
+ENGINES = ("pytorch", "vllm")
+PROMPT_SETS = ("gsm8k", "mt-bench")
+BATCH = 5_000
+
+
+@dataclass(frozen=True)
+class Timing:
+    page: str
+    cold_s: float
+    warm_s: float
+    ok: bool
+
+
+def _config(layers: int, hidden: int) -> str:
+    return json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": hidden,
+        "num_hidden_layers": layers, "num_attention_heads": hidden // 128, "num_key_value_heads": 8, "head_dim": 128,
+        "vocab_size": 128256, "torch_dtype": "bfloat16",
+    }, sort_keys=True)
+
+
+def _insert(engine: Engine, table: object, rows: list[dict]) -> None:
+    with engine.begin() as connection:
+        for start in range(0, len(rows), BATCH):
+            connection.execute(insert(table), rows[start : start + BATCH])  # type: ignore[arg-type]
+
+
+def seed(engine: Engine, *, checkpoints: int, runs: int, rng: random.Random) -> None:
+    now = datetime.now(UTC)
+    first_day = date(2024, 1, 1)
+    _insert(engine, Checkpoint, [
+        {
+            "repo_id": f"{ORGS[i % len(ORGS)]}/Model{i // 40}.{i % 5}-{SIZES[i % len(SIZES)]}-v{i}",
+            "org": ORGS[i % len(ORGS)], "family": f"Model{i // 40}", "size": SIZES[i % len(SIZES)], "kind": "base",
+            "released": first_day + timedelta(days=rng.randrange(900)), "released_precision": "day",
+            "gated": False, "status": "ok", "head_sha": f"{i:040x}", "source": "hub", "first_seen": now,
+        }
+        for i in range(checkpoints)
+    ])
+    with engine.connect() as connection:
+        checkpoint_ids = list(
+            connection.execute(select(Checkpoint.id, Checkpoint.repo_id).order_by(Checkpoint.id))
+        )
+    _insert(engine, CheckpointRevision, [
+        {
+            "checkpoint_id": cid, "sha": f"{i:040x}", "seen_at": now, "hidden_size": 4096, "num_hidden_layers": 32,
+            "vocab_size": 128256, "model_type": "llama", "weight_bytes": 16_000_000_000,
+            "parameter_count": 8_000_000_000, "config_json": _config(32, 4096),
+        }
+        for i, (cid, _) in enumerate(checkpoint_ids)
+    ])
+    drafters = max(checkpoints // 10, 1)
+    _insert(engine, Drafter, [
+        {
+            "repo_id": f"drafters{i % 7}/Drafter-{i}-{METHODS[i % len(METHODS)]}", "method": METHODS[i % len(METHODS)],
+            "publisher": f"drafters{i % 7}", "released": first_day + timedelta(days=rng.randrange(300, 1000)),
+            "released_precision": "day", "gated": False, "status": "ok", "head_sha": "d" * 40, "source": "hub",
+            "first_seen": now,
+        }
+        for i in range(drafters)
+    ])
+    with engine.connect() as connection:
+        drafter_ids = list(connection.execute(select(Drafter.id, Drafter.repo_id).order_by(Drafter.id)))
+    _insert(engine, DrafterRevision, [
+        {"drafter_id": did, "sha": "d" * 40, "seen_at": now, "hidden_size": 4096, "weight_bytes": 1_000_000_000}
+        for did, _ in drafter_ids
+    ])
+    with engine.connect() as connection:
+        drafter_revisions = {d: r for d, r in connection.execute(select(DrafterRevision.drafter_id, DrafterRevision.id))}
+        checkpoint_revisions = {
+            c: r for c, r in connection.execute(select(CheckpointRevision.checkpoint_id, CheckpointRevision.id))
+        }
+    targets, verdicts = [], []
+    for index, (did, _) in enumerate(drafter_ids):
+        chosen = rng.sample(checkpoint_ids, 10)
+        for position, (cid, repo_id) in enumerate(chosen):
+            if position < 2:
+                targets.append({"drafter_id": did, "target_repo_id": repo_id, "declared_by": "catalog"})
+            verdicts.append({
+                "drafter_revision_id": drafter_revisions[did], "checkpoint_revision_id": checkpoint_revisions[cid],
+                "verdict": "exact" if position < 2 and index % 3 else rng.choice(VERDICTS),
+                "reasons": ["bench"], "checks": [], "checked_at": now,
+            })
+    _insert(engine, DrafterTarget, targets)
+    _insert(engine, Compatibility, verdicts)
+    _insert(engine, Event, [
+        {"type": rng.choice(("new_drafter", "revision_changed", "lag_opened")), "subject": f"bench/{i}",
+         "org": ORGS[i % len(ORGS)], "family": f"Model{i % 50}", "payload": {"message": f"bench event {i}"},
+         "dedupe_key": f"bench:{i}", "created_at": now - timedelta(minutes=i)}
+        for i in range(2_000)
+    ])
+    pairs = [(rng.choice(checkpoint_ids)[1], rng.choice(drafter_ids)[1]) for _ in range(300)]
+    run_rows = []
+    for i in range(runs):
+        target, drafter = pairs[min(int(rng.expovariate(1 / 40)), len(pairs) - 1)]
+        failed = i % 20 == 0
+        run_rows.append({
+            "run_id": f"{i:032x}", "created_at": now - timedelta(minutes=runs - i), "status": "failed" if failed else "ok",
+            "failure_reason": "bench failure" if failed else None, "engine": ENGINES[i % 2], "target": target,
+            "target_revision": f"{i // 5000:040x}", "drafter": drafter, "drafter_revision": "d" * 40,
+            "method": "dflash", "temperature": 0.0, "hardware": HARDWARE[(i // 2) % 2],
+            "speedup": None if failed else rng.uniform(1.5, 5.0), "tau": None if failed else rng.uniform(2, 7),
+            "metrics": {}, "provenance": {},
+        })
+    _insert(engine, BenchmarkRun, run_rows)
+    with engine.connect() as connection:
+        ok_runs = list(connection.execute(select(BenchmarkRun.id).where(BenchmarkRun.status == "ok")).scalars())
+    _insert(engine, RunSetResult, [
+        {
+            "run_pk": pk, "prompt_set": prompt_set, "prompt_set_digest": prompt_set, "tau": rng.uniform(2, 7),
+            "tau_spread": 0.1, "per_position_acceptance": [round(0.9 ** k, 3) for k in range(1, 9)],
+            "speedup": rng.uniform(1.5, 5.0), "speedup_spread": 0.05, "lossless": True, "metrics": {},
+        }
+        for pk in ok_runs
+        for prompt_set in PROMPT_SETS
+    ])
+
+
+def time_page(page: str) -> Timing:
+    path = str(REPO_ROOT / "dashboard" / "views" / f"{page}.py")
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    start = time.perf_counter()
+    app = AppTest.from_file(path, default_timeout=300).run()
+    cold = time.perf_counter() - start
+    start = time.perf_counter()
+    app.run()
+    warm = time.perf_counter() - start
+    ok = not app.exception and not app.error
+    if not ok:
+        print(f"  {page}: {[e.value for e in app.exception]} {[e.value for e in app.error]}", file=sys.stderr)
+    return Timing(page, cold, warm, ok)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database-url", help="an empty database to seed (default: a temporary SQLite file)")
+    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--checkpoints", type=int, default=2_000)
+    args = parser.parse_args()
+    rng = random.Random(0)
+    with tempfile.TemporaryDirectory() as workdir:
+        url = args.database_url or f"sqlite:///{Path(workdir) / 'bench.db'}"
+        os.environ["DRAFTERS_DATABASE_URL"] = url
+        os.environ["DRAFTERS_HOME"] = str(Path(workdir) / "home")
+        get_settings.cache_clear()
+        store = Store.open(url)
+        start = time.perf_counter()
+        seed(store.engine, checkpoints=args.checkpoints, runs=args.runs, rng=rng)
+        seeded_s = time.perf_counter() - start
+        store.engine.dispose()
+        print(f"seeded {args.checkpoints:,} checkpoints and {args.runs:,} runs in {seeded_s:.1f} s "
+              f"({store.engine.dialect.name})")
+        # One untimed run first: importing Streamlit's runtime and the page modules is a once-per-process cost of
+        # the server, not something a visitor waits for.
+        time_page("alerts")
+        timings = [time_page(page) for page in PAGES]
+    print(f"\n{'page':<14}{'cold s':>9}{'warm s':>9}  target <= {TARGET_S} s cold")
+    for timing in timings:
+        verdict = "ok" if timing.cold_s <= TARGET_S else "SLOW"
+        print(f"{timing.page:<14}{timing.cold_s:>9.2f}{timing.warm_s:>9.2f}  {verdict}{'' if timing.ok else ' (page error)'}")
+    return 0 if all(t.ok for t in timings) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

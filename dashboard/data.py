@@ -1,0 +1,195 @@
+"""What the pages read: registry.queries behind Streamlit's caches, over one read-only engine per database.
+
+Every cached function takes the database URL (so two databases never share a cache entry) and fetches the
+engine from `st.cache_resource`. The dashboard never writes: the engine refuses writes (see
+registry.queries.open_read_only), and nothing here calls a Store command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+
+from registry import queries
+from registry.db import DatabaseError
+from registry.settings import get_settings
+
+# Long enough that moving between pages and widgets is instant, short enough that a watcher's news shows soon.
+TTL_S = 60
+
+
+def database_url() -> str:
+    return get_settings().resolved_database_url
+
+
+def shown_url(url: str) -> str:
+    """The URL with any password masked, for the page footer."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def feed_path() -> Path:
+    """Where `drafters feed` writes the Atom feed by default."""
+    return get_settings().home_dir / "feed.atom"
+
+
+def today() -> date:
+    return datetime.now(UTC).date()
+
+
+@st.cache_resource(show_spinner=False)
+def _engine(url: str) -> Engine:
+    return queries.open_read_only(url)
+
+
+def require_database() -> str:
+    """The database URL once the database exists at the current schema; otherwise say how to make it, and stop."""
+    url = database_url()
+    try:
+        problem = queries.schema_problem(_engine(url))
+    except DatabaseError as exc:
+        problem = str(exc)
+    except SQLAlchemyError as exc:
+        problem = f"cannot open the database: {_one_line(exc)}"
+    if problem is not None:
+        st.info(problem)
+        st.caption(f"database: {shown_url(url)}")
+        st.stop()
+    return url
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(getattr(error, "orig", None) or error).split())
+
+
+@contextmanager
+def guard(what: str) -> Iterator[None]:
+    """A failing section shows one line saying what failed instead of a traceback; the rest of the page runs."""
+    try:
+        yield
+    except SQLAlchemyError as exc:
+        st.error(f"{what}: database error: {_one_line(exc)}")
+    except Exception as exc:  # noqa: BLE001 - a page must never raise
+        st.error(f"{what} failed: {type(exc).__name__}: {_one_line(exc)}")
+
+
+def empty_hint(what: str) -> None:
+    st.info(f"{what} Fill the registry with {queries.FILL_COMMANDS}.")
+
+
+# ---- cached reads ---------------------------------------------------------------------------------
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def counts(url: str) -> queries.Counts:
+    return queries.counts(_engine(url))
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def events(
+    url: str, types: Sequence[str] = (), orgs: Sequence[str] = (), families: Sequence[str] = (),
+    since: date | None = None, limit: int = 500,
+) -> pd.DataFrame:
+    return queries.events(_engine(url), types=types, orgs=orgs, families=families, since=since, limit=limit)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def event_options(url: str) -> queries.EventOptions:
+    return queries.event_options(_engine(url))
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def checkpoint_options(url: str) -> queries.CheckpointOptions:
+    return queries.checkpoint_options(_engine(url))
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def availability(url: str, orgs: Sequence[str] = (), families: Sequence[str] = (), sizes: Sequence[str] = ()) -> pd.DataFrame:
+    return queries.availability(_engine(url), orgs=orgs, families=families, sizes=sizes)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def resolve_checkpoint(url: str, repo_id: str) -> str | None:
+    return queries.resolve_checkpoint(_engine(url), repo_id)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def search_checkpoints(url: str, text: str) -> list[str]:
+    return queries.search_checkpoints(_engine(url), text)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def drafters_for(url: str, repo_id: str) -> pd.DataFrame:
+    return queries.drafters_for(_engine(url), repo_id)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def lag_report(url: str, on: date) -> queries.LagReport:
+    return queries.lag_report(_engine(url), on)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def upgrades(url: str, on: date) -> pd.DataFrame:
+    return queries.upgrades(_engine(url), on)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def benchmark_pairs(url: str) -> pd.DataFrame:
+    return queries.benchmark_pairs(_engine(url))
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def benchmark_summary(url: str, target: str | None = None, drafter: str | None = None) -> pd.DataFrame:
+    return queries.benchmark_summary(_engine(url), target=target, drafter=drafter)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def benchmark_history(url: str, target: str, drafter: str | None) -> pd.DataFrame:
+    return queries.benchmark_history(_engine(url), target, drafter)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def acceptance_by_position(url: str, run_id: str) -> pd.DataFrame:
+    return queries.acceptance_by_position(_engine(url), run_id)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def runs(url: str, target: str | None = None, drafter: str | None = None, status: str | None = None) -> pd.DataFrame:
+    return queries.runs(_engine(url), target=target, drafter=drafter, status=status)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def pair_choices(url: str) -> pd.DataFrame:
+    return queries.pair_choices(_engine(url))
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def pair_verdict(url: str, target: str, drafter: str) -> queries.PairVerdict | None:
+    return queries.pair_verdict(_engine(url), target, drafter)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def checkpoint_revisions(url: str, repo_id: str) -> pd.DataFrame:
+    return queries.checkpoint_revisions(_engine(url), repo_id)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def drafter_revisions(url: str, repo_id: str) -> pd.DataFrame:
+    return queries.drafter_revisions(_engine(url), repo_id)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def checkpoint_weights(url: str, repo_id: str) -> queries.WeightFacts | None:
+    return queries.checkpoint_weights(_engine(url), repo_id)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def drafter_weights(url: str, repo_id: str) -> queries.WeightFacts | None:
+    return queries.drafter_weights(_engine(url), repo_id)

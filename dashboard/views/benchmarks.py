@@ -1,0 +1,108 @@
+"""Benchmarks: speedup and τ per pair and prompt set, their history with revision changes, and acceptance by
+draft position. A series is one (hardware, engine, prompt set): different ones are never drawn as one line."""
+
+from __future__ import annotations
+
+import altair as alt
+import streamlit as st
+
+from dashboard import data
+from registry.queries import revision_changes
+
+st.title("Benchmarks")
+url = data.require_database()
+
+
+def pair_label(target: str, drafter: str | None) -> str:
+    return f"{target} ← {drafter or 'no drafter (baseline)'}"
+
+
+with data.guard("Benchmarks"):
+    pairs = data.benchmark_pairs(url)
+    if pairs.empty:
+        st.info("No benchmark runs yet: `drafters verify <target> <drafter>` measures a pair and stores the run.")
+        st.stop()
+
+    labels = [pair_label(t, d) for t, d in zip(pairs["target"], pairs["drafter"])]
+    chosen = st.selectbox("Pair", range(len(labels)), format_func=lambda i: f"{labels[i]} ({pairs['runs'][i]} runs)",
+                          key="pair")
+    target, drafter = pairs["target"][chosen], pairs["drafter"][chosen]
+    drafter = drafter if isinstance(drafter, str) else None
+
+    st.subheader("Speedup and τ per prompt set")
+    summary = data.benchmark_summary(url, target, drafter)
+    if summary.empty:
+        st.info("This pair has no successful run yet; its failed runs are listed below.")
+    else:
+        summary = summary.assign(series=summary["hardware"].fillna("?") + " · " + summary["engine"].fillna("?")
+                                 + " · " + summary["prompt_set"])
+        st.dataframe(summary, hide_index=True, width="stretch", key="summary")
+        bars = alt.Chart(summary).encode(
+            y=alt.Y("series:N", title=None, axis=alt.Axis(labelLimit=400)),
+            tooltip=["series", "runs", "speedup_mean", "speedup_std", "tau_mean", "tau_std"],
+        )
+        speedup = bars.mark_bar().encode(x=alt.X("speedup_mean:Q", title="speedup (mean ± std over runs)"))
+        spread = (
+            bars.mark_errorbar()
+            .encode(x=alt.X("speedup_low:Q", title="speedup (mean ± std over runs)"), x2="speedup_high:Q")
+            .transform_calculate(speedup_low="datum.speedup_mean - datum.speedup_std",
+                                 speedup_high="datum.speedup_mean + datum.speedup_std")
+        )
+        st.altair_chart(speedup + spread, width="stretch")
+
+        st.subheader("History")
+        history = data.benchmark_history(url, target, drafter)
+        changes = revision_changes(history)
+        metric = st.radio("Metric", ["speedup", "tau"], horizontal=True, key="metric")
+        lines = (
+            alt.Chart(history)
+            .mark_line(point=True)
+            .encode(
+                x=alt.X("created_at:T", title="run time"),
+                y=alt.Y(f"{metric}:Q", title=metric),
+                color=alt.Color("series:N"),
+                detail="series:N",
+                tooltip=["run_id", "created_at", "series", metric, "target_revision", "drafter_revision"],
+            )
+        )
+        rules = (
+            alt.Chart(changes)
+            .mark_rule(strokeDash=[4, 3], color="#c62828")
+            .encode(x="created_at:T", tooltip=["series:N", "change:N", "run_id:N"])
+        )
+        st.altair_chart(lines + rules, width="stretch")
+        if not changes.empty:
+            st.caption("Dashed rules: a run whose target or drafter revision differs from the run before it.")
+            st.dataframe(changes, hide_index=True, width="stretch", key="changes")
+
+        st.subheader("Acceptance by draft position")
+        run_ids = history.sort_values("created_at", ascending=False)["run_id"].drop_duplicates().tolist()
+        run_id = st.selectbox("Run", run_ids, key="run")
+        positions = data.acceptance_by_position(url, run_id)
+        if positions.empty:
+            st.info("This run stored no per-position acceptance.")
+        else:
+            chart = (
+                alt.Chart(positions)
+                .mark_bar()
+                .encode(
+                    x=alt.X("position:O", title="draft position"),
+                    xOffset="prompt_set:N",
+                    y=alt.Y("acceptance:Q", title="acceptance", scale=alt.Scale(domain=[0, 1])),
+                    color="prompt_set:N",
+                    tooltip=["prompt_set", "position", "acceptance"],
+                )
+            )
+            st.altair_chart(chart, width="stretch")
+
+    failed = data.runs(url, target, drafter, status="failed")
+    if not failed.empty:
+        st.subheader("Failed runs")
+        st.dataframe(failed[["run_id", "created_at", "failure_reason", "hardware", "engine"]], hide_index=True,
+                     width="stretch", key="failed")
+
+with data.guard("All pairs"):
+    st.subheader("All pairs")
+    # Summarising every run of every pair is the costliest read on a big registry: only on request.
+    if st.toggle("Summarise every pair", key="all_pairs"):
+        st.dataframe(data.benchmark_summary(url), hide_index=True, width="stretch")

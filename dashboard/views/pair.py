@@ -1,0 +1,142 @@
+"""Pair: one (target, drafter): the verdict with its reasons and checks, the revisions, every run, and whether
+the two fit on a card."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from dashboard import data
+from registry import memory
+
+st.title("Pair")
+url = data.require_database()
+
+
+def gib(value: float) -> float:
+    return round(value / memory.GIB, 2)
+
+
+def choose_pair() -> tuple[str, str] | None:
+    choices = data.pair_choices(url)
+    if choices.empty:
+        data.empty_hint("No pair has a verdict or a run yet.")
+        return None
+    targets = sorted(choices["target"].unique())
+    wanted = st.query_params.get("target")
+    target = st.selectbox("Target", targets, index=targets.index(wanted) if wanted in targets else 0, key="target")
+    drafters = choices[choices["target"] == target]["drafter"].tolist()
+    wanted = st.query_params.get("drafter")
+    drafter = st.selectbox("Drafter", drafters, index=drafters.index(wanted) if wanted in drafters else 0,
+                           key="drafter")
+    return target, drafter
+
+
+with data.guard("Pair"):
+    pair = choose_pair()
+    if pair is None:
+        st.stop()
+    target, drafter = pair
+
+    st.subheader("Verdict")
+    verdict = data.pair_verdict(url, target, drafter)
+    if verdict is None:
+        st.info("No verdict between the head revisions of this pair (it only has runs).")
+    else:
+        st.markdown(f"**{verdict.verdict}** between `{target}@{verdict.checkpoint_sha[:12]}` and "
+                    f"`{drafter}@{verdict.drafter_sha[:12]}` (checked {verdict.checked_at:%Y-%m-%d %H:%M} UTC)")
+        for reason in verdict.reasons:
+            st.markdown(f"- {reason}")
+        if verdict.checks:
+            st.dataframe(pd.DataFrame(list(verdict.checks)), hide_index=True, width="stretch", key="checks")
+
+    st.subheader("Revisions")
+    left, right = st.columns(2)
+    with left:
+        st.caption(f"target {target}")
+        st.dataframe(data.checkpoint_revisions(url, target), hide_index=True, width="stretch", key="target_revs")
+    with right:
+        st.caption(f"drafter {drafter}")
+        st.dataframe(data.drafter_revisions(url, drafter), hide_index=True, width="stretch", key="drafter_revs")
+
+    st.subheader("Runs")
+    pair_runs = data.runs(url, target, drafter)
+    if pair_runs.empty:
+        st.info(f"No run of this pair yet: `drafters verify {target} {drafter}` measures it.")
+    else:
+        st.dataframe(pair_runs.drop(columns=["target", "drafter"]), hide_index=True, width="stretch", key="runs")
+
+with data.guard("Memory budget"):
+    st.subheader("Memory budget")
+    target_facts = data.checkpoint_weights(url, target)
+    drafter_facts = data.drafter_weights(url, drafter)
+    target_estimate = memory.estimate_parameters(
+        parameter_count=target_facts.parameter_count if target_facts else None,
+        weight_bytes=target_facts.weight_bytes if target_facts else None,
+        config=target_facts.config if target_facts else None,
+        size_label=target_facts.size_label if target_facts else None,
+    )
+    drafter_estimate = memory.estimate_parameters(
+        parameter_count=None,
+        weight_bytes=drafter_facts.weight_bytes if drafter_facts else None,
+        config=drafter_facts.config if drafter_facts else None,
+        size_label=None,
+    )
+    if target_estimate.parameters is None:
+        st.info("The registry knows neither the target's weight bytes nor its parameter count (a Hub read with "
+                "`drafters watch --once` records them).")
+    else:
+        kv = memory.kv_geometry(target_facts.config if target_facts else None)
+        context = st.number_input("Context length (tokens)", min_value=0, max_value=10_000_000,
+                                  value=memory.DEFAULT_CONTEXT_TOKENS, step=1024, key="context")
+        rows = memory.budget_table(
+            target_parameters=target_estimate.parameters,
+            drafter_parameters=drafter_estimate.parameters,
+            kv=kv,
+            context_tokens=int(context),
+        )
+        notes = [f"target ≈ {target_estimate.parameters / 1e9:.2f} B parameters ({target_estimate.basis})"]
+        notes.append(
+            f"drafter ≈ {drafter_estimate.parameters / 1e9:.2f} B parameters at bf16 ({drafter_estimate.basis})"
+            if drafter_estimate.parameters is not None
+            else "drafter weights unknown (counted as 0)"
+        )
+        notes.append(f"KV cache {kv.layers} layers × {kv.kv_heads} KV heads × {kv.head_dim} at bf16"
+                     if kv else "KV cache unknown (no usable target config; counted as 0)")
+        st.caption("; ".join(notes) + ". Weights and KV cache only: leave room for activations and the runtime.")
+        budget = pd.DataFrame([asdict(row) for row in rows])
+        table = budget.assign(
+            cell=[f"fits, {gib(h)} GiB free" if fits else f"short by {gib(-h)} GiB"
+                  for fits, h in zip(budget["fits"], budget["headroom_bytes"])],
+            card=budget["card_gb"].map(lambda gb: f"{gb} GB"),
+        ).pivot(index="quantization", columns="card", values="cell")
+        order = [q.name for q in memory.QUANTIZATIONS]
+        table = table.loc[order, [f"{gb} GB" for gb in memory.CARD_SIZES_GB]]
+        totals = budget.drop_duplicates("quantization").set_index("quantization")["total_bytes"].map(gib)
+        st.dataframe(table.assign(total_GiB=totals).reset_index(), hide_index=True, width="stretch", key="budget")
+        parts = budget.drop_duplicates("quantization").melt(
+            id_vars=["quantization"], value_vars=["target_bytes", "drafter_bytes", "kv_cache_bytes"],
+            var_name="part", value_name="bytes",
+        )
+        parts = parts.assign(GiB=parts["bytes"].map(gib), part=parts["part"].str.replace("_bytes", ""))
+        stacked = (
+            alt.Chart(parts)
+            .mark_bar()
+            .encode(
+                x=alt.X("quantization:N", sort=order, title=None),
+                y=alt.Y("GiB:Q", stack="zero", title="GiB"),
+                color=alt.Color("part:N", sort=["target", "drafter", "kv_cache"]),
+                tooltip=["quantization", "part", "GiB"],
+            )
+        )
+        # Card lines up to the first card that holds even the largest total, so small models stay readable.
+        largest = gib(budget["total_bytes"].max())
+        shown_cards = [gb for gb in memory.CARD_SIZES_GB if gb < largest] + [
+            gb for gb in memory.CARD_SIZES_GB if gb >= largest
+        ][:1]
+        cards = pd.DataFrame({"GiB": shown_cards, "card": [f"{gb} GB card" for gb in shown_cards]})
+        lines = alt.Chart(cards).mark_rule(strokeDash=[3, 3], color="#616161").encode(y="GiB:Q", tooltip=["card"])
+        st.altair_chart(stacked + lines, width="stretch")

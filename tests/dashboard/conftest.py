@@ -1,0 +1,212 @@
+"""A registry seeded through the project's own API (Store upserts, record_run, record_event) for the dashboard
+tests, and helpers to run its pages with AppTest."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from registry.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec
+from registry.runs import RunSpec, SetResult, record_run
+from registry.settings import get_settings
+from registry.store import Store
+from tests.conftest import REPO_ROOT
+
+CONFIGS = REPO_ROOT / "tests" / "data" / "configs"
+PAGES = REPO_ROOT / "dashboard" / "views"
+PAGE_NAMES = ("overview", "availability", "lag", "benchmarks", "pair", "alerts")
+
+QWEN3_8B = "Qwen/Qwen3-8B"
+QWEN3_4B = "Qwen/Qwen3-4B"
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+QWEN36_27B = "Qwen/Qwen3.6-27B"  # declared by a drafter nobody has read yet: an open lag
+QWEN36_8B = "Qwen/Qwen3.6-8B"  # a successor of Qwen3-8B without a drafter: a waiting upgrade
+DFLASH_8B = "z-lab/Qwen3-8B-DFlash-b16"
+DFLASH_4B = "z-lab/Qwen3-4B-DFlash-b16"
+EAGLE_8B = "RedHatAI/Qwen3-8B-speculator.eagle3"
+EAGLE_LLAMA = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+DFLASH_36_27B = "z-lab/Qwen3.6-27B-DFlash"
+
+TARGET_SHA_1 = "1" * 40
+TARGET_SHA_2 = "2" * 40  # the weights changed in place after the third H200 run
+DRAFTER_SHA = "d" * 40
+RUN_START = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+
+
+def config_bytes(name: str) -> bytes:
+    return (CONFIGS / name).read_bytes()
+
+
+@dataclass(frozen=True)
+class Seeded:
+    url: str
+    store: Store
+    # (hardware, prompt set) -> speedups of the successful runs of (QWEN3_8B, DFLASH_8B), in run order
+    speedups: dict[tuple[str, str], list[float]]
+    run_ids: list[str]  # successful runs of (QWEN3_8B, DFLASH_8B), oldest first
+    failed_run_id: str
+    per_position: dict[str, tuple[float, ...]]  # prompt set -> rates of the newest H200 run
+
+
+def _checkpoint(store: Store, repo_id: str, family: str, released: date, config: str | None,
+                weight_bytes: int | None = None, parameter_count: int | None = None) -> None:
+    store.upsert_checkpoint(
+        CheckpointSpec(repo_id=repo_id, source="hub", family=family, kind="base", released=released,
+                       released_precision="day")
+    )
+    if config is not None:
+        store.add_checkpoint_revision(
+            repo_id,
+            RevisionSpec(sha=TARGET_SHA_1, config_raw=config_bytes(config), weight_bytes=weight_bytes,
+                         parameter_count=parameter_count),
+        )
+
+
+def _drafter(store: Store, repo_id: str, method: str, target: str, released: date, config: str | None,
+             weight_bytes: int | None = None) -> None:
+    store.upsert_drafter(
+        DrafterSpec(repo_id=repo_id, method=method, publisher=repo_id.split("/")[0], source="hub",
+                    targets=((target, "catalog"),), released=released, released_precision="day")
+    )
+    if config is not None:
+        store.add_drafter_revision(
+            repo_id, RevisionSpec(sha=DRAFTER_SHA, config_raw=config_bytes(config), weight_bytes=weight_bytes)
+        )
+
+
+def _runs(store: Store) -> tuple[dict[tuple[str, str], list[float]], list[str], str, dict[str, tuple[float, ...]]]:
+    speedups: dict[tuple[str, str], list[float]] = {}
+    run_ids: list[str] = []
+    per_position: dict[str, tuple[float, ...]] = {}
+    plan = [  # hardware, target revision, speedup on gsm8k (mt-bench is 1.0 lower)
+        ("H200", TARGET_SHA_1, 4.0),
+        ("H200", TARGET_SHA_1, 4.4),
+        ("H200", TARGET_SHA_1, 4.2),
+        ("H200", TARGET_SHA_2, 2.1),  # the regression after the in-place weight change
+        ("RTX 3090", TARGET_SHA_1, 2.5),
+        ("RTX 3090", TARGET_SHA_1, 2.7),
+    ]
+    for index, (hardware, revision, speedup) in enumerate(plan):
+        sets = []
+        for prompt_set, offset in (("gsm8k", 0.0), ("mt-bench", -1.0)):
+            rates = (0.9 - 0.1 * index / 10, 0.7, 0.5 - offset / 10, 0.3)
+            sets.append(
+                SetResult(prompt_set=prompt_set, prompt_set_digest=f"digest-{prompt_set}", tau=speedup + 1.5 + offset,
+                          tau_spread=0.1, per_position_acceptance=rates, speedup=speedup + offset,
+                          speedup_spread=0.05, lossless=True, acceptance_rate=0.6)
+            )
+            speedups.setdefault((hardware, prompt_set), []).append(speedup + offset)
+            if hardware == "H200":
+                per_position[prompt_set] = rates
+        run = record_run(
+            store,
+            RunSpec(target=QWEN3_8B, drafter=DFLASH_8B, method="dflash", hardware=hardware, engine="pytorch",
+                    target_revision=revision, drafter_revision=DRAFTER_SHA, draft_length=16, speedup=speedup,
+                    tau=speedup + 1.5, sets=tuple(sets), created_at=RUN_START + timedelta(days=index)),
+        )
+        run_ids.append(run.run_id or "")
+    failed = record_run(
+        store,
+        RunSpec(target=QWEN3_8B, drafter=DFLASH_8B, method="dflash", status="failed", hardware="H200",
+                failure_reason="CUDA out of memory while loading the drafter", created_at=RUN_START + timedelta(days=9)),
+    )
+    record_run(
+        store,
+        RunSpec(target=LLAMA, drafter=EAGLE_LLAMA, method="eagle3", hardware="H200", engine="pytorch", speedup=2.2,
+                tau=3.0, created_at=RUN_START,
+                sets=(SetResult(prompt_set="mt-bench", prompt_set_digest="digest-mt-bench", speedup=2.2, tau=3.0,
+                                per_position_acceptance=(0.8, 0.5)),)),
+    )
+    return speedups, run_ids, failed.run_id or "", per_position
+
+
+def seed(store: Store, url: str) -> Seeded:
+    _checkpoint(store, QWEN3_8B, "Qwen3", date(2025, 4, 29), "Qwen__Qwen3-8B.json",
+                weight_bytes=16_381_470_720, parameter_count=8_190_735_360)
+    _checkpoint(store, QWEN3_4B, "Qwen3", date(2025, 4, 29), "Qwen__Qwen3-4B.json")
+    _checkpoint(store, LLAMA, "Llama-3.1", date(2024, 7, 23), "meta-llama__Llama-3.1-8B-Instruct.json")
+    _checkpoint(store, QWEN36_27B, "Qwen3.6", date(2026, 4, 22), None)
+    _checkpoint(store, QWEN36_8B, "Qwen3.6", date(2026, 5, 1), None)
+    _drafter(store, DFLASH_8B, "dflash", QWEN3_8B, date(2026, 1, 5), "z-lab__Qwen3-8B-DFlash-b16.json",
+             weight_bytes=2_000_000_000)
+    _drafter(store, DFLASH_4B, "dflash", QWEN3_4B, date(2026, 1, 5), "z-lab__Qwen3-4B-DFlash-b16.json")
+    _drafter(store, EAGLE_8B, "eagle3", QWEN3_8B, date(2025, 6, 1), "RedHatAI__Qwen3-8B-speculator.eagle3.json")
+    _drafter(store, EAGLE_LLAMA, "eagle3", LLAMA, date(2025, 3, 1), "yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json")
+    _drafter(store, DFLASH_36_27B, "dflash", QWEN36_27B, date(2026, 4, 23), None)
+    store.recompute_compatibility()
+    for index, (kind, subject, org, family) in enumerate([
+        ("new_drafter", DFLASH_8B, "Qwen", "Qwen3"),
+        ("new_drafter", EAGLE_LLAMA, "meta-llama", "Llama-3.1"),
+        ("lag_opened", QWEN36_27B, "Qwen", "Qwen3.6"),
+        ("revision_changed", QWEN3_8B, "Qwen", "Qwen3"),
+    ]):
+        store.record_event(
+            EventSpec(type=kind, subject=subject, dedupe_key=f"{kind}:{subject}:{index}", org=org, family=family,
+                      payload={"message": f"{kind.replace('_', ' ')}: {subject}"})
+        )
+    speedups, run_ids, failed, per_position = _runs(store)
+    return Seeded(url=url, store=store, speedups=speedups, run_ids=run_ids, failed_run_id=failed,
+                  per_position=per_position)
+
+
+@pytest.fixture
+def seeded(store: Store, database_url: str) -> Seeded:
+    """The seeded registry on SQLite and on PostgreSQL."""
+    return seed(store, database_url)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'dashboard.db'}"
+
+
+@pytest.fixture
+def dashboard_db(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Seeded]:
+    """The seeded registry on SQLite, and the dashboard pointed at it."""
+    store = Store.open(sqlite_url)
+    seeded = seed(store, sqlite_url)
+    point_dashboard_at(sqlite_url, monkeypatch)
+    yield seeded
+    store.engine.dispose()
+
+
+def point_dashboard_at(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DRAFTERS_DATABASE_URL", url)
+    get_settings.cache_clear()
+    # Caches live for the process; each test starts from what its own database holds.
+    st.cache_data.clear()
+
+
+def run_page(name: str, *, query_params: dict[str, str] | None = None) -> AppTest:
+    app = AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=60)
+    for key, value in (query_params or {}).items():
+        app.query_params[key] = value
+    return app.run()
+
+
+def chart_data(app: AppTest) -> list[list[pd.DataFrame]]:
+    """The data sets of each Altair chart on the page, in page order (a layered chart has several)."""
+    from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+
+    return [
+        [convert_arrow_bytes_to_pandas_df(dataset.data.data) for dataset in chart.proto.datasets]
+        for chart in app.get("vega_lite_chart")
+    ]
+
+
+def chart_specs(app: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in app.get("vega_lite_chart")]
+
+
+def assert_clean(app: AppTest) -> None:
+    """No exception box and no error line on the page."""
+    assert not app.exception, [e.value for e in app.exception]
+    assert not app.error, [e.value for e in app.error]

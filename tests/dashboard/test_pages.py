@@ -1,0 +1,593 @@
+"""The dashboard: its query layer on SQLite and PostgreSQL, and its pages run by AppTest. What they show equals
+what the store holds."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import uuid
+from collections import defaultdict
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from statistics import mean, pstdev
+
+import pandas as pd
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import SQLAlchemyError
+from streamlit.testing.v1 import AppTest
+
+from dashboard import launch
+from registry import memory, queries, reports
+from registry.db import head_revision
+from registry.runs import list_runs
+from registry.store import Store
+from tests.conftest import REPO_ROOT
+from tests.dashboard.conftest import (
+    DFLASH_8B,
+    EAGLE_8B,
+    EAGLE_LLAMA,
+    LLAMA,
+    PAGE_NAMES,
+    QWEN3_4B,
+    QWEN3_8B,
+    QWEN36_8B,
+    QWEN36_27B,
+    TARGET_SHA_1,
+    TARGET_SHA_2,
+    Seeded,
+    assert_clean,
+    chart_data,
+    chart_specs,
+    point_dashboard_at,
+    run_page,
+)
+
+# ==== the query layer, on SQLite and PostgreSQL (the `seeded` and `database_url` fixtures run on both) ====
+
+
+@pytest.fixture
+def engine(seeded: Seeded):  # type: ignore[no-untyped-def]
+    opened = queries.open_read_only(seeded.url)
+    yield opened
+    opened.dispose()
+
+
+def test_counts_equal_what_the_store_holds(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
+    store = seeded.store
+    today = datetime.now(UTC).date()
+    counts = queries.counts(engine)
+    assert counts.targets == len(store.checkpoints()) == 5
+    assert counts.drafters == len(store.drafters()) == 5
+    assert counts.exact_pairs == sum(1 for v in store.verdicts() if v.verdict == "exact") == 4
+    assert counts.open_lags == sum(1 for row in reports.lag_table(store, today) if row.open) == 1
+    assert counts.runs == len(list_runs(store)) == 8
+    assert counts.failed_runs == len(list_runs(store, status="failed")) == 1
+    assert counts.events == len(store.events()) == 4
+
+
+def test_availability_cells_are_the_best_head_verdict(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
+    cells = queries.availability(engine)
+    assert len(cells) == 5 * len(queries.METHOD_LABELS)
+    best: dict[tuple[str, str], str] = {}
+    for verdict in seeded.store.verdicts():
+        key = (verdict.checkpoint_repo_id, verdict.method)
+        if key not in best or reports.VERDICT_ORDER[verdict.verdict] < reports.VERDICT_ORDER[best[key]]:
+            best[key] = verdict.verdict
+    shown = {(row.checkpoint, row.method): row.verdict for row in cells.itertuples()}
+    for key, verdict in shown.items():
+        assert verdict == best.get(key, queries.NO_VERDICT), key
+    cell = cells[(cells["checkpoint"] == QWEN3_8B) & (cells["method"] == "eagle3")].iloc[0]
+    assert (cell.verdict, cell.drafter) == ("exact", EAGLE_8B)
+    assert cell.lag_days == (date(2025, 6, 1) - date(2025, 4, 29)).days
+    # On Llama the best EAGLE-3 is exact while the Qwen DFlash drafter is only incompatible.
+    llama = cells[cells["checkpoint"] == LLAMA].set_index("method")
+    assert (llama.loc["eagle3", "verdict"], llama.loc["eagle3", "drafter"]) == ("exact", EAGLE_LLAMA)
+    assert llama.loc["dflash", "verdict"] == "incompatible"
+    assert cells[cells["checkpoint"] == QWEN36_27B]["verdict"].eq(queries.NO_VERDICT).all()
+
+    matrix = queries.availability_matrix(cells)
+    row = matrix.set_index("checkpoint").loc[QWEN3_8B]
+    assert row["DFlash"] == f"exact · {DFLASH_8B} · {(date(2026, 1, 5) - date(2025, 4, 29)).days} d"
+    assert row["DSpark"] == queries.NO_VERDICT
+
+
+def test_availability_filters(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
+    assert set(queries.availability(engine, orgs=["meta-llama"])["checkpoint"]) == {LLAMA}
+    assert set(queries.availability(engine, families=["Qwen3"])["checkpoint"]) == {QWEN3_8B, QWEN3_4B}
+    assert set(queries.availability(engine, sizes=["8B"], orgs=["Qwen"])["checkpoint"]) == {QWEN3_8B, QWEN36_8B}
+    assert queries.availability(engine, orgs=["nobody"]).empty
+    options = queries.checkpoint_options(engine)
+    assert options.orgs == ("Qwen", "meta-llama")
+    assert "27B" in options.sizes
+
+
+def test_drafters_for_lists_every_verdict_best_first_and_follows_renames(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
+    fits = queries.drafters_for(engine, QWEN3_8B)
+    stored = {v.drafter_repo_id: v for v in seeded.store.verdicts(checkpoint_repo_id=QWEN3_8B)}
+    assert set(fits["drafter"]) == set(stored)
+    for row in fits.itertuples():
+        assert row.verdict == stored[row.drafter].verdict
+        assert row.reasons == "; ".join(stored[row.drafter].reasons)
+    ranks = [reports.VERDICT_ORDER[v] for v in fits["verdict"]]
+    assert ranks == sorted(ranks)
+    assert queries.search_checkpoints(engine, "qwen3-8") == [QWEN3_8B]
+    assert queries.resolve_checkpoint(engine, "nobody/None") is None
+
+    seeded.store.rename_checkpoint(QWEN3_4B, "Qwen/Qwen3-4B-Renamed")
+    assert queries.resolve_checkpoint(engine, QWEN3_4B) == "Qwen/Qwen3-4B-Renamed"
+    assert list(queries.drafters_for(engine, QWEN3_4B)["verdict"]) == ["exact"]
+
+
+def test_benchmark_summary_is_the_mean_and_spread_of_the_runs(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
+    summary = queries.benchmark_summary(engine, target=QWEN3_8B, drafter=DFLASH_8B)
+    assert len(summary) == len(seeded.speedups) == 4
+    for row in summary.itertuples():
+        expected = seeded.speedups[(row.hardware, row.prompt_set)]
+        assert row.runs == len(expected)
+        assert row.speedup_mean == pytest.approx(mean(expected))
+        assert row.speedup_std == pytest.approx(pstdev(expected), abs=1e-6)
+        assert (row.speedup_min, row.speedup_max) == (pytest.approx(min(expected)), pytest.approx(max(expected)))
+    everything = queries.benchmark_summary(engine)
+    assert set(zip(everything["target"], everything["drafter"])) == {(QWEN3_8B, DFLASH_8B), (LLAMA, EAGLE_LLAMA)}
+    pairs = queries.benchmark_pairs(engine).set_index(["target", "drafter"])
+    assert pairs.loc[(QWEN3_8B, DFLASH_8B), "runs"] == 7
+    assert pairs.loc[(QWEN3_8B, DFLASH_8B), "ok_runs"] == 6
+
+
+def test_history_keeps_series_apart_and_marks_the_revision_change(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
+    history = queries.benchmark_history(engine, QWEN3_8B, DFLASH_8B)
+    assert len(history) == 6 * 2
+    by_series: dict[str, list[float]] = defaultdict(list)
+    for row in history.itertuples():
+        assert row.series == f"{row.hardware} · {row.engine} · {row.prompt_set}"
+        by_series[row.series].append(row.speedup)
+    for (hardware, prompt_set), speedups in seeded.speedups.items():
+        assert by_series[f"{hardware} · pytorch · {prompt_set}"] == pytest.approx(speedups)
+
+    changes = queries.revision_changes(history)
+    # One change per H200 series, at the fourth run, and none on the RTX 3090 whose revision never changed.
+    assert sorted(changes["series"]) == ["H200 · pytorch · gsm8k", "H200 · pytorch · mt-bench"]
+    assert set(changes["run_id"]) == {seeded.run_ids[3]}
+    assert set(changes["side"]) == {"target"}
+    assert set(changes["change"]) == {f"target revision {TARGET_SHA_1[:10]} → {TARGET_SHA_2[:10]}"}
+
+
+def test_acceptance_by_position_is_the_stored_rates(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
+    run_id = seeded.run_ids[3]
+    frame = queries.acceptance_by_position(engine, run_id)
+    stored = {
+        result.prompt_set: result.per_position_acceptance
+        for run in list_runs(seeded.store, target=QWEN3_8B, drafter=DFLASH_8B)
+        if run.run_id == run_id
+        for result in run.sets
+    }
+    assert stored == seeded.per_position
+    for prompt_set, rates in stored.items():
+        shown = frame[frame["prompt_set"] == prompt_set]
+        assert list(shown["position"]) == list(range(1, len(rates) + 1))
+        assert list(shown["acceptance"]) == pytest.approx(list(rates))
+    assert queries.acceptance_by_position(engine, seeded.failed_run_id).empty
+
+
+def test_runs_keep_failed_ones_with_their_reason(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
+    failed = queries.runs(engine, target=QWEN3_8B, drafter=DFLASH_8B, status="failed")
+    assert list(failed["run_id"]) == [seeded.failed_run_id]
+    assert failed["failure_reason"].iloc[0] == "CUDA out of memory while loading the drafter"
+    every = queries.runs(engine, target=QWEN3_8B, drafter=DFLASH_8B)
+    assert len(every) == 7
+    assert list(every["created_at"]) == sorted(every["created_at"], reverse=True)
+
+
+def test_events_filters_and_messages(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
+    every = queries.events(engine)
+    stored = seeded.store.events()
+    assert list(every["id"]) == [e.id for e in reversed(stored)]
+    assert list(every["message"]) == [e.payload["message"] for e in reversed(stored)]
+    assert set(queries.events(engine, types=["new_drafter"])["subject"]) == {DFLASH_8B, EAGLE_LLAMA}
+    assert set(queries.events(engine, orgs=["meta-llama"])["subject"]) == {EAGLE_LLAMA}
+    assert set(queries.events(engine, families=["Qwen3.6"])["subject"]) == {QWEN36_27B}
+    assert queries.events(engine, since=date(2100, 1, 1)).empty
+    assert len(queries.events(engine, since=date(2000, 1, 1))) == 4
+    options = queries.event_options(engine)
+    assert options.types == ("lag_opened", "new_drafter", "revision_changed")
+
+
+def test_pair_queries(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
+    verdict = queries.pair_verdict(engine, QWEN3_8B, DFLASH_8B)
+    [stored] = seeded.store.verdicts(checkpoint_repo_id=QWEN3_8B, drafter_repo_id=DFLASH_8B)
+    assert verdict is not None
+    assert (verdict.verdict, verdict.reasons, verdict.checks) == (stored.verdict, stored.reasons, stored.checks)
+    assert verdict.checkpoint_sha == TARGET_SHA_1
+    assert queries.pair_verdict(engine, QWEN36_27B, DFLASH_8B) is None
+    choices = queries.pair_choices(engine)
+    assert len(choices) == len(seeded.store.verdicts())  # every run pair also has a verdict here
+    assert not choices.duplicated(["target", "drafter"]).any()
+    revisions = queries.checkpoint_revisions(engine, QWEN3_8B)
+    assert list(revisions["sha"]) == [TARGET_SHA_1] and bool(revisions["head"].iloc[0])
+    assert list(queries.drafter_revisions(engine, DFLASH_8B)["sha"]) == ["d" * 40]
+    weights = queries.checkpoint_weights(engine, QWEN3_8B)
+    assert weights is not None
+    assert (weights.parameter_count, weights.weight_bytes, weights.size_label) == (8_190_735_360, 16_381_470_720, "8B")
+    assert weights.config is not None and weights.config["num_key_value_heads"] == 8
+    drafter = queries.drafter_weights(engine, DFLASH_8B)
+    assert drafter is not None and drafter.weight_bytes == 2_000_000_000
+    assert queries.checkpoint_weights(engine, "nobody/None") is None
+
+
+def test_lag_report_is_the_reports_lag_table(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
+    today = datetime.now(UTC).date()
+    report = queries.lag_report(engine, today)
+    rows = reports.lag_table(seeded.store, today)
+    assert list(report.targets["target_repo_id"]) == [r.target_repo_id for r in rows]
+    waiting = report.targets[report.targets["open"]]
+    assert list(waiting["target_repo_id"]) == [QWEN36_27B]
+    assert waiting["lag_days"].iloc[0] == (today - date(2026, 4, 22)).days
+    qwen = report.targets.set_index("target_repo_id").loc[QWEN3_8B]
+    assert qwen["first_drafter_repo_id"] == EAGLE_8B and qwen["publisher"] == "RedHatAI"
+    points = report.timeline[report.timeline["target"] == QWEN3_8B]
+    assert sorted(points["repo"]) == sorted([QWEN3_8B, DFLASH_8B, EAGLE_8B])
+    assert set(report.by_family["family"]) == {"Qwen3", "Qwen3.6", "Llama-3.1"}
+    upgrades = queries.upgrades(engine, today)
+    assert list(upgrades["successor_repo_id"]) == [QWEN36_8B]
+    assert bool(upgrades["open"].iloc[0])
+    assert upgrades["lag_days"].iloc[0] == (today - date(2026, 5, 1)).days
+
+
+def test_the_engine_refuses_writes(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SQLAlchemyError):
+        with engine.begin() as connection:
+            connection.execute(text("DELETE FROM event"))
+    assert len(seeded.store.events()) == 4
+
+
+def test_a_missing_sqlite_database_is_reported_and_not_created(tmp_path: Path) -> None:
+    path = tmp_path / "nowhere" / "registry.db"
+    with pytest.raises(queries.DatabaseMissing, match="drafters catalog load"):
+        queries.open_read_only(f"sqlite:///{path}")
+    assert not path.parent.exists()
+
+
+def test_schema_problems_say_which_command_fixes_them(tmp_path: Path) -> None:
+    path = tmp_path / "bare.db"
+    sqlite3.connect(path).close()
+    bare = queries.open_read_only(f"sqlite:///{path}")
+    assert "drafters catalog load" in (queries.schema_problem(bare) or "")
+    bare.dispose()
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    Store.open(url).engine.dispose()
+    writer = create_engine(url)
+    with writer.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = '0001'"))
+    writer.dispose()
+    old = queries.open_read_only(url)
+    problem = queries.schema_problem(old) or ""
+    assert "drafters db upgrade" in problem and head_revision() in problem
+    old.dispose()
+
+
+def test_an_empty_database_gives_empty_frames(database_url: str) -> None:
+    Store.open(database_url).engine.dispose()
+    engine = queries.open_read_only(database_url)
+    try:
+        assert queries.schema_problem(engine) is None
+        assert queries.counts(engine) == queries.Counts(0, 0, 0, 0, 0, 0, 0)
+        assert queries.availability(engine).empty
+        assert queries.availability_matrix(queries.availability(engine)).empty
+        assert queries.events(engine).empty
+        assert queries.benchmark_pairs(engine).empty
+        assert queries.benchmark_summary(engine).empty
+        assert queries.revision_changes(queries.benchmark_history(engine, QWEN3_8B, DFLASH_8B)).empty
+        assert queries.pair_choices(engine).empty
+        assert queries.lag_report(engine, date(2026, 1, 1)).targets.empty
+        assert queries.upgrades(engine, date(2026, 1, 1)).empty
+    finally:
+        engine.dispose()
+
+
+# ==== the pages, run by AppTest on a seeded SQLite database (plus one PostgreSQL smoke test) ==============
+
+
+def frame_with(app: AppTest, column: str) -> pd.DataFrame:
+    """The first table on the page that has `column`."""
+    for element in app.dataframe:
+        frame = element.value
+        if column in frame.columns:
+            return frame
+    raise AssertionError(f"no table with a {column!r} column; tables: {[list(e.value.columns) for e in app.dataframe]}")
+
+
+def metrics(app: AppTest) -> dict[str, str]:
+    return {metric.label: metric.value for metric in app.metric}
+
+
+def test_overview_shows_the_counts_and_latest_events(dashboard_db: Seeded) -> None:
+    app = run_page("overview")
+    assert_clean(app)
+    store = dashboard_db.store
+    counts = queries.counts(store.engine)
+    assert metrics(app) == {
+        "Targets tracked": str(len(store.checkpoints())),
+        "Drafters": str(len(store.drafters())),
+        "Exact pairs": str(counts.exact_pairs),
+        "Open lags": "1",
+        "Benchmark runs": str(len(list_runs(store))),
+    }
+    events = frame_with(app, "message")
+    assert list(events["message"]) == [e.payload["message"] for e in reversed(store.events())]
+
+
+def test_availability_matrix_filters_and_search(dashboard_db: Seeded) -> None:
+    app = run_page("availability")
+    assert_clean(app)
+    matrix = frame_with(app, "DFlash").set_index("checkpoint")
+    assert list(matrix.index) == sorted(c.repo_id for c in dashboard_db.store.checkpoints())
+    assert matrix.loc[QWEN3_8B, "EAGLE-3"] == f"exact · {EAGLE_8B} · {(date(2025, 6, 1) - date(2025, 4, 29)).days} d"
+    assert matrix.loc[LLAMA, "DFlash"].startswith(f"incompatible · {DFLASH_8B}")
+    assert matrix.loc[QWEN36_27B, "DFlash"] == queries.NO_VERDICT
+    [tally] = chart_data(app)
+    counted = tally[0].set_index(["method", "verdict"])["checkpoints"]
+    assert counted[("EAGLE-3", "exact")] == 2 and counted[("DFlash", "exact")] == 2
+    assert counted.sum() == 5 * len(queries.METHOD_LABELS)
+
+    app.multiselect(key="orgs").set_value(["meta-llama"]).run()
+    assert_clean(app)
+    assert list(frame_with(app, "DFlash")["checkpoint"]) == [LLAMA]
+
+    app.text_input(key="search").input("qwen3-8").run()
+    assert_clean(app)
+    found = frame_with(app, "reasons")
+    stored = {v.drafter_repo_id: v.verdict for v in dashboard_db.store.verdicts(checkpoint_repo_id=QWEN3_8B)}
+    assert dict(zip(found["drafter"], found["verdict"])) == stored
+
+    app.text_input(key="search").input("nobody/Nothing-1B").run()
+    assert_clean(app)
+    assert any("not in the registry" in w.value for w in app.warning)
+
+
+def test_lag_page_shows_open_lags_timeline_and_upgrades(dashboard_db: Seeded) -> None:
+    app = run_page("lag")
+    assert_clean(app)
+    today = datetime.now(UTC).date()
+    rows = reports.lag_table(dashboard_db.store, today)
+    assert metrics(app)["Open lags"] == str(sum(r.open for r in rows)) == "1"
+    waiting = frame_with(app, "released")
+    assert list(waiting["target_repo_id"]) == [QWEN36_27B]
+    assert waiting["lag_days"].iloc[0] == (today - date(2026, 4, 22)).days
+    every = frame_with(app, "first_drafter_repo_id")
+    assert list(every["target_repo_id"]) == [r.target_repo_id for r in rows]
+    upgrades = frame_with(app, "successor_repo_id")
+    assert list(upgrades["successor_repo_id"]) == [QWEN36_8B]
+
+    timeline = chart_data(app)[0]
+    spans = next(frame for frame in timeline if "state" in frame.columns).set_index("target")
+    assert spans.loc[QWEN36_27B, "state"] == "open (still growing)"
+    assert pd.Timestamp(spans.loc[QWEN36_27B, "end"]).date() == today
+    assert pd.Timestamp(spans.loc[QWEN3_8B, "end"]).date() == date(2025, 6, 1)
+    points = next(frame for frame in timeline if "event" in frame.columns)
+    assert set(points[points["target"] == LLAMA]["repo"]) == {LLAMA, EAGLE_LLAMA}
+
+
+def test_benchmarks_summary_history_and_acceptance(dashboard_db: Seeded) -> None:
+    app = run_page("benchmarks")
+    assert_clean(app)
+    # The pair with the most runs comes first.
+    summary = frame_with(app, "speedup_std")
+    assert set(summary["drafter"]) == {DFLASH_8B}
+    for row in summary.itertuples():
+        expected = dashboard_db.speedups[(row.hardware, row.prompt_set)]
+        assert row.runs == len(expected)
+        assert row.speedup_mean == pytest.approx(mean(expected))
+
+    charts = chart_data(app)
+    assert len(charts) == 3
+    history = next(frame for frame in charts[1] if "series" in frame.columns and "speedup" in frame.columns)
+    assert len(history) == 12
+    for (hardware, prompt_set), speedups in dashboard_db.speedups.items():
+        series = history[history["series"] == f"{hardware} · pytorch · {prompt_set}"]
+        assert list(series["speedup"]) == pytest.approx(speedups)
+    rules = next(frame for frame in charts[1] if "change" in frame.columns)
+    assert set(rules["run_id"]) == {dashboard_db.run_ids[3]}
+    positions = charts[2][0]
+    newest = dashboard_db.run_ids[-1]
+    assert app.selectbox(key="run").value == newest
+    stored = {
+        result.prompt_set: list(result.per_position_acceptance)
+        for run in list_runs(dashboard_db.store)
+        if run.run_id == newest
+        for result in run.sets
+    }
+    assert {p: list(g["acceptance"]) for p, g in positions.groupby("prompt_set")} == stored
+    failed = frame_with(app, "failure_reason")
+    assert list(failed["run_id"]) == [dashboard_db.failed_run_id]
+
+    app.selectbox(key="run").set_value(dashboard_db.run_ids[3]).run()
+    assert_clean(app)
+    shown = {p: tuple(g["acceptance"]) for p, g in chart_data(app)[2][0].groupby("prompt_set")}
+    assert shown == dashboard_db.per_position
+
+    app.radio(key="metric").set_value("tau").run()
+    assert_clean(app)
+    spec = chart_specs(app)[1]
+    assert spec["layer"][0]["encoding"]["y"]["field"] == "tau"
+
+    app.selectbox(key="pair").set_value(1).run()
+    assert_clean(app)
+    other = frame_with(app, "speedup_std")
+    assert list(zip(other["target"], other["drafter"], other["speedup_mean"])) == [(LLAMA, EAGLE_LLAMA, 2.2)]
+
+    tables = len(app.dataframe)
+    app.toggle(key="all_pairs").set_value(True).run()
+    assert_clean(app)
+    assert len(app.dataframe) == tables + 1
+    every = app.dataframe[-1].value
+    assert set(zip(every["target"], every["drafter"])) == {(QWEN3_8B, DFLASH_8B), (LLAMA, EAGLE_LLAMA)}
+    assert every["runs"].sum() == sum(len(v) for v in dashboard_db.speedups.values()) + 1
+
+
+def test_pair_page_shows_verdict_revisions_runs_and_memory(dashboard_db: Seeded) -> None:
+    app = run_page("pair", query_params={"target": QWEN3_8B, "drafter": DFLASH_8B})
+    assert_clean(app)
+    assert (app.selectbox(key="target").value, app.selectbox(key="drafter").value) == (QWEN3_8B, DFLASH_8B)
+    [stored] = dashboard_db.store.verdicts(checkpoint_repo_id=QWEN3_8B, drafter_repo_id=DFLASH_8B)
+    markdown = " ".join(m.value for m in app.markdown)
+    assert f"**{stored.verdict}**" in markdown
+    for reason in stored.reasons:
+        assert reason in markdown
+    runs = frame_with(app, "failure_reason")
+    assert set(runs["run_id"]) == {*dashboard_db.run_ids, dashboard_db.failed_run_id}
+
+    budget = frame_with(app, "12 GB").set_index("quantization")
+    kv = memory.KvGeometry(layers=36, kv_heads=8, head_dim=128)
+    rows = memory.budget_table(target_parameters=8_190_735_360, drafter_parameters=1_000_000_000, kv=kv,
+                               context_tokens=memory.DEFAULT_CONTEXT_TOKENS)
+    for row in rows:
+        cell = budget.loc[row.quantization, f"{row.card_gb} GB"]
+        assert cell.startswith("fits") == row.fits, (row, cell)
+    assert budget.loc["bf16", "16 GB"].startswith("short") and budget.loc["Q4_K_M", "8 GB"].startswith("fits")
+    parts = chart_data(app)[0]
+    stacked = next(frame for frame in parts if "part" in frame.columns).set_index(["quantization", "part"])["GiB"]
+    assert stacked[("bf16", "target")] == pytest.approx(round(8_190_735_360 * 2 / memory.GIB, 2))
+
+    app.number_input(key="context").set_value(131072).run()
+    assert_clean(app)
+    assert frame_with(app, "12 GB").set_index("quantization").loc["Q4_K_M", "12 GB"].startswith("short")
+
+    app.selectbox(key="target").set_value(LLAMA).run()
+    assert_clean(app)
+    assert set(app.selectbox(key="drafter").options) == {
+        v.drafter_repo_id for v in dashboard_db.store.verdicts(checkpoint_repo_id=LLAMA)
+    }
+
+
+def test_alerts_filter_events_and_link_the_feed(dashboard_db: Seeded, isolated_env: Path) -> None:
+    app = run_page("alerts")
+    assert_clean(app)
+    assert len(frame_with(app, "message")) == 4
+    assert any("drafters feed" in i.value for i in app.info)
+
+    app.multiselect(key="alert_types").set_value(["new_drafter"]).run()
+    assert_clean(app)
+    assert set(frame_with(app, "message")["subject"]) == {DFLASH_8B, EAGLE_LLAMA}
+    app.multiselect(key="alert_orgs").set_value(["meta-llama"]).run()
+    assert list(frame_with(app, "message")["subject"]) == [EAGLE_LLAMA]
+    app.date_input(key="alert_since").set_value(datetime.now(UTC).date() + timedelta(days=1)).run()
+    assert_clean(app)
+    assert any("No event matches" in i.value for i in app.info)
+
+    feed = isolated_env / "feed.atom"
+    feed.parent.mkdir(parents=True, exist_ok=True)
+    feed.write_bytes(b"<?xml version='1.0'?><feed xmlns='http://www.w3.org/2005/Atom'/>")
+    app = run_page("alerts")
+    assert_clean(app)
+    assert any(str(feed) in m.value for m in app.markdown)
+    assert len(app.get("download_button")) == 1
+
+
+@pytest.mark.parametrize("page", PAGE_NAMES)
+def test_every_page_on_an_empty_database_says_what_fills_it(
+    page: str, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    Store.open(sqlite_url).engine.dispose()
+    point_dashboard_at(sqlite_url, monkeypatch)
+    app = run_page(page)
+    assert_clean(app)
+    hints = " ".join(i.value for i in app.info)
+    assert "drafters" in hints, hints
+
+
+@pytest.mark.parametrize("page", PAGE_NAMES)
+def test_every_page_without_a_database_says_how_to_create_it(
+    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "none" / "registry.db"
+    point_dashboard_at(f"sqlite:///{path}", monkeypatch)
+    app = run_page(page)
+    assert_clean(app)
+    assert any("drafters catalog load" in i.value for i in app.info)
+    assert not path.parent.exists()  # the dashboard created nothing
+
+
+def test_the_app_navigates_between_pages(dashboard_db: Seeded) -> None:
+    app = AppTest.from_file(str(REPO_ROOT / "dashboard" / "app.py"), default_timeout=60).run()
+    assert_clean(app)
+    assert app.title[0].value == "Drafter Registry"
+    app.switch_page("views/lag.py").run()
+    assert_clean(app)
+    assert app.title[0].value == "Lag"
+
+
+def test_every_page_runs_on_both_backends(seeded: Seeded, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Smoke: every page runs on the seeded SQLite and PostgreSQL databases and shows their numbers."""
+    point_dashboard_at(seeded.url, monkeypatch)
+    for page in PAGE_NAMES:
+        assert_clean(run_page(page))
+    assert metrics(run_page("overview"))["Benchmark runs"] == "8"
+    summary = frame_with(run_page("benchmarks"), "speedup_std")
+    assert summary["runs"].sum() == sum(len(v) for v in seeded.speedups.values())
+
+
+
+def test_pages_work_under_a_postgresql_role_that_may_only_select(
+    seeded: Seeded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not seeded.url.startswith("postgresql"):
+        pytest.skip("database roles are a PostgreSQL feature")
+    from sqlalchemy.engine import make_url
+
+    from dashboard import data
+
+    role = f"reader_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(seeded.url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f"CREATE ROLE {role} LOGIN PASSWORD 'reader'"))
+        connection.execute(text(f"GRANT USAGE ON SCHEMA public TO {role}"))
+        connection.execute(text(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}"))
+    reader_url = make_url(seeded.url).set(username=role, password="reader").render_as_string(hide_password=False)
+    try:
+        point_dashboard_at(reader_url, monkeypatch)
+        for page in PAGE_NAMES:
+            assert_clean(run_page(page))
+        assert metrics(run_page("overview"))["Benchmark runs"] == "8"
+        reader = create_engine(reader_url)
+        with pytest.raises(SQLAlchemyError), reader.begin() as connection:
+            connection.execute(text("DELETE FROM event"))  # the role really cannot write
+        reader.dispose()
+    finally:
+        data._engine(reader_url).dispose()
+        with admin.connect() as connection:
+            connection.execute(text(f"REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role}"))
+            connection.execute(text(f"REVOKE USAGE ON SCHEMA public FROM {role}"))
+            connection.execute(text(f"DROP ROLE {role}"))
+        admin.dispose()
+
+# ==== launching ==================================================================================
+
+
+def test_launch_command_runs_the_installed_app_on_loopback() -> None:
+    import dashboard
+
+    url = "postgresql+psycopg://reader:s3cret@127.0.0.1:5432/registry"
+    argv = launch.command(8765, url)
+    app = Path(dashboard.__file__).resolve().parent / "app.py"
+    assert argv[:5] == [sys.executable, "-m", "streamlit", "run", str(app)]
+    assert app.is_file() and launch.app_path() == app
+    flags = dict(zip(argv[5::2], argv[6::2]))
+    assert flags == {
+        "--server.headless": "true", "--server.port": "8765", "--server.address": "127.0.0.1",
+        "--browser.gatherUsageStats": "false",
+    }
+    assert not any("s3cret" in part for part in argv)  # the URL travels in the environment
+
+
+@pytest.mark.parametrize("port", [0, -1, 65536])
+def test_launch_refuses_a_bad_port(port: int) -> None:
+    with pytest.raises(launch.LaunchError, match="port must be between 1 and 65535"):
+        launch.command(port, None)
+
+
+def test_launch_refuses_a_bad_url_without_echoing_it() -> None:
+    with pytest.raises(launch.LaunchError, match="not a database URL") as raised:
+        launch.command(8765, "not a url s3cret")
+    assert "s3cret" not in str(raised.value)

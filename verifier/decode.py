@@ -1,0 +1,194 @@
+"""The one decode loop (batch size 1) shared by the baseline and every drafting method.
+
+Prefill, then rounds: propose k tokens, one target forward over `[pending, d1..dk]` with the KV cache,
+accept/reject, commit the accepted drafts plus one target token, crop the cache, tell the proposer.
+The proposer contract (positions, hidden states, cache) is documented in `verifier.proposer`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+from verifier.metrics import RoundRecord
+from verifier.proposer import Proposal, Proposer, TargetOutput
+
+
+@dataclass
+class DecodeResult:
+    prompt_length: int
+    tokens: list[int]  # generated tokens, exactly as output (trimmed at EOS / max_new_tokens)
+    prefill_seconds: float  # prompt prefill + first token = time to first token
+    total_seconds: float
+    stop_reason: Literal["eos", "length"]
+    rounds: list[RoundRecord] = field(default_factory=list)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued GPU work so the clock reads real elapsed time."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def probabilities(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Softmax of `logits / temperature` in float32 (rows = positions)."""
+    return torch.softmax(logits.float() / temperature, dim=-1)
+
+
+def choose_token(logits_row: torch.Tensor, temperature: float, generator: torch.Generator) -> int:
+    """argmax at temperature 0, else one sample from softmax(logits / T)."""
+    if temperature == 0:
+        return int(torch.argmax(logits_row))
+    return int(torch.multinomial(probabilities(logits_row, temperature), 1, generator=generator))
+
+
+def accept_greedy(logits: torch.Tensor, drafts: torch.Tensor) -> tuple[int, int]:
+    """(accepted count, next token): accept while d_i == argmax p_i; the next token is argmax p_{n+1}."""
+    choices = torch.argmax(logits, dim=-1)
+    matches = (drafts == choices[: drafts.shape[0]]).long()
+    n_accepted = int(matches.cumprod(0).sum())
+    return n_accepted, int(choices[n_accepted])
+
+
+def accept_sampled(
+    logits: torch.Tensor, proposal: Proposal, drafts: torch.Tensor, temperature: float, generator: torch.Generator
+) -> tuple[int, int]:
+    """Modified rejection sampling (Leviathan et al. 2023): the output is distributed exactly as the target's.
+
+    Accept d_i with probability min(1, p_i(d_i) / q_i(d_i)); at the first rejection sample from
+    normalize(max(0, p_i - q_i)); when all are accepted sample a bonus token from p_{k+1}. Without q-probs q_i is
+    the point mass on d_i, which keeps the rule exact whatever way the drafts were chosen.
+    """
+    p = probabilities(logits, temperature)
+    for i in range(drafts.shape[0]):
+        token = int(drafts[i])
+        q_row = _draft_row(proposal, i, token, p.shape[-1], p.device)
+        u = torch.rand((), generator=generator, device=p.device)
+        if float(u) * float(q_row[token]) < float(p[i, token]):
+            continue
+        residual = torch.clamp(p[i] - q_row, min=0.0)
+        if float(residual.sum()) <= 0.0:  # only reachable through rounding when p == q
+            residual = p[i]
+        return i, int(torch.multinomial(residual / residual.sum(), 1, generator=generator))
+    return drafts.shape[0], int(torch.multinomial(p[drafts.shape[0]], 1, generator=generator))
+
+
+def _draft_row(proposal: Proposal, index: int, token: int, vocab: int, device: torch.device) -> torch.Tensor:
+    if proposal.q_probs is None:
+        row = torch.zeros(vocab, device=device)
+        row[token] = 1.0
+        return row
+    if proposal.q_probs.shape[-1] != vocab:
+        raise ValueError(f"q_probs has width {proposal.q_probs.shape[-1]} but the target's logits have width {vocab}")
+    return proposal.q_probs[index].to(device=device, dtype=torch.float32)
+
+
+def _target_view(out: Any, cache: Any, start: int, input_ids: torch.Tensor, pending: int, rows: int) -> TargetOutput:
+    hidden = None if out.hidden_states is None else tuple(h[:, :rows] for h in out.hidden_states)
+    return TargetOutput(start=start, input_ids=input_ids, pending_token=pending, cache=cache, hidden_states=hidden)
+
+
+def new_cache(model: Any) -> Any:
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    # Sliding-window layers drop old states on update unless recording; recording lets `crop` roll back drafts.
+    cache.activate_past_recording()
+    return cache
+
+
+@torch.inference_mode()
+def decode(
+    model: Any,
+    proposer: Proposer,
+    prompt_ids: torch.Tensor,
+    *,
+    max_new_tokens: int,
+    temperature: float,
+    generator: torch.Generator,
+    eos_token_ids: frozenset[int],
+) -> DecodeResult:
+    """Generate up to `max_new_tokens` after `prompt_ids` [P] with `proposer` drafting (NoDraft = baseline).
+
+    `generator` must live on the model's device; it drives every random choice of the loop and the proposer.
+    """
+    if max_new_tokens < 1:
+        raise ValueError("max_new_tokens must be at least 1")
+    if temperature < 0:
+        raise ValueError("temperature must be >= 0")
+    device = prompt_ids.device
+    wants_hidden = proposer.needs_hidden_states
+    cache = new_cache(model)
+
+    synchronize(device)
+    started = time.perf_counter()
+    out = model(
+        input_ids=prompt_ids[None], cache=cache, use_cache=True, output_hidden_states=wants_hidden, logits_to_keep=1
+    )
+    pending = choose_token(out.logits[0, -1], temperature, generator)
+    tokens = [pending]
+    proposer.begin(prompt_ids, _target_view(out, cache, 0, prompt_ids, pending, prompt_ids.shape[0]))
+    synchronize(device)
+    prefill_seconds = time.perf_counter() - started
+
+    rounds: list[RoundRecord] = []
+    stop_reason: Literal["eos", "length"] = "eos" if pending in eos_token_ids else "length"
+    while pending not in eos_token_ids and len(tokens) < max_new_tokens:
+        round_started = time.perf_counter()
+        proposal = proposer.propose(temperature, generator)
+        drafts = proposal.tokens.to(device=device, dtype=torch.long)
+        synchronize(device)
+        drafted_at = time.perf_counter()
+
+        start = prompt_ids.shape[0] + len(tokens) - 1  # position of the pending token
+        verify_ids = torch.cat([torch.tensor([pending], device=device), drafts])
+        out = model(input_ids=verify_ids[None], cache=cache, use_cache=True, output_hidden_states=wants_hidden)
+        logits = out.logits[0]
+        if temperature == 0:
+            n_accepted, next_token = accept_greedy(logits, drafts)
+        else:
+            n_accepted, next_token = accept_sampled(logits, proposal, drafts, temperature, generator)
+        cache.crop(-(drafts.shape[0] - n_accepted))
+        synchronize(device)
+        verified_at = time.perf_counter()
+
+        committed = [*drafts[:n_accepted].tolist(), next_token]
+        emitted = committed[: max_new_tokens - len(tokens)]
+        eos_at = next((i for i, token in enumerate(emitted) if token in eos_token_ids), None)
+        if eos_at is not None:
+            emitted = emitted[: eos_at + 1]
+        tokens.extend(emitted)
+        rounds.append(
+            RoundRecord(
+                drafted=drafts.shape[0],
+                accepted=n_accepted,
+                emitted=len(emitted),
+                draft_seconds=drafted_at - round_started,
+                verify_seconds=verified_at - drafted_at,
+            )
+        )
+        if eos_at is not None:
+            stop_reason = "eos"
+            break
+        if len(tokens) >= max_new_tokens:
+            stop_reason = "length"
+            break
+        pending = next_token
+        proposer.observe(
+            n_accepted,
+            torch.tensor(committed, device=device),
+            _target_view(out, cache, start, verify_ids[: n_accepted + 1], pending, n_accepted + 1),
+        )
+
+    synchronize(device)
+    return DecodeResult(
+        prompt_length=int(prompt_ids.shape[0]),
+        tokens=tokens,
+        prefill_seconds=prefill_seconds,
+        total_seconds=time.perf_counter() - started,
+        stop_reason=stop_reason,
+        rounds=rounds,
+    )

@@ -1,0 +1,54 @@
+"""Drafting methods the verifier can run, by method name.
+
+Each module exposes `build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> Proposer`
+(see `verifier.proposer`). Modules are imported only when their method is used, so a method's heavy imports
+cost nothing to the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from verifier.engine import RunSettings
+    from verifier.loading import LoadedTarget
+    from verifier.proposer import Proposer
+
+METHOD_MODULES: dict[str, str] = {
+    "draft-lm": "verifier.methods.draft_lm",
+    "dflash": "verifier.methods.dflash",
+    "gemma4-assistant": "verifier.methods.gemma4_assistant",
+}
+
+
+class UnsupportedMethod(ValueError):
+    """The drafter's method has no runnable implementation in the verifier."""
+
+
+class ProposerBuilder(Protocol):
+    def __call__(self, drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> Proposer: ...
+
+
+def supported_methods() -> list[str]:
+    return sorted(METHOD_MODULES)
+
+
+def proposer_builder(method: str) -> ProposerBuilder:
+    """The `build_proposer` function of `method`; a clear error for unknown or not-yet-runnable methods."""
+    module_path = METHOD_MODULES.get(method)
+    if module_path is None:
+        raise UnsupportedMethod(
+            f"the verifier cannot run drafter method {method!r}; supported methods: {', '.join(supported_methods())}"
+        )
+    try:
+        module = importlib.import_module(module_path)
+    except ModuleNotFoundError as error:
+        if error.name != module_path:
+            raise
+        raise UnsupportedMethod(
+            f"drafter method {method!r} is not available in this installation ({module_path} is missing); "
+            f"supported methods: {', '.join(supported_methods())}"
+        ) from error
+    return module.build_proposer

@@ -1,0 +1,234 @@
+"""A tiny DFlash v1 drafter for a tiny target, in z-lab's published format (config.json + model.safetensors).
+
+`trained=True` trains it the way DFlash drafters are trained (block diffusion): the target greedily continues random
+corpus windows; for random anchors in those continuations the drafter sees the target's fused hidden states of the
+positions before the anchor and the block `[anchor, mask x (B - 1)]`, and learns the target's own next B - 1 tokens
+with exponentially position-decayed weights. Several anchors share one pass (each block sees only the context before
+its anchor and itself). CPU, deterministic, well under a minute of compute.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from verifier.loading import load_causal_lm, read_config
+from verifier.methods.dflash import DFLASH_ARCHITECTURE, DFlashDraftModel, parse_dflash_config
+from verifier.tiny.qwen3 import corpus_token_stream
+from verifier.tiny.tokenizer import MASK_TOKEN
+
+# What the chat template puts right before the model's reply.
+REPLY_OPENING = "<|assistant|>\n"
+
+SOURCE_FILES = (Path(__file__), Path(__file__).with_name("qwen3.py"), Path(__file__).parent.parent / "methods" / "dflash.py")
+
+
+@dataclass(frozen=True)
+class DrafterShape:
+    num_hidden_layers: int = 2
+    block_size: int = 8
+    # Target layers whose outputs are fused; z-lab's default spacing (1 .. N-3) degenerates on a 4-layer target.
+    target_layer_ids: tuple[int, ...] = (1, 3)
+
+
+@dataclass(frozen=True)
+class DrafterTraining:
+    sequences: int = 96
+    prefix_length: int = 16
+    continuation_length: int = 80
+    steps: int = 240
+    batch_size: int = 16
+    anchors_per_sequence: int = 8
+    learning_rate: float = 3e-3
+    warmup_steps: int = 20
+    # z-lab's position decay: weight of draft position k (1-based) is exp(-(k - 1) / gamma); 4 for blocks of 8.
+    loss_decay_gamma: float = 4.0
+    init_std: float = 0.02
+    seed: int = 2
+
+
+def build_settings(shape: DrafterShape, training: DrafterTraining, trained: bool) -> dict[str, object]:
+    """Everything that determines a build's output, for cache keys."""
+    return {"shape": asdict(shape), "training": asdict(training), "trained": trained, "torch": torch.__version__}
+
+
+def drafter_config(target_config: dict[str, Any], mask_token_id: int, shape: DrafterShape) -> dict[str, Any]:
+    """config.json in z-lab's DFlash v1 format (Qwen3 geometry + DFlash fields; no `auto_map`)."""
+    rope_parameters = target_config.get("rope_parameters") or {}
+    rope_theta = target_config.get("rope_theta", rope_parameters.get("rope_theta", 10000.0))
+    return {
+        "architectures": [DFLASH_ARCHITECTURE],
+        "model_type": "qwen3",
+        "block_size": shape.block_size,
+        "dflash_config": {"mask_token_id": mask_token_id, "target_layer_ids": list(shape.target_layer_ids)},
+        "num_target_layers": target_config["num_hidden_layers"],
+        "num_hidden_layers": shape.num_hidden_layers,
+        "hidden_size": target_config["hidden_size"],
+        "intermediate_size": target_config["intermediate_size"],
+        "num_attention_heads": target_config["num_attention_heads"],
+        "num_key_value_heads": target_config["num_key_value_heads"],
+        "head_dim": target_config["head_dim"],
+        "hidden_act": "silu",
+        "layer_types": ["full_attention"] * shape.num_hidden_layers,
+        "sliding_window": None,
+        "use_sliding_window": False,
+        "max_window_layers": shape.num_hidden_layers,
+        "rope_theta": rope_theta,
+        "rope_scaling": None,
+        "max_position_embeddings": target_config.get("max_position_embeddings", 1024),
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "rms_norm_eps": target_config.get("rms_norm_eps", 1e-6),
+        "vocab_size": target_config["vocab_size"],
+        "tie_word_embeddings": True,
+        "bos_token_id": target_config.get("bos_token_id"),
+        "eos_token_id": target_config.get("eos_token_id"),
+        "dtype": "float32",
+    }
+
+
+def _prefix_starts(
+    stream: torch.Tensor, reply_opening: list[int], training: DrafterTraining, generator: torch.Generator
+) -> torch.Tensor:
+    """Window starts: half end right where an assistant reply opens (like the prompts drafters serve), half random."""
+    opening = torch.tensor(reply_opening)
+    windows = stream.unfold(0, opening.numel(), 1)
+    reply_starts = torch.nonzero((windows == opening).all(dim=1))[:, 0] + opening.numel() - training.prefix_length
+    reply_starts = reply_starts[reply_starts >= 0]
+    at_replies = training.sequences // 2
+    picked = reply_starts[torch.randint(0, reply_starts.numel(), (at_replies,), generator=generator)]
+    anywhere = torch.randint(
+        0, stream.numel() - training.prefix_length, (training.sequences - at_replies,), generator=generator
+    )
+    return torch.cat([picked, anywhere])
+
+
+def _greedy_sequences(
+    target: Any, stream: torch.Tensor, reply_opening: list[int], training: DrafterTraining
+) -> torch.Tensor:
+    """[sequences, prefix + continuation]: corpus windows continued by the target's own greedy choices."""
+    from transformers import DynamicCache
+
+    generator = torch.Generator().manual_seed(training.seed)
+    starts = _prefix_starts(stream, reply_opening, training, generator)
+    tokens = stream[starts[:, None] + torch.arange(training.prefix_length)]
+    cache = DynamicCache()
+    step_input = tokens
+    for _ in range(training.continuation_length):
+        logits = target(input_ids=step_input, cache=cache, use_cache=True).logits[:, -1]
+        step_input = logits.argmax(dim=-1, keepdim=True)
+        tokens = torch.cat([tokens, step_input], dim=1)
+    return tokens
+
+
+def _packed_visibility(anchors: torch.Tensor, context_length: int, block_size: int) -> torch.Tensor:
+    """[Q, T + Q] bool for blocks packed side by side: each sees the context before its anchor and itself."""
+    block_of_query = torch.arange(anchors.numel()).repeat_interleave(block_size)
+    sees_context = torch.arange(context_length)[None, :] < anchors[block_of_query][:, None]
+    sees_block = block_of_query[:, None] == block_of_query[None, :]
+    return torch.cat([sees_context, sees_block], dim=1)
+
+
+def _train(
+    draft: DFlashDraftModel,
+    target: Any,
+    tokenizer: Any,
+    mask_token_id: int,
+    shape: DrafterShape,
+    training: DrafterTraining,
+) -> float:
+    with torch.no_grad():
+        reply_opening = tokenizer.encode(REPLY_OPENING, add_special_tokens=False)
+        sequences = _greedy_sequences(target, corpus_token_stream(tokenizer), reply_opening, training)
+        hidden_states = target(input_ids=sequences, output_hidden_states=True).hidden_states
+        features = torch.cat([hidden_states[i + 1] for i in shape.target_layer_ids], dim=-1)
+    embedding = target.get_input_embeddings().weight.detach()
+    lm_head = target.get_output_embeddings()
+    block, length = shape.block_size, sequences.shape[1]
+    decay = torch.exp(-torch.arange(block - 1, dtype=torch.float32) / training.loss_decay_gamma)
+    # An anchor's labels must all be the target's greedy choices: anchor + 1 >= prefix, anchor + B - 1 < length.
+    lowest_anchor, highest_anchor = training.prefix_length - 1, length - block
+    generator = torch.Generator().manual_seed(training.seed + 1)
+    optimizer = torch.optim.AdamW(draft.parameters(), lr=training.learning_rate, weight_decay=0.0)
+    draft.train()
+    loss = torch.tensor(float("nan"))
+    for step in range(training.steps):
+        for group in optimizer.param_groups:
+            group["lr"] = _learning_rate(step, training)
+        rows = torch.randint(0, sequences.shape[0], (training.batch_size,), generator=generator)
+        anchors = torch.randint(lowest_anchor, highest_anchor + 1, (training.anchors_per_sequence,), generator=generator)
+        block_positions = (anchors[:, None] + torch.arange(block)).flatten()
+        block_ids = torch.full((training.batch_size, block_positions.numel()), mask_token_id, dtype=torch.long)
+        block_ids[:, ::block] = sequences[rows][:, anchors]
+        labels = sequences[rows][:, block_positions].view(training.batch_size, -1, block)[:, :, 1:]
+        hidden = draft(
+            F.embedding(block_ids, embedding),
+            block_positions,
+            features[rows],
+            torch.arange(length),
+            visibility=_packed_visibility(anchors, length, block),
+        )
+        hidden = hidden.view(training.batch_size, -1, block, hidden.shape[-1])[:, :, 1:]
+        token_losses = F.cross_entropy(lm_head(hidden).flatten(0, 2), labels.flatten(), reduction="none")
+        weights = decay.expand(training.batch_size, anchors.numel(), block - 1).flatten()
+        loss = (token_losses * weights).sum() / weights.sum()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
+        optimizer.step()
+    draft.eval()
+    return float(loss.detach())
+
+
+def _learning_rate(step: int, training: DrafterTraining) -> float:
+    if step < training.warmup_steps:
+        return training.learning_rate * (step + 1) / training.warmup_steps
+    progress = (step - training.warmup_steps) / max(1, training.steps - training.warmup_steps)
+    return training.learning_rate * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def _initialise(draft: DFlashDraftModel, std: float) -> None:
+    for name, parameter in draft.named_parameters():
+        if name.endswith("norm.weight"):
+            torch.nn.init.ones_(parameter)
+        elif name.endswith(".bias"):
+            torch.nn.init.zeros_(parameter)
+        else:
+            torch.nn.init.normal_(parameter, mean=0.0, std=std)
+
+
+def build_dflash_drafter(
+    target_dir: Path,
+    out_dir: Path,
+    trained: bool = True,
+    shape: DrafterShape = DrafterShape(),
+    training: DrafterTraining = DrafterTraining(),
+) -> Path:
+    """Write a DFlash v1 drafter for the target in `target_dir` into `out_dir` (config.json, model.safetensors)."""
+    from safetensors.torch import save_file
+    from transformers import AutoTokenizer
+
+    target_dir, out_dir = Path(target_dir), Path(out_dir)
+    target_config = read_config(target_dir)
+    tokenizer = AutoTokenizer.from_pretrained(target_dir, local_files_only=True)
+    mask_token_id = tokenizer.convert_tokens_to_ids(MASK_TOKEN)
+    config = drafter_config(target_config, mask_token_id, shape)
+    torch.manual_seed(training.seed)
+    draft = DFlashDraftModel(parse_dflash_config(config), len(shape.target_layer_ids))
+    _initialise(draft, training.init_std)
+    if trained:
+        target = load_causal_lm(target_dir, device=torch.device("cpu"), dtype=torch.float32)
+        for parameter in target.parameters():
+            parameter.requires_grad_(False)
+        _train(draft, target, tokenizer, mask_token_id, shape, training)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    weights = {name: tensor.detach().contiguous() for name, tensor in draft.state_dict().items()}
+    save_file(weights, out_dir / "model.safetensors", metadata={"format": "pt"})
+    return out_dir
