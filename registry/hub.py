@@ -399,12 +399,14 @@ class HubClient:
         response = getattr(exc, "response", None) if isinstance(exc, hf_errors.HfHubHTTPError) else None
         status = response.status_code if response is not None else None
         error: HubError
+        # Gated and not-found answers are facts about the repo, which the watcher stores with the revision: no
+        # request id in them, or two reads of one revision would store two different texts.
         if isinstance(exc, hf_errors.GatedRepoError):
-            error = GatedRepo(f"{what}: gated repository, access not granted (HTTP {status}){suffix}")
+            error = GatedRepo(f"{what}: gated repository, access not granted (HTTP {status})")
         elif isinstance(exc, (hf_errors.RepositoryNotFoundError, hf_errors.DisabledRepoError)):
-            error = RepoNotFound(f"{what}: repository not found or not accessible (HTTP {status}){suffix}")
+            error = RepoNotFound(f"{what}: repository not found or not accessible (HTTP {status})")
         elif isinstance(exc, hf_errors.RevisionNotFoundError):
-            error = RevisionNotFound(f"{what}: revision not found{suffix}")
+            error = RevisionNotFound(f"{what}: revision not found")
         elif response is not None and status == 429:
             retry_after = _wait_from_headers(response.headers) or self.backoff_cap
             error = RateLimited(f"{what}: rate limited, retry after {retry_after:g}s{suffix}", retry_after)

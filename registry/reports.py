@@ -98,14 +98,33 @@ def _exact_by_target(verdicts: list[CompatRecord]) -> dict[str, set[str]]:
     return exact
 
 
-def lag_table(store: Store, today: date) -> list[LagRow]:
+@dataclass(frozen=True)
+class _LagInputs:
+    """What lag reports read, loaded once: drafters, checkpoints, exact verdicts, declared targets."""
+
+    drafters: dict[str, DrafterRecord]
+    checkpoints: list[CheckpointRecord]
+    exact: dict[str, set[str]]
+    by_target: dict[str, list[str]]
+
+    @classmethod
+    def load(cls, store: Store) -> _LagInputs:
+        drafters = {d.repo_id: d for d in store.drafters()}
+        aliases = store.aliases()
+        by_target: dict[str, list[str]] = defaultdict(list)
+        for drafter in drafters.values():
+            for target, _ in drafter.targets:
+                by_target[aliases.get(target, target)].append(drafter.repo_id)
+        return cls(drafters, store.checkpoints(), _exact_by_target(store.verdicts()), dict(by_target))
+
+
+def lag_table(store: Store, today: date, inputs: _LagInputs | None = None) -> list[LagRow]:
     """One row per target some drafter declares, worst (longest) lag first."""
-    drafters = {d.repo_id: d for d in store.drafters()}
-    declared = {store.canonical_repo_id(t) for d in drafters.values() for t, _ in d.targets}
-    exact = _exact_by_target(store.verdicts())
+    inputs = inputs or _LagInputs.load(store)
+    drafters, exact = inputs.drafters, inputs.exact
     rows = []
-    for checkpoint in store.checkpoints():
-        if checkpoint.repo_id not in declared and checkpoint.repo_id not in exact:
+    for checkpoint in inputs.checkpoints:
+        if checkpoint.repo_id not in inputs.by_target and checkpoint.repo_id not in exact:
             continue
         released = checkpoint_release_date(checkpoint)
         exact_drafters = sorted(
@@ -149,24 +168,22 @@ def lag_by(rows: list[LagRow], key: str, store: Store | None = None) -> dict[str
     return lag.summarize(dict(sorted(groups.items())))
 
 
-def upgrade_table(store: Store, today: date) -> list[UpgradeRow]:
+def upgrade_table(store: Store, today: date, inputs: _LagInputs | None = None) -> list[UpgradeRow]:
     """Successors of checkpoints that have drafters: each stays open until it gets an exact drafter."""
-    drafters = {d.repo_id: d for d in store.drafters()}
-    exact = _exact_by_target(store.verdicts())
-    by_target: dict[str, list[str]] = defaultdict(list)
-    for drafter in drafters.values():
-        for target, _ in drafter.targets:
-            by_target[store.canonical_repo_id(target)].append(drafter.repo_id)
-    checkpoints = store.checkpoints()
-    parsed = {c.repo_id: names.parse_repo_id(c.repo_id) for c in checkpoints}
+    inputs = inputs or _LagInputs.load(store)
+    drafters, exact = inputs.drafters, inputs.exact
+    drafted: dict[tuple, list[tuple[str, names.RepoName]]] = defaultdict(list)
+    for target in inputs.by_target:
+        parsed = names.parse_repo_id(target)
+        # is_successor needs the same line, size and variant: only those can pair, so group by them.
+        drafted[(parsed.family, parsed.size, parsed.active_size, parsed.variant)].append((target, parsed))
     rows = []
-    for successor in checkpoints:
+    for successor in inputs.checkpoints:
         if successor.kind not in ("base", "unknown"):
             continue
-        for predecessor in checkpoints:
-            if predecessor.repo_id == successor.repo_id or not by_target.get(predecessor.repo_id):
-                continue
-            if not names.is_successor(parsed[predecessor.repo_id], parsed[successor.repo_id]):
+        new = names.parse_repo_id(successor.repo_id)
+        for predecessor, old in drafted.get((new.family, new.size, new.active_size, new.variant), ()):
+            if predecessor == successor.repo_id or not names.is_successor(old, new):
                 continue
             released = checkpoint_release_date(successor)
             successor_exact = exact.get(successor.repo_id, set())
@@ -175,8 +192,8 @@ def upgrade_table(store: Store, today: date) -> list[UpgradeRow]:
             rows.append(
                 UpgradeRow(
                     successor_repo_id=successor.repo_id,
-                    predecessor_repo_id=predecessor.repo_id,
-                    predecessor_drafters=tuple(sorted(by_target[predecessor.repo_id])),
+                    predecessor_repo_id=predecessor,
+                    predecessor_drafters=tuple(sorted(inputs.by_target[predecessor])),
                     released=released,
                     lag_days=measured.days if measured else None,
                     open=not successor_exact,

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, selectinload, sessionmaker
 
 from registry import compat, configs, names
 from registry.db import open_database, session_scope
@@ -451,11 +451,13 @@ class Store:
 
     def checkpoints(self) -> list[CheckpointRecord]:
         with self.session() as session:
-            return [_checkpoint_record(r) for r in session.scalars(select(Checkpoint).order_by(Checkpoint.repo_id))]
+            query = select(Checkpoint).options(selectinload(Checkpoint.bases)).order_by(Checkpoint.repo_id)
+            return [_checkpoint_record(r) for r in session.scalars(query)]
 
     def drafters(self) -> list[DrafterRecord]:
         with self.session() as session:
-            return [_drafter_record(r) for r in session.scalars(select(Drafter).order_by(Drafter.repo_id))]
+            query = select(Drafter).options(selectinload(Drafter.targets)).order_by(Drafter.repo_id)
+            return [_drafter_record(r) for r in session.scalars(query)]
 
     def derivatives(self, base_repo_id: str) -> list[CheckpointRecord]:
         """Checkpoints whose base_model relations name `base_repo_id` (finetunes, quantizations, adapters)."""
@@ -498,12 +500,15 @@ class Store:
         """Stored verdicts, by default only between the current head revisions."""
         with self.session() as session:
             query = (
-                select(Compatibility, DrafterRevision, Drafter, CheckpointRevision, Checkpoint)
+                select(Compatibility, DrafterRevision.sha, Drafter, CheckpointRevision.sha, Checkpoint.repo_id)
                 .join(DrafterRevision, Compatibility.drafter_revision_id == DrafterRevision.id)
                 .join(Drafter, DrafterRevision.drafter_id == Drafter.id)
                 .join(CheckpointRevision, Compatibility.checkpoint_revision_id == CheckpointRevision.id)
                 .join(Checkpoint, CheckpointRevision.checkpoint_id == Checkpoint.id)
             )
+            if heads_only:
+                # Every revision write moves head_sha, so the head is the revision whose sha it names.
+                query = query.where(DrafterRevision.sha == Drafter.head_sha, CheckpointRevision.sha == Checkpoint.head_sha)
             if checkpoint_repo_id is not None:
                 checkpoint = self._checkpoint(session, checkpoint_repo_id)
                 if checkpoint is None:
@@ -511,27 +516,28 @@ class Store:
                 query = query.where(Checkpoint.id == checkpoint.id)
             if drafter_repo_id is not None:
                 query = query.where(Drafter.repo_id == drafter_repo_id)
-            records = []
-            for compat_row, drafter_rev, drafter, ckpt_rev, checkpoint in session.execute(query):
-                if heads_only and (
-                    self._head(drafter.revisions, drafter.head_sha).id != drafter_rev.id
-                    or self._head(checkpoint.revisions, checkpoint.head_sha).id != ckpt_rev.id
-                ):
-                    continue
-                records.append(
-                    CompatRecord(
-                        drafter_repo_id=drafter.repo_id,
-                        drafter_sha=drafter_rev.sha,
-                        method=drafter.method,
-                        checkpoint_repo_id=checkpoint.repo_id,
-                        checkpoint_sha=ckpt_rev.sha,
-                        verdict=compat_row.verdict,
-                        reasons=tuple(compat_row.reasons),
-                        checks=tuple(compat_row.checks),
-                        checked_at=aware(compat_row.checked_at),
-                    )
+            return [
+                CompatRecord(
+                    drafter_repo_id=drafter.repo_id,
+                    drafter_sha=drafter_sha,
+                    method=drafter.method,
+                    checkpoint_repo_id=checkpoint_repo,
+                    checkpoint_sha=checkpoint_sha,
+                    verdict=row.verdict,
+                    reasons=tuple(row.reasons),
+                    checks=tuple(row.checks),
+                    checked_at=aware(row.checked_at),
                 )
-            return records
+                for row, drafter_sha, drafter, checkpoint_sha, checkpoint_repo in session.execute(
+                    query.order_by(Compatibility.id)
+                )
+            ]
+
+    def aliases(self) -> dict[str, str]:
+        """Old repo id -> current repo id, for every renamed checkpoint."""
+        with self.session() as session:
+            rows = session.execute(select(CheckpointAlias.alias, Checkpoint.repo_id).join(Checkpoint))
+            return {alias: repo_id for alias, repo_id in rows}
 
     def events(
         self,

@@ -47,6 +47,7 @@ class OrgReport:
     skipped_lease: bool = False
     error: str | None = None
     unreachable: bool = False
+    cut: bool = False  # stopped by the poll's time or request budget
 
 
 @dataclass
@@ -108,6 +109,10 @@ class Watcher:
         # Called with (drafter repo, drafter sha, target repo, target sha, verdict) for new exact/structural pairs.
         self.on_pair = on_pair
         self._deadline: float | None = None
+        self._units_this_poll = 0
+        # The org a poll ran out of time or requests in: the next poll starts there, so that the orgs listed last
+        # are not starved by a budget the first ones use up every time.
+        self._resume_at: str | None = None
         self._drafted_cache: dict[str, list[str]] | None = None
         self._stems: list[tuple[str, str, bool]] = []
 
@@ -121,13 +126,18 @@ class Watcher:
         first_event = self._last_event_id()
         self.client.start_budget()
         first_request = self.client.request_count
-        for org in self.orgs:
+        self._units_this_poll = 0
+        start = self.orgs.index(self._resume_at) if self._resume_at in self.orgs else 0
+        self._resume_at = None
+        for org in self.orgs[start:] + self.orgs[:start]:
             if report.unreachable is not None:
                 # Every org would fail the same way after its own retries: say so once, quickly.
                 report.orgs.append(OrgReport(org=org, error=f"not polled: {report.unreachable}"))
                 continue
             org_report = self.poll_org(org)
             report.orgs.append(org_report)
+            if org_report.cut and self._resume_at is None:
+                self._resume_at = org
             if org_report.unreachable:
                 report.unreachable = org_report.error
         report.events = self.store.events(after_id=first_event)
@@ -184,7 +194,10 @@ class Watcher:
             if row.last_modified is None or aware(row.last_modified) < last_modified:
                 row.last_modified = last_modified
 
-    def _check_budget(self) -> None:
+    def _check_budget(self, *, before_unit: bool = False) -> None:
+        # A poll always records one unit, however short its deadline: each poll then moves the cursor on.
+        if before_unit and self._units_this_poll == 0:
+            return
         if self._deadline is not None and time.monotonic() > self._deadline:
             raise PollCut("poll time budget spent")
 
@@ -209,15 +222,17 @@ class Watcher:
                     continue
                 # The deadline is checked between units only: a unit cut half-way would roll back, and a unit
                 # longer than the deadline would then never be recorded.
-                self._check_budget()
+                self._check_budget(before_unit=True)
                 with self.store.unit():
                     self.process_model(model, baseline=baseline)
                     self._advance_cursor(org, model.last_modified)
                 report.processed += 1
+                self._units_this_poll += 1
             completed = True
         except (HubError, PollCut) as exc:
             report.error = str(exc)
             report.unreachable = isinstance(exc, HubUnreachable)
+            report.cut = isinstance(exc, (PollCut, hub.BudgetExhausted))
             # The cache may hold drafters of the unit that just rolled back.
             self._drafted_cache = None
             log.warning("poll of %s stopped: %s", org, exc)
@@ -361,8 +376,7 @@ class Watcher:
         previous = self.store.head_revision(model.repo_id) if known else None
         spec = self._revision_spec(model.repo_id, model.sha, model.last_modified, with_tokenizer=True)
         self.store.upsert_checkpoint(self._checkpoint_spec(model))
-        status = "gated" if (spec.config_problem or "").startswith("gated") else "ok"
-        self.store.set_checkpoint_status(model.repo_id, status, spec.config_problem if status != "ok" else None)
+        self._set_checkpoint_status(model.repo_id, spec)
         revision, created = self.store.add_checkpoint_revision(model.repo_id, spec)
         self._attach_name_matched(model.repo_id)
         verdicts = self.store.recompute_compatibility(checkpoint_repo_id=model.repo_id)
@@ -393,6 +407,10 @@ class Watcher:
                 new_sha=model.sha,
             )
         self._notify_pairs(verdicts)
+
+    def _set_checkpoint_status(self, repo_id: str, spec: RevisionSpec) -> None:
+        gated = (spec.config_problem or "").startswith("gated")
+        self.store.set_checkpoint_status(repo_id, "gated" if gated else "ok", spec.config_problem if gated else None)
 
     @staticmethod
     def _weights_changed(old: str | None, new: str | None) -> bool:
@@ -459,6 +477,8 @@ class Watcher:
             if self.store.get_checkpoint(repo_id) is not None and self.store.needs_details(repo_id):
                 head = self.store.head_revision(repo_id)
                 spec = self._revision_spec(head.repo_id, head.sha, head.last_modified, with_tokenizer=True)
+                # A target first read here (say, gated) gets the same status as one read from the listing.
+                self._set_checkpoint_status(head.repo_id, spec)
                 self.store.add_checkpoint_revision(head.repo_id, spec)
                 self.store.recompute_compatibility(checkpoint_repo_id=head.repo_id)
 

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from verifier.decode import DecodeResult, decode
-from verifier.loading import LoadedTarget, load_target, read_config, weight_bytes
+from verifier.loading import DTYPES, LoadedTarget, files_digest, load_target, read_config, weight_bytes
 from verifier.metrics import Acceptance, Spread, Throughput, acceptance, ideal_speedup, speedup, spread, throughput
 from verifier.prompts import PromptSet, encode_prompt
 from verifier.proposer import NoDraft, Proposer
@@ -40,6 +40,23 @@ class RunSettings:
     draft_length: int | None = None  # None = the method's default (DFlash: block_size - 1)
     method: str | None = None  # override the method detected from the drafter's config
     enable_thinking: bool = False
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.max_new_tokens < 1:
+            problems.append("max_new_tokens must be at least 1")
+        if self.temperature < 0:
+            problems.append("temperature must be >= 0")
+        if self.repeats < 1:
+            problems.append("repeats must be at least 1")
+        if self.warmup < 0:
+            problems.append("warmup must be >= 0")
+        if self.draft_length is not None and self.draft_length < 1:
+            problems.append("draft_length must be at least 1 (or unset for the method's default)")
+        if self.dtype not in DTYPES:
+            problems.append(f"dtype must be one of {', '.join(DTYPES)}")
+        if problems:
+            raise ValueError("invalid run settings: " + "; ".join(problems))
 
 
 class IncompatiblePair(ValueError):
@@ -149,8 +166,6 @@ def run_pair(
     """Measure the drafter at `drafter_dir` (None: baseline only) on the target at `target_dir`."""
     if not prompt_sets or any(not s.prompts for s in prompt_sets):
         raise ValueError("run_pair needs at least one non-empty prompt set")
-    if settings.repeats < 1 or settings.warmup < 0:
-        raise ValueError("repeats must be >= 1 and warmup >= 0")
     target = load_target(Path(target_dir), device=settings.device, dtype=settings.dtype)
     method, proposer = (None, None) if drafter_dir is None else _load_drafter(Path(drafter_dir), target, settings)
     device = target.device
@@ -207,7 +222,7 @@ def run_pair(
     greedy_with_drafter = proposer is not None and settings.temperature == 0
     per_set = [
         _summarize(s.name, s.digest, t, _set_lossless(t) if greedy_with_drafter else None)
-        for s, t in zip(prompt_sets, trials)
+        for s, t in zip(prompt_sets, trials, strict=True)
     ]
     combined = _Trials(
         baseline=[[d for t in trials for d in t.baseline[r]] for r in range(settings.repeats)],
@@ -235,7 +250,7 @@ def run_pair(
         draft_length=draft_length,
         generations={
             f"{s.name}/{i}": list(decoded.tokens)
-            for s, t in zip(prompt_sets, trials)
+            for s, t in zip(prompt_sets, trials, strict=True)
             for i, decoded in enumerate((t.speculative or t.baseline)[-1])
         },
     )
@@ -292,7 +307,8 @@ def _first_divergence(
     if list(baseline) == list(speculative):
         return None
     position = next(
-        (i for i, (b, s) in enumerate(zip(baseline, speculative)) if b != s), min(len(baseline), len(speculative))
+        (i for i, (b, s) in enumerate(zip(baseline, speculative, strict=False)) if b != s),
+        min(len(baseline), len(speculative)),
     )
     return Divergence(
         prompt_set=set_name,
@@ -307,8 +323,8 @@ def _first_divergence(
 def _set_lossless(trials: _Trials) -> bool:
     return all(
         list(b.tokens) == list(s.tokens)
-        for base_row, spec_row in zip(trials.baseline, trials.speculative)
-        for b, s in zip(base_row, spec_row)
+        for base_row, spec_row in zip(trials.baseline, trials.speculative, strict=True)
+        for b, s in zip(base_row, spec_row, strict=True)
     )
 
 
@@ -326,7 +342,9 @@ def _summarize(name: str, digest: str, trials: _Trials, lossless: bool | None) -
         return result
     speculative_runs = [throughput(row) for row in trials.speculative]
     speculative = throughput([d for row in trials.speculative for d in row])
-    speedups = spread([speedup(s.tokens_per_s, b.tokens_per_s) for s, b in zip(speculative_runs, baseline_runs)])
+    speedups = spread(
+        [speedup(s.tokens_per_s, b.tokens_per_s) for s, b in zip(speculative_runs, baseline_runs, strict=True)]
+    )
     rounds = [r for row in trials.speculative for d in row for r in d.rounds]
     measured = acceptance(rounds) if rounds else None
     ideal = None
@@ -381,8 +399,6 @@ def _provenance(
     settings: RunSettings,
 ) -> dict[str, Any]:
     import transformers
-
-    from verifier.loading import files_digest
 
     device = target.device
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({platform.machine()})"

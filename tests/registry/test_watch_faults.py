@@ -18,9 +18,9 @@ from registry.hub import HubClient
 from registry.store import Store
 from registry.watch import PollReport, Watcher
 from tests.conftest import _create_pg_database, _drop_pg_database
-from tests.fakehub.scenario import Scenario
+from tests.fakehub.scenario import QWEN3_8B_DFLASH_CONFIG, Scenario
 from tests.fakehub.server import FakeHub, RecordedRequest
-from tests.fakehub.state import HubState, target_files, utc
+from tests.fakehub.state import HubState, dflash_drafter_files, target_files, utc
 from tests.snapshot import snapshot
 
 ORGS = ["Qwen", "z-lab", "meta-llama", "acme-labs"]
@@ -309,9 +309,6 @@ def test_gated_target_is_recorded_as_unknown_and_the_poll_goes_on(
     watcher = Watcher(store, make_client(hub.url, tmp_path / "cache"), ORGS)
     run_timeline(watcher, scenario, until=DAY_0)
     drafter = "z-lab/Llama-3.1-8B-Instruct-DFlash"
-    from tests.fakehub.scenario import QWEN3_8B_DFLASH_CONFIG
-    from tests.fakehub.state import dflash_drafter_files
-
     scenario.state.add_repo(
         drafter, files=dflash_drafter_files(QWEN3_8B_DFLASH_CONFIG, 31), date=utc(2026, 1, 6),
         card_data={"license": "mit", "base_model": gated}, tags=("dflash",), library_name="transformers",
@@ -321,10 +318,10 @@ def test_gated_target_is_recorded_as_unknown_and_the_poll_goes_on(
     assert [e.type for e in report.events] == ["drafter_released"]
     checkpoint = store.get_checkpoint(gated)
     assert checkpoint is not None and checkpoint.status == "gated" and checkpoint.status_detail
-    [verdict] = store.verdicts(drafter_repo_id=drafter)
-    assert (verdict.checkpoint_repo_id, verdict.verdict) == (gated, "unknown")
+    [verdict] = store.verdicts(checkpoint_repo_id=gated)
+    assert (verdict.drafter_repo_id, verdict.verdict) == (drafter, "unknown")
     assert any("gated" in reason for reason in verdict.reasons), verdict.reasons
-    assert [o.processed for o in report.orgs] == [1, 1, 1, 1]  # acme-labs, after the gated one, was polled
+    assert all(o.processed >= 1 for o in report.orgs)  # acme-labs, after the gated one, was polled too
     assert store.get_drafter("z-lab/Kimi-K2.6-DFlash").status == "gated"  # a gated drafter, from day 0
 
 

@@ -117,9 +117,7 @@ def test_every_generated_token_is_accounted_for(tiny_target: LoadedTarget, draft
 
 
 @pytest.mark.parametrize("max_new_tokens", [1, 2, 3, 5, 6, 7, 11])
-def test_token_count_is_exact_when_a_round_overshoots(
-    tiny_target: LoadedTarget, draft_lm, max_new_tokens: int
-) -> None:
+def test_token_count_is_exact_when_a_round_overshoots(tiny_target: LoadedTarget, draft_lm, max_new_tokens: int) -> None:
     ids = prompt_ids(tiny_target, "Write a Python function that returns the total of a list of scores.")
     full = greedy(tiny_target, NoDraft(), ids)
     assert len(full.tokens) > 11  # the answer is long enough for every cut below
@@ -160,7 +158,7 @@ class OracleProposer:
         assert target_out.cache.get_seq_length() == end
         assert target_out.hidden_states is not None
         assert len(target_out.hidden_states) == len(self.full_hidden)
-        for mine, full in zip(target_out.hidden_states, self.full_hidden):
+        for mine, full in zip(target_out.hidden_states, self.full_hidden, strict=True):
             assert mine.shape == (1, end - start, full.shape[-1])
             torch.testing.assert_close(mine[0], full[0, start:end], atol=1e-4, rtol=1e-4)
         torch.testing.assert_close(target_out.layer_output(0), target_out.hidden_states[1])
@@ -214,7 +212,9 @@ def test_baseline_only_run_has_no_speculative_metrics(tiny_target_dir: Path) -> 
     assert result["overall"]["baseline_tokens_per_s"]["n"] == 2
 
 
-def test_drafter_with_another_vocabulary_is_refused(tiny_target_dir: Path, tiny_draft_lm_dir: Path, tmp_path: Path) -> None:
+def test_drafter_with_another_vocabulary_is_refused(
+    tiny_target_dir: Path, tiny_draft_lm_dir: Path, tmp_path: Path
+) -> None:
     drafter = tmp_path / "other-vocab"
     shutil.copytree(tiny_draft_lm_dir, drafter)
     config = json.loads((drafter / "config.json").read_text())

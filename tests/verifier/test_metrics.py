@@ -9,7 +9,9 @@ from verifier.metrics import RoundRecord, acceptance, ideal_speedup, speedup, sp
 
 
 def rounds_of(*pairs: tuple[int, int], draft: float = 0.0, verify: float = 0.0) -> list[RoundRecord]:
-    return [RoundRecord(drafted=k, accepted=n, emitted=n + 1, draft_seconds=draft, verify_seconds=verify) for k, n in pairs]
+    return [
+        RoundRecord(drafted=k, accepted=n, emitted=n + 1, draft_seconds=draft, verify_seconds=verify) for k, n in pairs
+    ]
 
 
 def test_uniform_draft_length_gives_known_tau_histogram_and_rates() -> None:
@@ -99,7 +101,14 @@ def test_speedup_and_ideal_speedup() -> None:
 
 def test_spread_over_repeats() -> None:
     result = spread([3.0, 1.0, 2.0])
-    assert (result.median, result.minimum, result.maximum, result.q1, result.q3, result.n) == (2.0, 1.0, 3.0, 1.5, 2.5, 3)
+    assert (result.median, result.minimum, result.maximum, result.q1, result.q3, result.n) == (
+        2.0,
+        1.0,
+        3.0,
+        1.5,
+        2.5,
+        3,
+    )
     single = spread([4.0])
     assert (single.median, single.minimum, single.maximum, single.q1, single.q3) == (4.0,) * 5
     with pytest.raises(ValueError):

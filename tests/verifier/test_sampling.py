@@ -30,7 +30,9 @@ def prefix_ids(target: LoadedTarget) -> list[int]:
 
 
 @torch.no_grad()
-def exact_paths(model, prefix: list[int], temperature: float, threshold: float, eos: int) -> dict[tuple[int, ...], float]:
+def exact_paths(
+    model, prefix: list[int], temperature: float, threshold: float, eos: int
+) -> dict[tuple[int, ...], float]:
     """Exact target probabilities of every DEPTH-token continuation (or shorter, ending in EOS) with p >= threshold."""
     complete: dict[tuple[int, ...], float] = {}
     frontier: dict[tuple[int, ...], float] = {(): 1.0}
@@ -38,7 +40,7 @@ def exact_paths(model, prefix: list[int], temperature: float, threshold: float, 
         paths = list(frontier)
         logits = model(torch.tensor([prefix + list(path) for path in paths])).logits[:, -1]
         grown: dict[tuple[int, ...], float] = {}
-        for path, row in zip(paths, probabilities(logits, temperature)):
+        for path, row in zip(paths, probabilities(logits, temperature), strict=True):
             for token in torch.nonzero(row * frontier[path] >= threshold).flatten().tolist():
                 (complete if token == eos else grown)[(*path, token)] = frontier[path] * float(row[token])
         frontier = grown
@@ -54,9 +56,11 @@ def chi_square_p_value(samples: list[tuple[int, ...]], exact: dict[tuple[int, ..
     if other_expected > 1e-9:
         observed.append(n - sum(observed))
         expected.append(other_expected)
-    stat = sum((o - e) ** 2 / e for o, e in zip(observed, expected))
+    stat = sum((o - e) ** 2 / e for o, e in zip(observed, expected, strict=True))
     dof = len(expected) - 1
-    return float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64), torch.tensor(stat / 2, dtype=torch.float64)))
+    return float(
+        torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64), torch.tensor(stat / 2, dtype=torch.float64))
+    )
 
 
 def sample_with_loop(target: LoadedTarget, proposer: Proposer, temperature: float, n: int) -> list[tuple[int, ...]]:

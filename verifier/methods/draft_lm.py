@@ -55,7 +55,7 @@ class DraftLMProposer:
         feed = torch.tensor(self._sequence[self._cached :], device=self.device)
         tokens: list[int] = []
         q_rows: list[torch.Tensor] = []
-        for step in range(self.draft_length):
+        for _ in range(self.draft_length):
             logits = self.model(input_ids=feed[None], cache=self._cache, use_cache=True, logits_to_keep=1).logits[0, -1]
             if temperature == 0:
                 token = int(torch.argmax(logits))

@@ -10,8 +10,7 @@ its anchor and itself). CPU, deterministic, well under a minute of compute.
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +19,20 @@ import torch.nn.functional as F
 
 from verifier.loading import load_causal_lm, read_config
 from verifier.methods.dflash import DFLASH_ARCHITECTURE, DFlashDraftModel, parse_dflash_config
-from verifier.tiny.qwen3 import corpus_token_stream
+from verifier.tiny import cached_build
+from verifier.tiny.qwen3 import Training, _fit, corpus_token_stream
 from verifier.tiny.tokenizer import MASK_TOKEN
 
 # What the chat template puts right before the model's reply.
 REPLY_OPENING = "<|assistant|>\n"
 
-SOURCE_FILES = (Path(__file__), Path(__file__).with_name("qwen3.py"), Path(__file__).parent.parent / "methods" / "dflash.py")
+SOURCE_FILES = (
+    Path(__file__),
+    Path(__file__).with_name("qwen3.py"),
+    Path(__file__).with_name("tokenizer.py"),
+    Path(__file__).with_name("corpus.txt"),
+    Path(__file__).parent.parent / "methods" / "dflash.py",
+)
 
 
 @dataclass(frozen=True)
@@ -39,18 +45,17 @@ class DrafterShape:
 
 @dataclass(frozen=True)
 class DrafterTraining:
-    sequences: int = 96
+    sequences: int = 128  # greedy continuations of corpus windows
     prefix_length: int = 16
     continuation_length: int = 80
-    steps: int = 240
-    batch_size: int = 16
-    anchors_per_sequence: int = 8
-    learning_rate: float = 3e-3
-    warmup_steps: int = 20
+    anchors_per_sequence: int = 8  # blocks packed into one pass per sequence
     # z-lab's position decay: weight of draft position k (1-based) is exp(-(k - 1) / gamma); 4 for blocks of 8.
     loss_decay_gamma: float = 4.0
     init_std: float = 0.02
-    seed: int = 2
+    # The tiny models' shared AdamW schedule; batch_size counts sequences, sequence_length = prefix + continuation.
+    schedule: Training = field(
+        default_factory=lambda: Training(steps=400, batch_size=16, sequence_length=96, learning_rate=3e-3, seed=2)
+    )
 
 
 def build_settings(shape: DrafterShape, training: DrafterTraining, trained: bool) -> dict[str, object]:
@@ -115,7 +120,7 @@ def _greedy_sequences(
     """[sequences, prefix + continuation]: corpus windows continued by the target's own greedy choices."""
     from transformers import DynamicCache
 
-    generator = torch.Generator().manual_seed(training.seed)
+    generator = torch.Generator().manual_seed(training.schedule.seed)
     starts = _prefix_starts(stream, reply_opening, training, generator)
     tokens = stream[starts[:, None] + torch.arange(training.prefix_length)]
     cache = DynamicCache()
@@ -143,6 +148,7 @@ def _train(
     shape: DrafterShape,
     training: DrafterTraining,
 ) -> float:
+    """Block-diffusion training on the target's greedy continuations; returns the last loss."""
     with torch.no_grad():
         reply_opening = tokenizer.encode(REPLY_OPENING, add_special_tokens=False)
         sequences = _greedy_sequences(target, corpus_token_stream(tokenizer), reply_opening, training)
@@ -151,22 +157,26 @@ def _train(
     embedding = target.get_input_embeddings().weight.detach()
     lm_head = target.get_output_embeddings()
     block, length = shape.block_size, sequences.shape[1]
+    schedule = training.schedule
     decay = torch.exp(-torch.arange(block - 1, dtype=torch.float32) / training.loss_decay_gamma)
+    weights = decay.repeat(schedule.batch_size * training.anchors_per_sequence)
     # An anchor's labels must all be the target's greedy choices: anchor + 1 >= prefix, anchor + B - 1 < length.
     lowest_anchor, highest_anchor = training.prefix_length - 1, length - block
-    generator = torch.Generator().manual_seed(training.seed + 1)
-    optimizer = torch.optim.AdamW(draft.parameters(), lr=training.learning_rate, weight_decay=0.0)
-    draft.train()
-    loss = torch.tensor(float("nan"))
-    for step in range(training.steps):
-        for group in optimizer.param_groups:
-            group["lr"] = _learning_rate(step, training)
-        rows = torch.randint(0, sequences.shape[0], (training.batch_size,), generator=generator)
-        anchors = torch.randint(lowest_anchor, highest_anchor + 1, (training.anchors_per_sequence,), generator=generator)
+    generator = torch.Generator().manual_seed(schedule.seed + 1)
+    batches = [
+        (
+            torch.randint(0, sequences.shape[0], (schedule.batch_size,), generator=generator),
+            torch.randint(lowest_anchor, highest_anchor + 1, (training.anchors_per_sequence,), generator=generator),
+        )
+        for _ in range(schedule.steps)
+    ]
+
+    def block_loss(batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        rows, anchors = batch
         block_positions = (anchors[:, None] + torch.arange(block)).flatten()
-        block_ids = torch.full((training.batch_size, block_positions.numel()), mask_token_id, dtype=torch.long)
+        block_ids = torch.full((rows.numel(), block_positions.numel()), mask_token_id, dtype=torch.long)
         block_ids[:, ::block] = sequences[rows][:, anchors]
-        labels = sequences[rows][:, block_positions].view(training.batch_size, -1, block)[:, :, 1:]
+        labels = sequences[rows][:, block_positions].view(rows.numel(), -1, block)[:, :, 1:]
         hidden = draft(
             F.embedding(block_ids, embedding),
             block_positions,
@@ -174,23 +184,11 @@ def _train(
             torch.arange(length),
             visibility=_packed_visibility(anchors, length, block),
         )
-        hidden = hidden.view(training.batch_size, -1, block, hidden.shape[-1])[:, :, 1:]
+        hidden = hidden.view(rows.numel(), -1, block, hidden.shape[-1])[:, :, 1:]
         token_losses = F.cross_entropy(lm_head(hidden).flatten(0, 2), labels.flatten(), reduction="none")
-        weights = decay.expand(training.batch_size, anchors.numel(), block - 1).flatten()
-        loss = (token_losses * weights).sum() / weights.sum()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
-        optimizer.step()
-    draft.eval()
-    return float(loss.detach())
+        return (token_losses * weights).sum() / weights.sum()
 
-
-def _learning_rate(step: int, training: DrafterTraining) -> float:
-    if step < training.warmup_steps:
-        return training.learning_rate * (step + 1) / training.warmup_steps
-    progress = (step - training.warmup_steps) / max(1, training.steps - training.warmup_steps)
-    return training.learning_rate * 0.5 * (1.0 + math.cos(math.pi * progress))
+    return _fit(draft, batches, schedule, block_loss)
 
 
 def _initialise(draft: DFlashDraftModel, std: float) -> None:
@@ -219,7 +217,7 @@ def build_dflash_drafter(
     tokenizer = AutoTokenizer.from_pretrained(target_dir, local_files_only=True)
     mask_token_id = tokenizer.convert_tokens_to_ids(MASK_TOKEN)
     config = drafter_config(target_config, mask_token_id, shape)
-    torch.manual_seed(training.seed)
+    torch.manual_seed(training.schedule.seed)
     draft = DFlashDraftModel(parse_dflash_config(config), len(shape.target_layer_ids))
     _initialise(draft, training.init_std)
     if trained:
@@ -232,3 +230,15 @@ def build_dflash_drafter(
     weights = {name: tensor.detach().contiguous() for name, tensor in draft.state_dict().items()}
     save_file(weights, out_dir / "model.safetensors", metadata={"format": "pt"})
     return out_dir
+
+
+def cached_dflash_drafter(cache_root: Path, target_dir: Path, *, trained: bool = True) -> Path:
+    """The tiny DFlash drafter for `target_dir` (a `cached_target` folder) under `cache_root`."""
+    settings = {**build_settings(DrafterShape(), DrafterTraining(), trained), "target": Path(target_dir).name}
+    return cached_build(
+        cache_root,
+        f"tiny-dflash-{'trained' if trained else 'random'}",
+        lambda out_dir: build_dflash_drafter(target_dir, out_dir, trained=trained),
+        source_files=SOURCE_FILES,
+        settings=settings,
+    )
