@@ -93,6 +93,16 @@ def counts(url: str) -> queries.Counts:
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
+def dflash_v1(url: str, on: date) -> pd.DataFrame:
+    return queries.dflash_v1(_engine(url), on)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def latest_speedups(url: str) -> pd.DataFrame:
+    return queries.latest_speedups(_engine(url))
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
 def events(
     url: str, types: Sequence[str] = (), orgs: Sequence[str] = (), families: Sequence[str] = (),
     since: date | None = None, limit: int = 500,

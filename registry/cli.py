@@ -608,6 +608,46 @@ def worker_command(
         stop.set()
 
 
+@app.command("dashboard")
+def dashboard_command(port: Annotated[int | None, typer.Option(help="Port on 127.0.0.1.")] = None) -> None:
+    """Serve the Streamlit dashboard (read-only) on 127.0.0.1."""
+    from dashboard.launch import LaunchError, launch
+
+    settings = get_settings()
+    open_store()  # the schema is brought to head before the read-only dashboard looks at it
+    chosen = port or settings.dashboard_port
+    try:
+        process = launch(chosen, settings.resolved_database_url)
+    except LaunchError as exc:
+        raise UserError(str(exc)) from None
+    render.console.print(f"dashboard: http://127.0.0.1:{chosen}/")
+    try:
+        process.wait()
+    except KeyboardInterrupt:
+        process.terminate()
+
+
+@app.command("demo")
+def demo_command(
+    run: Annotated[bool, typer.Option("--run", help="Measure now instead of queueing for a worker.")] = False,
+) -> None:
+    """Build the tiny demo pairs (Qwen3 + draft LM + DFlash, Gemma-4 + assistant) and measure them."""
+    from verifier.demo import build_demo_models, demo_requests, enqueue_demo
+
+    store = open_store()
+    say = lambda line: render.console.print(line, soft_wrap=True)  # noqa: E731
+    settings = get_settings()
+    if not run:
+        queued = enqueue_demo(store, settings.models_dir, say, max_new_tokens=settings.demo_max_new_tokens,
+                              repeats=settings.demo_repeats)
+        render.console.print(f"queued {queued} new jobs; `drafters worker --once` runs them")
+        return
+    models = build_demo_models(settings.models_dir, say)
+    requests = demo_requests(models, max_new_tokens=settings.demo_max_new_tokens, repeats=settings.demo_repeats)
+    records = [_run_with_progress(store, request, key) for key, request in requests]
+    _print_runs(records)
+
+
 @app.command("up")
 def up(
     watch: Annotated[bool, typer.Option(help="Poll the Hub.")] = True,

@@ -182,7 +182,8 @@ def fail(store: Store, job_id: int, worker_id: str, *, error: str, retry: bool, 
     """Record a failure; a retryable one goes back to the queue while attempts remain."""
     now = utcnow()
     with store.session() as session:
-        row = session.get(Job, job_id)
+        # Locked, so a claim of this job (its lease ran out meanwhile) cannot land between the check and the write.
+        row = session.get(Job, job_id, with_for_update=True)
         if row is None or row.lease_owner != worker_id or row.status != RUNNING:
             return False
         row.error = error

@@ -189,6 +189,7 @@ class Counts:
     runs: int
     failed_runs: int
     events: int
+    dflash_v1: int  # z-lab's DFlash v1 drafters counted in "21 checkpoints across 10 families"
 
 
 def _open_lag_targets() -> Select[Any]:
@@ -224,6 +225,7 @@ def counts(engine: Engine) -> Counts:
         .scalar_subquery()
         .label("failed_runs"),
         select(func.count()).select_from(Event).scalar_subquery().label("events"),
+        select(func.count()).select_from(Drafter).where(Drafter.in_21.is_(True)).scalar_subquery().label("dflash_v1"),
     )
     with engine.connect() as connection:
         row = connection.execute(query).one()
@@ -504,6 +506,42 @@ def lag_report(engine: Engine, today: date) -> LagReport:
         by_family=_group_frame(reports.lag_by(rows, "family"), "family"),
         by_publisher=_group_frame(reports.lag_by(rows, "publisher", store), "publisher"),
     )
+
+
+def dflash_v1(engine: Engine, today: date) -> pd.DataFrame:
+    """z-lab's DFlash v1 drafters (the 21), each with its target, release date and the target's lag."""
+    query = (
+        select(Drafter.repo_id, DrafterTarget.target_repo_id, Drafter.family, Drafter.released, Drafter.block_size)
+        .join(DrafterTarget, DrafterTarget.drafter_id == Drafter.id, isouter=True)
+        .where(Drafter.in_21.is_(True))
+        .order_by(Drafter.family, Drafter.repo_id)
+    )
+    with engine.connect() as connection:
+        frame = pd.DataFrame(connection.execute(query).all(),
+                             columns=["drafter", "target", "family", "released", "block_size"])
+    lags = {row.target_repo_id: row.lag_days for row in reports.lag_table(Store(engine), today)}
+    frame["target_lag_days"] = pd.array([lags.get(t) for t in frame["target"]], dtype="Int64")
+    return frame
+
+
+def latest_speedups(engine: Engine, limit: int = 20) -> pd.DataFrame:
+    """The newest successful run of each (target, drafter, engine, hardware): τ, speedup, losslessness."""
+    query = (
+        select(BenchmarkRun.target, BenchmarkRun.drafter, BenchmarkRun.method, BenchmarkRun.engine,
+               BenchmarkRun.hardware, BenchmarkRun.tau, BenchmarkRun.speedup, BenchmarkRun.lossless,
+               BenchmarkRun.created_at)
+        .where(BenchmarkRun.status == "ok")
+        .order_by(BenchmarkRun.created_at.desc())
+        .limit(limit * 10)
+    )
+    with engine.connect() as connection:
+        frame = pd.DataFrame(connection.execute(query).all(),
+                             columns=["target", "drafter", "method", "engine", "hardware", "tau", "speedup",
+                                      "lossless", "created_at"])
+    frame = frame.drop_duplicates(["target", "drafter", "engine", "hardware"]).head(limit)
+    for column in ("target", "drafter"):
+        frame[column] = [Path(v).name if isinstance(v, str) and v.startswith("/") else v for v in frame[column]]
+    return frame.reset_index(drop=True)
 
 
 def _group_frame(groups: dict[str, Any], key: str) -> pd.DataFrame:

@@ -110,7 +110,8 @@ class Service:
     def _demo(self) -> None:
         from verifier.demo import enqueue_demo
 
-        queued = enqueue_demo(self.store, self.settings.models_dir, self.say)
+        queued = enqueue_demo(self.store, self.settings.models_dir, self.say,
+                              max_new_tokens=self.settings.demo_max_new_tokens, repeats=self.settings.demo_repeats)
         if queued:
             self.say(f"queued {queued} verification jobs on the tiny demo pairs")
 

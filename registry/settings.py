@@ -42,6 +42,11 @@ class Settings(BaseSettings):
     watch_interval_s: float = 300.0
     hub_timeout_s: float = 10.0
     dashboard_port: int = 8501
+    # Where tiny demo models are built and cached (default: $DRAFTERS_HOME/models).
+    models_path: Path | None = Field(default=None, validation_alias=AliasChoices("DRAFTERS_MODELS_DIR"))
+    # Decode length and repeats of the demo measurements `drafters up` queues.
+    demo_max_new_tokens: int = 48
+    demo_repeats: int = 3
 
     @property
     def home_dir(self) -> Path:
@@ -59,7 +64,7 @@ class Settings(BaseSettings):
 
     @property
     def models_dir(self) -> Path:
-        return self.home_dir / "models"
+        return (self.models_path or self.home_dir / "models").expanduser()
 
     def token_value(self) -> str | None:
         return self.hf_token.get_secret_value() if self.hf_token else None

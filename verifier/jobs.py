@@ -194,6 +194,12 @@ def verify_now(
     return record
 
 
+def job_run_id(job_id: int) -> str:
+    """The run id of a job, the same on every attempt: a retry of a job whose worker died after storing the run
+    (before marking the job done) finds that run instead of storing a second one."""
+    return f"job{job_id}"
+
+
 def enqueue(store: Store, request: VerifyRequest, *, dedupe_key: str | None = None,
             max_attempts: int = 3) -> queue.JobRecord | None:
     gpus = 1 if str(request.settings.get("device", "auto")).startswith("cuda") else 0
@@ -213,8 +219,7 @@ class Worker:
 
     def run_job(self, job: queue.JobRecord) -> RunRecord:
         request = VerifyRequest.from_payload(job.payload)
-        # The run id is fixed by the job, so a retried job that finished its run before dying stores it once.
-        return verify_now(self.store, request, job_id=job.id, run_id=f"job{job.id}-{job.attempts}")
+        return verify_now(self.store, request, job_id=job.id, run_id=job_run_id(job.id))
 
     def work_once(self) -> queue.JobRecord | None:
         """Claim and finish one job; None when the queue is empty."""

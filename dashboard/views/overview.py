@@ -12,14 +12,31 @@ url = data.require_database()
 
 with data.guard("Counts"):
     counts = data.counts(url)
-    columns = st.columns(5)
+    columns = st.columns(6)
     columns[0].metric("Targets tracked", counts.targets)
     columns[1].metric("Drafters", counts.drafters)
+    columns[5].metric("DFlash v1 drafters", counts.dflash_v1, help="z-lab's published list: 21 checkpoints, 10 families")
     columns[2].metric("Exact pairs", counts.exact_pairs, help="Drafter and checkpoint head revisions that match exactly")
     columns[3].metric("Open lags", counts.open_lags, help="Declared targets with no exact drafter yet")
     columns[4].metric("Benchmark runs", counts.runs, help=f"{counts.failed_runs} of them failed")
     if counts.targets == 0 and counts.drafters == 0:
         data.empty_hint("The registry is empty.")
+
+st.subheader("Measured speedups")
+with data.guard("Measured speedups"):
+    speedups = data.latest_speedups(url)
+    if speedups.empty:
+        st.info("No measurements yet: `drafters verify TARGET DRAFTER` or `drafters demo` measures a pair.")
+    else:
+        st.dataframe(speedups, hide_index=True, width="stretch")
+
+st.subheader("The DFlash v1 drafters and their targets' lag")
+with data.guard("DFlash v1 drafters"):
+    v1 = data.dflash_v1(url, data.today())
+    if v1.empty:
+        st.info("The catalog is not loaded: `drafters catalog load`.")
+    else:
+        st.dataframe(v1, hide_index=True, width="stretch")
 
 st.subheader("Latest events")
 with data.guard("Latest events"):

@@ -272,7 +272,7 @@ def test_an_empty_database_gives_empty_frames(database_url: str) -> None:
     engine = queries.open_read_only(database_url)
     try:
         assert queries.schema_problem(engine) is None
-        assert queries.counts(engine) == queries.Counts(0, 0, 0, 0, 0, 0, 0)
+        assert queries.counts(engine) == queries.Counts(0, 0, 0, 0, 0, 0, 0, 0)
         assert queries.availability(engine).empty
         assert queries.availability_matrix(queries.availability(engine)).empty
         assert queries.events(engine).empty
@@ -313,7 +313,11 @@ def test_overview_shows_the_counts_and_latest_events(dashboard_db: Seeded) -> No
         "Exact pairs": str(counts.exact_pairs),
         "Open lags": "1",
         "Benchmark runs": str(len(list_runs(store))),
+        "DFlash v1 drafters": str(sum(1 for d in store.drafters() if d.in_21)),
     }
+    speedups = frame_with(app, "speedup")
+    newest_ok = next(r for r in list_runs(store) if r.status == "ok")
+    assert newest_ok.speedup in list(speedups["speedup"])
     events = frame_with(app, "message")
     assert list(events["message"]) == [e.payload["message"] for e in reversed(store.events())]
 
