@@ -52,6 +52,27 @@ def db_upgrade() -> None:
     render.console.print(f"database at revision {current_revision(store.engine)} (head {head_revision()})")
 
 
+@db_app.command("readonly-role")
+def db_readonly_role(
+    name: Annotated[str, typer.Argument(help="The role to create, e.g. drafters_dashboard.")],
+    password_env: Annotated[str, typer.Option("--password-env", help="Environment variable holding its password.")],
+) -> None:
+    """Create (or renew) a PostgreSQL role that can read the registry and write nothing, for the dashboard."""
+    import os
+
+    from registry.roles import RoleError, create_readonly_role
+
+    password = os.environ.get(password_env)
+    if not password:
+        raise UserError(f"environment variable {password_env} is not set or empty: put the role's password there")
+    try:
+        role = create_readonly_role(open_store().engine, name, password)
+    except RoleError as exc:
+        raise UserError(str(exc)) from None
+    render.console.print(f"role {role.name} {'created' if role.created else 'renewed'}: it can connect to "
+                         f"{role.database} and read every registry table; it cannot write")
+
+
 @catalog_app.command("load")
 def catalog_load(as_json: JsonOption = False) -> None:
     """Load the bundled catalog; loading twice changes nothing."""
@@ -210,7 +231,7 @@ def _print_poll(report: "PollReport") -> None:
         render.console.print(f"  {org.org:<14} listed {org.listed:>5}  processed {org.processed:>5}  {state}")
     render.console.print(f"poll: {len(report.events)} new events, {report.requests} Hub requests, {report.seconds:.1f}s")
     for event in report.events:
-        render.console.print(f"  [bold]{event.type}[/] {event.payload.get('message', event.subject)}")
+        render.console.print(f"  {event.type}: {event.payload.get('message', event.subject)}", markup=False)
 
 
 @app.command("watch")
@@ -635,7 +656,7 @@ def demo_command(
     from verifier.demo import build_demo_models, demo_requests, enqueue_demo
 
     store = open_store()
-    say = lambda line: render.console.print(line, soft_wrap=True)  # noqa: E731
+    say = lambda line: render.console.print(line, soft_wrap=True, markup=False)  # noqa: E731
     settings = get_settings()
     if not run:
         queued = enqueue_demo(store, settings.models_dir, say, max_new_tokens=settings.demo_max_new_tokens,
@@ -658,7 +679,8 @@ def up(
     """The main job: upgrade the database, load the catalog, then watch, deliver alerts, verify and serve."""
     from registry.service import Service
 
-    service = Service(get_settings(), open_store(), lambda line: render.console.print(line, soft_wrap=True))
+    service = Service(get_settings(), open_store(),
+                      lambda line: render.console.print(line, soft_wrap=True, markup=False, highlight=False))
     service.start(watch=watch, worker=worker, dashboard=dashboard, demo=demo)
     try:
         service.stop.wait()

@@ -64,8 +64,12 @@ class Service:
     def _start_dashboard(self) -> None:
         from dashboard.launch import launch
 
-        self.dashboard = launch(self.settings.dashboard_port, self.settings.resolved_database_url)
-        self.say(f"dashboard: http://127.0.0.1:{self.settings.dashboard_port}/")
+        log_path = self.settings.home_dir / "dashboard.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("ab") as sink:
+            self.dashboard = launch(self.settings.dashboard_port, self.settings.resolved_database_url,
+                                    stdout=sink, stderr=sink)
+        self.say(f"dashboard: http://127.0.0.1:{self.settings.dashboard_port}/ (log: {log_path})")
 
     def _watch_loop(self) -> None:
         from registry.hub import HubClient

@@ -119,10 +119,13 @@ def refuse_remote_code(folder: Path, config: dict[str, Any]) -> None:
 def load_causal_lm(folder: Path, *, device: torch.device, dtype: torch.dtype) -> Any:
     """A transformers causal LM from `folder`, safetensors only, remote code refused, in eval mode."""
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as transformers_logging
 
     config = read_config(folder)
     refuse_remote_code(folder, config)
     weight_files(folder)
+    # A progress bar per load would bury the CLI's own progress and tables.
+    transformers_logging.disable_progress_bar()
     model = AutoModelForCausalLM.from_pretrained(
         folder, trust_remote_code=False, use_safetensors=True, dtype=dtype, local_files_only=True
     )

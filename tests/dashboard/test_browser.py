@@ -116,7 +116,9 @@ def test_page_renders_in_chromium(server: str, browser_page, path: str) -> None:
     from playwright.sync_api import expect
 
     page = browser_page
-    page.goto(f"{server}/{path}", wait_until="domcontentloaded")
+    # The default page lives at the root; /overview would answer "page not found".
+    page.goto(f"{server}/{'' if path == 'overview' else path}", wait_until="domcontentloaded")
+    assert page.get_by_text("Page not found").count() == 0
     for text in PAGES[path]:
         expect(page.get_by_text(text, exact=False).first).to_be_visible(timeout=PAGE_TIMEOUT_MS)
     # The script has finished once the status widget no longer says it is running.

@@ -17,16 +17,18 @@ import pytest
 from registry.store import Store
 from registry.watch import Watcher
 from tests.conftest import _create_pg_database, _drop_pg_database
-from tests.fakehub.scenario import QWEN3_8B_CONFIG, Scenario
+from tests.fakehub.scenario import QWEN3_8B_CONFIG, QWEN3_8B_DFLASH_CONFIG, Scenario
 from tests.fakehub.server import FakeHub
-from tests.fakehub.state import HubState, target_files, utc
-from tests.registry.test_watch_faults import ORGS, make_client, picture
+from tests.fakehub.state import HubState, dflash_drafter_files, target_files, utc
+from tests.registry.test_watch_faults import make_client, picture
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KILLS = 10
 SEED = 20260422
-SLOW_API_S = 0.1  # every /api/ answer takes this long, so a poll lasts seconds and kills land inside it
-EXTRA_FINETUNES = 8
+SLOW_S = 0.02  # every answer takes this long, so a poll lasts seconds and kills land inside it
+# z-lab first: its new drafters' units are where Hub reads follow the unit's first writes.
+KILL_ORGS = ["z-lab", "Qwen", "meta-llama", "acme-labs"]
+WIDGETS = 8
 
 
 @pytest.fixture
@@ -42,20 +44,26 @@ def reference_url(database_url: str, tmp_path: Path) -> Iterator[str]:
         _drop_pg_database(url)
 
 
-def publish_finetunes(state: HubState) -> None:
-    """Derivatives of a drafted model: each one is a unit with config and tokenizer reads, so the poll is long."""
-    for index in range(EXTRA_FINETUNES):
-        state.add_repo(
-            f"acme-labs/Qwen3-8B-Domain-{index}", date=utc(2026, 4, 23, index), library_name="transformers",
-            files=target_files(QWEN3_8B_CONFIG, weight_seed=100 + index,
-                               card_data={"license": "apache-2.0", "base_model": "Qwen/Qwen3-8B"}),
-        )
+def publish_widgets(state: HubState) -> None:
+    """Models outside every drafted line: the baseline records them from the listing alone."""
+    for size in range(1, WIDGETS + 1):
+        state.add_repo(f"acme-labs/Widget-{size}B", date=utc(2025, 8, size), library_name="transformers",
+                       files=target_files(QWEN3_8B_CONFIG, weight_seed=size, card_data={"license": "mit"}))
+
+
+def publish_widget_drafters(state: HubState) -> None:
+    """A drafter for each widget: its unit writes the drafter, then reads its target's config and tokenizer from
+    the Hub (the target was only listed so far), then records the verdict and the release event."""
+    for size in range(1, WIDGETS + 1):
+        state.add_repo(f"z-lab/Widget-{size}B-DFlash", date=utc(2026, 4, 23, size), tags=("dflash",),
+                       library_name="transformers", files=dflash_drafter_files(QWEN3_8B_DFLASH_CONFIG, size),
+                       card_data={"license": "mit", "base_model": f"acme-labs/Widget-{size}B"})
 
 
 def start_watcher(database_url: str, hub_url: str, cache_dir: Path) -> subprocess.Popen[str]:
     """A watcher process that has opened the database and is about to poll."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.watch_process", database_url, hub_url, str(cache_dir), *ORGS],
+        [sys.executable, "-m", "tests.support.watch_process", database_url, hub_url, str(cache_dir), *KILL_ORGS],
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     assert process.stdout is not None
@@ -70,27 +78,26 @@ def test_sigkill_at_random_points_then_a_rerun_equals_an_uninterrupted_poll(
     store: Store, reference_url: str, database_url: str, tmp_path: Path
 ) -> None:
     scenario = Scenario.standard()
+    publish_widgets(scenario.state)
     reference = Store.open(reference_url)
     with FakeHub(scenario.state) as hub:
         # The same history in both databases: the day-0 baseline, then every step and more, polled at once.
         for target in (store, reference):
-            assert not Watcher(target, make_client(hub.url, tmp_path / "cache-baseline"), ORGS).poll_once().errors
+            assert not Watcher(target, make_client(hub.url, tmp_path / "cache-baseline"), KILL_ORGS).poll_once().errors
         scenario.advance_through("qwen36_27b_appears")
-        publish_finetunes(scenario.state)
-        scenario.state.inject(r"^/api/", "slow", times=None, seconds=SLOW_API_S)
+        publish_widget_drafters(scenario.state)
+        scenario.state.inject(r".", "slow", times=None, seconds=SLOW_S)
 
         hub.clear_requests()
-        uninterrupted = Watcher(reference, make_client(hub.url, tmp_path / "cache-reference"), ORGS).poll_once()
+        uninterrupted = Watcher(reference, make_client(hub.url, tmp_path / "cache-reference"), KILL_ORGS).poll_once()
         assert not uninterrupted.errors
-        assert len(uninterrupted.events) >= 5 + EXTRA_FINETUNES
-        api_requests = hub.count(path_regex=r"^/api/")
+        assert {"drafter_released", "weights_changed", "base_upgrade"} <= {e.type for e in uninterrupted.events}
 
-        # Each run needs at least api_requests * SLOW_API_S seconds, less what earlier runs committed, and no run
-        # can commit more than it had time to ask for. Kill delays that add up to 70% of that bound therefore
-        # all land before the poll could have finished, wherever they fall.
+        # Kill delays average a twentieth of the uninterrupted poll, so the ten runs together get through about
+        # half of it (each run also redoes its listing and the unit it was killed in): every kill lands inside a
+        # poll, at a different point of it.
         rng = random.Random(SEED)
-        weights = [rng.random() for _ in range(KILLS)]
-        delays = [0.7 * api_requests * SLOW_API_S * w / sum(weights) for w in weights]
+        delays = [rng.uniform(0.0, 2 * uninterrupted.seconds / 20) for _ in range(KILLS)]
         cache = tmp_path / "cache-killed"  # shared by every run, as a restarted watcher's would be
         for delay in delays:
             process = start_watcher(database_url, hub.url, cache)

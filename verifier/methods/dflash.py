@@ -364,10 +364,9 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
+        # Qwen3RMSNorm numerics: normalise in float32, scale in the input dtype.
+        normalised = F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
+        return self.weight * normalised.to(x.dtype)
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -433,38 +432,37 @@ class DFlashAttention(nn.Module):
         batch, length, _ = x.shape
         return x.view(batch, length, -1, self.head_dim).transpose(1, 2)
 
-    def _keys_values(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        keys = _apply_rope(self.k_norm(self._heads(self.k_proj(x))), cos, sin)
-        return keys, self._heads(self.v_proj(x))
-
     def forward(
         self,
         block: torch.Tensor,
         context: torch.Tensor,
-        block_rope: tuple[torch.Tensor, torch.Tensor],
-        context_rope: tuple[torch.Tensor, torch.Tensor],
+        rope: tuple[torch.Tensor, torch.Tensor],
         past: LayerKV | None,
         visibility: torch.Tensor | None,
     ) -> tuple[torch.Tensor, LayerKV]:
-        """block [b, Q, H] (queries), context [b, T, H] (new committed rows); returns output and all context K/V."""
-        context_keys, context_values = self._keys_values(context, *context_rope)
+        """block [b, Q, H] gives the queries; context [b, T, H] = new committed rows; `rope` covers the T + Q
+        positions. Returns the output and the K/V of every committed row (past + new) for the cache."""
+        cos, sin = rope
+        query_length, new_length = block.shape[1], context.shape[1]
+        # z-lab projects context and block separately and concatenates; one projection of both is the same math.
+        kv_input = torch.cat([context, block], dim=1)
+        keys = _apply_rope(self.k_norm(self._heads(self.k_proj(kv_input))), cos, sin)
+        values = self._heads(self.v_proj(kv_input))
+        queries = _apply_rope(self.q_norm(self._heads(self.q_proj(block))), cos[-query_length:], sin[-query_length:])
         if past is not None:
-            context_keys = torch.cat([past.keys, context_keys], dim=2)
-            context_values = torch.cat([past.values, context_values], dim=2)
-        block_keys, block_values = self._keys_values(block, *block_rope)
-        queries = _apply_rope(self.q_norm(self._heads(self.q_proj(block))), *block_rope)
+            keys = torch.cat([past.keys, keys], dim=2)
+            values = torch.cat([past.values, values], dim=2)
         output = F.scaled_dot_product_attention(
             queries,
-            torch.cat([context_keys, block_keys], dim=2),
-            torch.cat([context_values, block_values], dim=2),
+            keys,
+            values,
             attn_mask=visibility,
             scale=self.head_dim**-0.5,
             enable_gqa=self.num_heads != self.num_kv_heads,
         )
-        output = output.transpose(1, 2).reshape(block.shape[0], block.shape[1], -1)
-        return self.o_proj(output), LayerKV(context_keys, context_values)
+        output = output.transpose(1, 2).reshape(block.shape[0], query_length, -1)
+        committed = keys.shape[2] - query_length  # the block's own K/V is dropped here
+        return self.o_proj(output), LayerKV(keys[:, :, :committed], values[:, :, :committed])
 
 
 class DFlashMLP(nn.Module):
@@ -507,12 +505,18 @@ class DFlashDraftModel(nn.Module):
         self.layers = nn.ModuleList(DFlashDecoderLayer(config, i) for i in range(config.num_hidden_layers))
         self.norm = RMSNorm(hidden, config.rms_norm_eps)
         self.register_buffer("inv_freq", rope_inv_freq(config), persistent=False)
+        self._rope_table: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def rope(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos/sin [n, d] for absolute `positions` [n]."""
-        freqs = positions.float()[:, None] * self.inv_freq.to(positions.device)[None, :]
-        angles = torch.cat([freqs, freqs], dim=-1)
-        return angles.cos().to(dtype), angles.sin().to(dtype)
+        """cos/sin [n, d] for absolute `positions` [n], from a float32 table that grows by doubling."""
+        needed = int(positions.max()) + 1
+        if self._rope_table is None or self._rope_table[0].shape[0] < needed:
+            length = max(needed, 2 * (self._rope_table[0].shape[0] if self._rope_table is not None else 256))
+            freqs = torch.arange(length, device=self.inv_freq.device, dtype=torch.float32)[:, None] * self.inv_freq
+            angles = torch.cat([freqs, freqs], dim=-1)
+            self._rope_table = (angles.cos(), angles.sin())
+        cos, sin = self._rope_table
+        return cos[positions].to(dtype), sin[positions].to(dtype)
 
     def forward(
         self,
@@ -531,9 +535,7 @@ class DFlashDraftModel(nn.Module):
         uses it to pack several blocks into one pass.
         """
         context = self.hidden_norm(self.fc(context_features))
-        dtype = block_embeds.dtype
-        block_rope = self.rope(block_positions, dtype)
-        context_rope = self.rope(context_positions, dtype)
+        rope = self.rope(torch.cat([context_positions, block_positions]), block_embeds.dtype)
         past_length = cache.length if cache is not None else 0
         key_positions = torch.cat(
             [torch.arange(past_length, device=block_positions.device), context_positions, block_positions]
@@ -547,9 +549,7 @@ class DFlashDraftModel(nn.Module):
                     block_positions, key_positions, causal=attention.causal, window=attention.window
                 )
             past = cache.layers[index] if cache is not None and cache.layers else None
-            attended, layer_kv = attention(
-                layer.input_layernorm(hidden), context, block_rope, context_rope, past, mask
-            )
+            attended, layer_kv = attention(layer.input_layernorm(hidden), context, rope, past, mask)
             hidden = hidden + attended
             hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
             if cache is not None:
@@ -622,7 +622,10 @@ def load_draft_model(
         model = DFlashDraftModel(config, num_fused_layers)
     model.load_state_dict(tensors, strict=True, assign=True)
     model.inv_freq = rope_inv_freq(config)
-    return model.to(device=device, dtype=dtype).eval()
+    model = model.to(device=device, dtype=dtype)
+    # `to(dtype)` casts buffers too; RoPE angles stay float32 like transformers'.
+    model.inv_freq = rope_inv_freq(config).to(device)
+    return model.eval()
 
 
 class DFlashProposer:
@@ -648,6 +651,10 @@ class DFlashProposer:
         self.draft_length = draft_length
         self.embedding_weight = target_model.get_input_embeddings().weight
         self.lm_head = target_model.get_output_embeddings()
+        # Only the anchor changes between rounds; the mask rows of the block are embedded once.
+        mask_ids = torch.full((1, self.block_size - 1), mask_token_id, device=self.embedding_weight.device)
+        with torch.inference_mode():
+            self.mask_embeds = F.embedding(mask_ids, self.embedding_weight) * numerics.embedding_scale
         self.cache = ContextCache()
         self.pending_context: torch.Tensor | None = None  # fused features of committed rows not yet in the cache
         self.pending_start = 0
@@ -668,16 +675,19 @@ class DFlashProposer:
         self._take_context(target_out)
 
     def draft_logits(self) -> torch.Tensor:
-        """Logits [B - 1, V] for the block after the anchor; moves the pending context into the cache."""
+        """Logits [draft_length, V] after the anchor; moves the pending context into the cache.
+
+        The whole trained block is drafted even when fewer tokens are proposed: attention inside it is
+        non-causal, so a shorter block would change every position.
+        """
         if self.pending_context is None:
             raise RuntimeError("propose() was called before begin()")
         device = self.embedding_weight.device
-        block_ids = torch.full((self.block_size,), self.mask_token_id, dtype=torch.long, device=device)
-        block_ids[0] = self.anchor_token
-        block_embeds = F.embedding(block_ids, self.embedding_weight)[None] * self.numerics.embedding_scale
+        anchor = torch.tensor([[self.anchor_token]], device=device)
+        anchor_embeds = F.embedding(anchor, self.embedding_weight) * self.numerics.embedding_scale
         context_length = int(self.pending_context.shape[1])
         hidden = self.draft_model(
-            block_embeds.to(self.pending_context.dtype),
+            torch.cat([anchor_embeds, self.mask_embeds], dim=1).to(self.pending_context.dtype),
             torch.arange(self.anchor_position, self.anchor_position + self.block_size, device=device),
             self.pending_context,
             torch.arange(self.pending_start, self.pending_start + context_length, device=device),
@@ -685,7 +695,7 @@ class DFlashProposer:
         )
         self.pending_context = self.pending_context[:, :0]
         self.pending_start += context_length
-        logits = self.lm_head(hidden[0, 1:]) * self.numerics.output_multiplier
+        logits = self.lm_head(hidden[0, 1 : 1 + self.draft_length]) * self.numerics.output_multiplier
         if self.numerics.logit_softcap is not None:
             cap = self.numerics.logit_softcap
             logits = torch.tanh(logits / cap) * cap
@@ -693,8 +703,7 @@ class DFlashProposer:
 
     @torch.inference_mode()
     def propose(self, temperature: float, generator: torch.Generator) -> Proposal:
-        # The full trained block is always drafted (attention in it is non-causal); a shorter draft keeps a prefix.
-        logits = self.draft_logits()[: self.draft_length].float()
+        logits = self.draft_logits().float()
         if temperature <= 0:
             return Proposal(tokens=logits.argmax(dim=-1))
         q_probs = torch.softmax(logits / temperature, dim=-1)

@@ -1,0 +1,87 @@
+"""Runs claimed verification jobs as Ray tasks, so Ray places each on a host with the GPUs it asks for.
+
+The worker that claimed a job keeps its lease alive (heartbeats) while it waits for the task; the task opens the
+database itself and stores the run under the job's fixed run id, so a retried task stores it once. A task that
+dies (its process killed, its host gone) raises in the worker, which fails the job with retry: the job goes back
+to the queue, exactly as if a local worker had lost its lease. Ray stays optional: this is the only module that
+imports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from registry import jobs as queue
+from registry.runs import RunRecord, get_run
+from registry.store import Store
+from verifier.jobs import VerifyRequest, job_run_id, verify_now
+
+
+
+class RayUnavailable(RuntimeError):
+    """Ray is not installed, or the cluster cannot be reached; the message says which and what to do."""
+
+
+@dataclass(frozen=True)
+class TaskResources:
+    num_cpus: float
+    num_gpus: float
+
+    def as_options(self) -> dict[str, float]:
+        return {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus}
+
+
+def task_resources(job_gpus: int, cluster_gpus: float) -> TaskResources:
+    """What a job's task asks Ray for: its GPUs where the cluster has any, else one CPU slot (a CPU-only cluster
+    runs the job on CPU rather than waiting forever for a GPU that will never come)."""
+    if job_gpus > 0 and cluster_gpus > 0:
+        return TaskResources(num_cpus=1, num_gpus=job_gpus)
+    return TaskResources(num_cpus=1, num_gpus=0)
+
+
+def run_verify_job(database_url: str, payload: dict[str, Any], job_id: int, run_id: str) -> str:
+    """The Ray task: run the job's request on this host and store the run; returns the stored run's id."""
+    store = Store.open(database_url)
+    try:
+        return verify_now(store, VerifyRequest.from_payload(payload), job_id=job_id, run_id=run_id).run_id  # type: ignore[return-value]
+    finally:
+        store.engine.dispose()
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise RayUnavailable("the Ray executor needs Ray: pip install 'drafter-registry[ray]'") from None
+    return ray
+
+
+class RayExecutor:
+    """`Worker.executor` that hands each claimed job to a Ray cluster and waits for its run."""
+
+    def __init__(self, *, address: str | None, database_url: str) -> None:
+        self._ray = _import_ray()
+        if not self._ray.is_initialized():
+            try:
+                # address None: RAY_ADDRESS if set, else a local Ray instance of this machine.
+                self._ray.init(address=address, log_to_driver=False)
+            except ConnectionError as error:
+                raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {error}") from None
+        self._database_url = database_url
+        # No Ray-level retries: a dead task is the queue's business (attempts are counted there, once).
+        self._task = self._ray.remote(max_retries=0)(run_verify_job)
+
+    def resources(self, job: queue.JobRecord) -> TaskResources:
+        return task_resources(job.num_gpus, float(self._ray.cluster_resources().get("GPU", 0)))
+
+    def __call__(self, store: Store, job: queue.JobRecord) -> RunRecord:
+        reference = self._task.options(**self.resources(job).as_options()).remote(
+            self._database_url, job.payload, job.id, job_run_id(job.id)
+        )
+        # Raises (a Ray error) when the task's process or host dies: the worker then requeues the job.
+        run_id = self._ray.get(reference)
+        record = get_run(store, run_id)
+        if record is None:
+            raise RuntimeError(f"the Ray task of job {job.id} finished but its run {run_id} is not in the database")
+        return record
