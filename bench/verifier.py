@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# Before the script's own folder, whose `verifier.py` would shadow the package.
-sys.path.insert(0, str(REPO_ROOT))
+# The script's own folder goes: its `verifier.py` would shadow the package (and other scripts there, stdlib modules).
+sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import torch  # noqa: E402
 
@@ -48,10 +48,12 @@ SPEED_RATIO_GOAL = 1.3
 DEFAULT_CACHE = REPO_ROOT / ".cache" / "test-models"
 
 SMALL_TARGET = tiny_qwen3.Geometry(
-    hidden_size=256, intermediate_size=768, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=4, head_dim=32
+    hidden_size=256, intermediate_size=768, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=4,
+    head_dim=32,
 )
 SMALL_DRAFT_LM = tiny_qwen3.Geometry(
-    hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32
+    hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+    head_dim=32,
 )
 SMALL_TRAINING = tiny_qwen3.Training(steps=400, learning_rate=2e-3)
 # z-lab's default spacing for 8 target layers and 2 fused layers ([1, 5]) plus the last layer.

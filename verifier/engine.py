@@ -349,8 +349,11 @@ def _summarize(name: str, digest: str, trials: _Trials, lossless: bool | None) -
     measured = acceptance(rounds) if rounds else None
     ideal = None
     if measured is not None and speculative.draft_seconds_per_step + speculative.verify_seconds_per_step > 0:
+        # The realized speedup counts emitted tokens, so the ideal must too: τ also counts drafts accepted past
+        # EOS or max_new_tokens in a final round, which are never output.
+        emitted_per_step = sum(r.emitted for r in rounds) / len(rounds)
         ideal = ideal_speedup(
-            measured.tau,
+            emitted_per_step,
             baseline.draft_seconds_per_step + baseline.verify_seconds_per_step,
             speculative.draft_seconds_per_step,
             speculative.verify_seconds_per_step,

@@ -135,7 +135,8 @@ def speedup(speculative_tokens_per_s: float, baseline_tokens_per_s: float) -> fl
 
 
 def ideal_speedup(tau: float, baseline_step_seconds: float, draft_seconds: float, verify_seconds: float) -> float:
-    """S = τ · T_t(1) / (T_draft + T_verify): what the measured τ and per-round costs allow, without overheads."""
+    """S = τ · T_t(1) / (T_draft + T_verify): what the measured tokens per target step and per-round costs allow,
+    without overheads. Pass tokens emitted per step when comparing with a realized speedup."""
     if draft_seconds + verify_seconds <= 0:
         raise ValueError("per-round draft + verify time must be positive")
     return tau * baseline_step_seconds / (draft_seconds + verify_seconds)

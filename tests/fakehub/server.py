@@ -19,6 +19,7 @@ import json
 import re
 import socket
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -475,6 +476,12 @@ class _Server(ThreadingHTTPServer):
         with self._open_lock:
             self._open.discard(request)
         super().shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up mid-request (a killed watcher) is normal here; anything else is reported."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
     def drop_open_connections(self) -> None:
         """Unblock handler threads parked on keep-alive connections so they exit with the server."""

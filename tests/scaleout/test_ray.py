@@ -106,15 +106,29 @@ def test_ray_jobs_land_in_the_database_with_the_local_executors_results(
     assert comparable(ray_run) == comparable(local_run)
 
 
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _descends_from_us(pid: int) -> bool:
+    """Ray's local instance (and so its task processes) was started by this process; another test process's Ray
+    instance is not ours to kill."""
+    while pid > 1:
+        pid = _parent(pid)
+        if pid == os.getpid():
+            return True
+    return False
+
+
 def task_processes() -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if (entry / "cmdline").read_bytes().startswith(TASK_TITLE):
+            if (entry / "cmdline").read_bytes().startswith(TASK_TITLE) and _descends_from_us(int(entry.name)):
                 found.append(int(entry.name))
-        except OSError:
+        except (OSError, ValueError, IndexError):
             continue  # the process ended while we looked
     return found
 

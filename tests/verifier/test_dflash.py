@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -44,9 +46,8 @@ def random_dflash_dir(model_cache: Path, tiny_target_dir: Path) -> Path:
     return cached_dflash_drafter(model_cache, tiny_target_dir, trained=False)
 
 
-def _settings(**overrides: object) -> RunSettings:
-    values: dict[str, object] = {"max_new_tokens": MAX_NEW_TOKENS, "repeats": 1, "warmup": 0, "device": "cpu"}
-    return RunSettings(**(values | overrides))  # type: ignore[arg-type]
+def _settings(**overrides: Any) -> RunSettings:
+    return replace(RunSettings(max_new_tokens=MAX_NEW_TOKENS, repeats=1, warmup=0, device="cpu"), **overrides)
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +128,9 @@ def test_drafts_match_transformers_muse_glimmer_over_two_rounds(
     from transformers.cache_utils import DFlashCache
 
     target = tiny_target.model
-    hf = muse_glimmer_assistant(dflash_dir, target.config.num_hidden_layers, device=torch.device("cpu"), dtype=torch.float32)
+    hf = muse_glimmer_assistant(
+        dflash_dir, target.config.num_hidden_layers, device=torch.device("cpu"), dtype=torch.float32
+    )
     stored = set(_stored_shapes(dflash_dir))
     assert {MUSE_GLIMMER_RENAMES.get(name, name) for name in stored} == set(hf.state_dict())
     assert set(MUSE_GLIMMER_RENAMES) <= stored
@@ -161,7 +164,8 @@ def test_drafts_match_transformers_muse_glimmer_over_two_rounds(
         # Round two: the target commits [pending, 2 drafts] and picks the next pending token.
         committed = torch.tensor([first.pending_token, *ours[:2].argmax(-1).tolist()])
         out = target(input_ids=committed[None], cache=target_cache, use_cache=True, output_hidden_states=True)
-        second = TargetOutput(first.end, committed, int(out.logits[0, -1].argmax()), target_cache, tuple(out.hidden_states))
+        pending = int(out.logits[0, -1].argmax())
+        second = TargetOutput(first.end, committed, pending, target_cache, tuple(out.hidden_states))
         proposer.observe(2, torch.tensor([*committed[1:].tolist(), second.pending_token]), second)
         ours = proposer.draft_logits()
         theirs = reference_logits(second, second.end, crop=True)
@@ -173,17 +177,13 @@ def test_drafts_match_transformers_muse_glimmer_over_two_rounds(
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def test_greedy_output_equals_plain_decoding_on_every_bundled_prompt(trained_run: PairRun) -> None:
+def test_greedy_output_equals_plain_decoding_on_every_bundled_prompt(trained_run: PairRun, dflash_dir: Path) -> None:
     assert trained_run.method == "dflash"
     assert trained_run.first_divergence is None
     assert trained_run.lossless is True
     assert all(result.lossless for result in trained_run.per_set)
     assert len(trained_run.generations) == sum(len(s.prompts) for s in bundled_sets())
-    assert trained_run.draft_length == _config_block_size(trained_run) - 1
-
-
-def _config_block_size(run: PairRun) -> int:
-    return int(run.provenance["block_size"])
+    assert trained_run.draft_length == _config(dflash_dir)["block_size"] - 1
 
 
 def test_trained_drafter_accepts_clearly_more_than_a_random_one(
@@ -235,7 +235,9 @@ def _write_drafter(folder: Path, config: dict) -> Path:
     return folder
 
 
-def test_hidden_size_mismatch_is_refused(tmp_path: Path, dflash_dir: Path, tiny_target_dir: Path, tiny_target: LoadedTarget) -> None:
+def test_hidden_size_mismatch_is_refused(
+    tmp_path: Path, dflash_dir: Path, tiny_target_dir: Path, tiny_target: LoadedTarget
+) -> None:
     config = _config(dflash_dir) | {"hidden_size": 64, "head_dim": 16, "intermediate_size": 128}
     narrow = _write_drafter(tmp_path / "narrow", config)
     with pytest.raises(IncompatiblePair) as refused:
@@ -253,7 +255,9 @@ def test_layer_ids_beyond_the_target_are_refused(tmp_path: Path, dflash_dir: Pat
         build_proposer(_write_drafter(tmp_path / "deep", config), tiny_target, _settings())
 
 
-def test_weights_outside_the_layout_are_refused_by_name(tmp_path: Path, dflash_dir: Path, tiny_target: LoadedTarget) -> None:
+def test_weights_outside_the_layout_are_refused_by_name(
+    tmp_path: Path, dflash_dir: Path, tiny_target: LoadedTarget
+) -> None:
     broken = tmp_path / "broken"
     shutil.copytree(dflash_dir, broken)
     with safe_open(dflash_dir / "model.safetensors", framework="pt") as handle:
@@ -270,7 +274,9 @@ def test_weights_outside_the_layout_are_refused_by_name(tmp_path: Path, dflash_d
     assert "fc.weight has shape [96, 10]" in message
 
 
-def test_pickle_only_and_dflash2_drafters_are_refused(tmp_path: Path, dflash_dir: Path, tiny_target: LoadedTarget) -> None:
+def test_pickle_only_and_dflash2_drafters_are_refused(
+    tmp_path: Path, dflash_dir: Path, tiny_target: LoadedTarget
+) -> None:
     pickled = tmp_path / "pickled"
     pickled.mkdir()
     shutil.copyfile(dflash_dir / "config.json", pickled / "config.json")

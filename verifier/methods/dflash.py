@@ -109,7 +109,7 @@ def _dflash_value(raw: Mapping[str, Any], name: str, default: Any = None) -> Any
     return default if value is None else value
 
 
-def _positive_int(raw: Mapping[str, Any], name: str, value: Any) -> int:
+def _positive_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise DFlashFormatError(f"config field {name!r} must be a positive integer, got {value!r}")
     return value
@@ -118,7 +118,7 @@ def _positive_int(raw: Mapping[str, Any], name: str, value: Any) -> int:
 def _required_int(raw: Mapping[str, Any], name: str) -> int:
     if name not in raw or raw[name] is None:
         raise DFlashFormatError(f"config.json lacks {name!r}, which a DFlash drafter needs")
-    return _positive_int(raw, name, raw[name])
+    return _positive_int(name, raw[name])
 
 
 def _number(name: str, value: Any) -> float:
@@ -151,7 +151,7 @@ def _layer_types(raw: Mapping[str, Any], num_layers: int) -> tuple[tuple[str, ..
     # use_sliding_window, and without explicit layer_types the layers from max_window_layers on slide.
     window = raw.get("sliding_window") if raw.get("use_sliding_window", False) else None
     if window is not None:
-        window = _positive_int(raw, "sliding_window", window)
+        window = _positive_int("sliding_window", window)
     layer_types = raw.get("layer_types")
     if layer_types is None:
         max_window_layers = raw.get("max_window_layers", 28)
@@ -197,12 +197,12 @@ def parse_dflash_config(raw: Mapping[str, Any]) -> DFlashConfig:
     hidden_size = _required_int(raw, "hidden_size")
     num_layers = _required_int(raw, "num_hidden_layers")
     num_heads = _required_int(raw, "num_attention_heads")
-    num_kv_heads = _positive_int(raw, "num_key_value_heads", raw.get("num_key_value_heads", num_heads))
+    num_kv_heads = _positive_int("num_key_value_heads", raw.get("num_key_value_heads", num_heads))
     if num_heads % num_kv_heads:
         raise DFlashFormatError(
             f"num_attention_heads ({num_heads}) must be a multiple of num_key_value_heads ({num_kv_heads})"
         )
-    head_dim = _positive_int(raw, "head_dim", raw.get("head_dim") or hidden_size // num_heads)
+    head_dim = _positive_int("head_dim", raw.get("head_dim") or hidden_size // num_heads)
     if head_dim % 2:
         raise DFlashFormatError(f"head_dim must be even for rotary embeddings, got {head_dim}")
     layer_types, window = _layer_types(raw, num_layers)
@@ -211,6 +211,11 @@ def parse_dflash_config(raw: Mapping[str, Any]) -> DFlashConfig:
     if mask_token_id is not None and (isinstance(mask_token_id, bool) or not isinstance(mask_token_id, int)):
         raise DFlashFormatError(f"mask_token_id must be an integer token id, got {mask_token_id!r}")
     num_target_layers = raw.get("num_target_layers")
+    hidden_act = raw.get("hidden_act", "silu")
+    from transformers.activations import ACT2FN
+
+    if hidden_act not in ACT2FN:
+        raise DFlashFormatError(f"hidden_act {hidden_act!r} is not an activation transformers knows")
     return DFlashConfig(
         hidden_size=hidden_size,
         num_hidden_layers=num_layers,
@@ -221,14 +226,14 @@ def parse_dflash_config(raw: Mapping[str, Any]) -> DFlashConfig:
         rms_norm_eps=_number("rms_norm_eps", raw.get("rms_norm_eps", 1e-6)),
         rope_theta=_rope_theta(raw),
         attention_bias=bool(raw.get("attention_bias", False)),
-        hidden_act=str(raw.get("hidden_act", "silu")),
+        hidden_act=hidden_act,
         layer_types=layer_types,
         sliding_window=window,
         is_causal=None if is_causal is None else bool(is_causal),
-        block_size=_positive_int(raw, "block_size", _dflash_value(raw, "block_size", 16)),
+        block_size=_positive_int("block_size", _dflash_value(raw, "block_size", 16)),
         mask_token_id=mask_token_id,
         target_layer_ids=_layer_ids(_dflash_value(raw, "target_layer_ids")),
-        num_target_layers=None if num_target_layers is None else _positive_int(raw, "num_target_layers", num_target_layers),
+        num_target_layers=None if num_target_layers is None else _positive_int("num_target_layers", num_target_layers),
         input_embedding_scale=_optional_number("input_embedding_scale", _dflash_value(raw, "input_embedding_scale")),
         output_multiplier=_number("output_multiplier", _dflash_value(raw, "output_multiplier", 1.0)),
         final_logit_softcapping=_optional_number(
@@ -391,7 +396,7 @@ class LayerKV:
 class ContextCache:
     """The drafter's cache: context K/V of every committed position, never the block's."""
 
-    layers: list[LayerKV | None] = field(default_factory=list)
+    layers: list[LayerKV] = field(default_factory=list)  # one per draft layer once the first block ran
     length: int = 0
 
 
@@ -443,7 +448,7 @@ class DFlashAttention(nn.Module):
         """block [b, Q, H] gives the queries; context [b, T, H] = new committed rows; `rope` covers the T + Q
         positions. Returns the output and the K/V of every committed row (past + new) for the cache."""
         cos, sin = rope
-        query_length, new_length = block.shape[1], context.shape[1]
+        query_length = block.shape[1]
         # z-lab projects context and block separately and concatenates; one projection of both is the same math.
         kv_input = torch.cat([context, block], dim=1)
         keys = _apply_rope(self.k_norm(self._heads(self.k_proj(kv_input))), cos, sin)
@@ -504,7 +509,6 @@ class DFlashDraftModel(nn.Module):
         self.hidden_norm = RMSNorm(hidden, config.rms_norm_eps)
         self.layers = nn.ModuleList(DFlashDecoderLayer(config, i) for i in range(config.num_hidden_layers))
         self.norm = RMSNorm(hidden, config.rms_norm_eps)
-        self.register_buffer("inv_freq", rope_inv_freq(config), persistent=False)
         self._rope_table: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def rope(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -512,7 +516,8 @@ class DFlashDraftModel(nn.Module):
         needed = int(positions.max()) + 1
         if self._rope_table is None or self._rope_table[0].shape[0] < needed:
             length = max(needed, 2 * (self._rope_table[0].shape[0] if self._rope_table is not None else 256))
-            freqs = torch.arange(length, device=self.inv_freq.device, dtype=torch.float32)[:, None] * self.inv_freq
+            inv_freq = rope_inv_freq(self.config).to(positions.device)
+            freqs = torch.arange(length, device=positions.device, dtype=torch.float32)[:, None] * inv_freq
             angles = torch.cat([freqs, freqs], dim=-1)
             self._rope_table = (angles.cos(), angles.sin())
         cos, sin = self._rope_table
@@ -534,8 +539,9 @@ class DFlashDraftModel(nn.Module):
         and the new rows are appended to it. `visibility` [Q, T_all + Q] (bool) replaces the layer masks; training
         uses it to pack several blocks into one pass.
         """
-        context = self.hidden_norm(self.fc(context_features))
+        # First, while no draft work is queued: growing the RoPE table reads a position on the host.
         rope = self.rope(torch.cat([context_positions, block_positions]), block_embeds.dtype)
+        context = self.hidden_norm(self.fc(context_features))
         past_length = cache.length if cache is not None else 0
         key_positions = torch.cat(
             [torch.arange(past_length, device=block_positions.device), context_positions, block_positions]
@@ -548,14 +554,15 @@ class DFlashDraftModel(nn.Module):
                 mask = attention_visibility(
                     block_positions, key_positions, causal=attention.causal, window=attention.window
                 )
-            past = cache.layers[index] if cache is not None and cache.layers else None
+            past = cache.layers[index] if cache is not None and index < len(cache.layers) else None
             attended, layer_kv = attention(layer.input_layernorm(hidden), context, rope, past, mask)
             hidden = hidden + attended
             hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
             if cache is not None:
-                if not cache.layers:
-                    cache.layers = [None] * len(self.layers)
-                cache.layers[index] = layer_kv
+                if past is None:
+                    cache.layers.append(layer_kv)
+                else:
+                    cache.layers[index] = layer_kv
         if cache is not None:
             cache.length = past_length + int(context_positions.shape[0])
         return self.norm(hidden)
@@ -621,11 +628,7 @@ def load_draft_model(
     with torch.device("meta"):
         model = DFlashDraftModel(config, num_fused_layers)
     model.load_state_dict(tensors, strict=True, assign=True)
-    model.inv_freq = rope_inv_freq(config)
-    model = model.to(device=device, dtype=dtype)
-    # `to(dtype)` casts buffers too; RoPE angles stay float32 like transformers'.
-    model.inv_freq = rope_inv_freq(config).to(device)
-    return model.eval()
+    return model.to(device=device, dtype=dtype).eval()
 
 
 class DFlashProposer:
@@ -761,6 +764,8 @@ def muse_glimmer_assistant(drafter_dir: Path, target_layers: int, *, device: tor
         raise DFlashFormatError(
             "only full-attention DFlash drafters without attention biases map onto MuseGlimmerAssistantModel"
         )
+    if config.mask_token_id is None:
+        raise DFlashFormatError("MuseGlimmerAssistantModel needs dflash_config.mask_token_id in the drafter's config")
     layer_ids = config.layer_ids_for(target_layers)
     hf_config = MuseGlimmerAssistantConfig(
         hidden_size=config.hidden_size,
