@@ -77,7 +77,8 @@ class Service:
 
         client = HubClient(self.settings.hub_endpoint, self.settings.token_value(), self.settings.hub_cache_dir,
                            timeout=self.settings.hub_timeout_s)
-        watcher = Watcher(self.store, client, list(self.settings.watched_orgs))
+        watcher = Watcher(self.store, client, list(self.settings.watched_orgs),
+                          on_pair=self._on_pair if importlib.util.find_spec("torch") else None)
         while not self.stop.is_set():
             report = watcher.poll_once()
             reachable = not report.unreachable
@@ -92,6 +93,13 @@ class Service:
             for event in report.events:
                 self.say(f"[{event.type}] {event.payload.get('message', event.subject)}")
             self.stop.wait(self.settings.watch_interval_s)
+
+    def _on_pair(self, drafter: str, drafter_sha: str, target: str, target_sha: str, verdict: str) -> None:
+        from verifier.jobs import enqueue_cached_pair
+
+        job = enqueue_cached_pair(self.store, drafter, drafter_sha, target, target_sha)
+        if job is not None:
+            self.say(f"queued a measurement of {drafter} on {target} ({verdict}); its weights are in the local cache")
 
     def _alerts_loop(self) -> None:
         secrets = SecretBox(self.settings.home_dir / "secrets.json")

@@ -18,7 +18,7 @@ from sqlalchemy import select, update
 
 from registry import configs, hub, names
 from registry.hub import HubClient, HubError, HubModel, HubUnreachable
-from registry.models import WatchCursor
+from registry.models import Checkpoint, WatchCursor
 from registry.records import CheckpointSpec, DrafterSpec, EventRecord, EventSpec, RevisionSpec
 from registry.store import Store, aware, utcnow
 
@@ -36,6 +36,8 @@ DRAFTER_ARCHITECTURES = frozenset(
         "DFlashSpeculator",
     }
 )
+# Most models that need no Hub read recorded in one transaction (see Watcher._process_unit).
+UNIT_BATCH = 200
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json")
 
 
@@ -115,6 +117,10 @@ class Watcher:
         self._resume_at: str | None = None
         self._drafted_cache: dict[str, list[str]] | None = None
         self._stems: list[tuple[str, str, bool]] = []
+        self._drafter_ids: frozenset[str] = frozenset()
+        # Per org, the head shas of its recorded checkpoints (read once a poll): a listed model whose sha is not
+        # among them cannot be a renamed one, and needs no query to say so.
+        self._head_shas: dict[str, set[str]] = {}
 
     # ---- the loop -----------------------------------------------------------------------------
 
@@ -123,6 +129,7 @@ class Watcher:
         self._deadline = started + self.deadline_s if self.deadline_s else None
         report = PollReport()
         self._drafted_cache = None
+        self._head_shas = {}
         first_event = self._last_event_id()
         self.client.start_budget()
         first_request = self.client.request_count
@@ -217,16 +224,17 @@ class Watcher:
                 )
             )
             report.listed = len(changed)
-            for model in sorted(changed, key=lambda m: (m.last_modified, m.repo_id)):
-                if cursor is not None and model.last_modified < cursor:
-                    continue
+            pending = [m for m in sorted(changed, key=lambda m: (m.last_modified, m.repo_id))
+                       if cursor is None or m.last_modified >= cursor]
+            while pending:
                 # The deadline is checked between units only: a unit cut half-way would roll back, and a unit
                 # longer than the deadline would then never be recorded.
                 self._check_budget(before_unit=True)
                 with self.store.unit():
-                    self.process_model(model, baseline=baseline)
-                    self._advance_cursor(org, model.last_modified)
-                report.processed += 1
+                    done = self._process_unit(pending, baseline=baseline)
+                    self._advance_cursor(org, pending[done - 1].last_modified)
+                pending = pending[done:]
+                report.processed += done
                 self._units_this_poll += 1
             completed = True
         except (HubError, PollCut) as exc:
@@ -239,6 +247,20 @@ class Watcher:
         finally:
             self._release(org, report.error, completed)
         return report
+
+    def _process_unit(self, pending: list[HubModel], *, baseline: bool) -> int:
+        """Process the next models of `pending` in the open unit; returns how many.
+
+        Models that cost no Hub request (most of a big org's first poll: recorded from the listing alone) share a
+        unit, up to UNIT_BATCH of them: one commit each would dominate the poll. A model that did read the Hub
+        closes its unit, so a later failure never throws those reads away.
+        """
+        for done, model in enumerate(pending[:UNIT_BATCH], start=1):
+            requests_before = self.client.request_count
+            self.process_model(model, baseline=baseline)
+            if self.client.request_count != requests_before:
+                return done
+        return min(len(pending), UNIT_BATCH)
 
     def poll_repo(self, repo_id: str) -> None:
         """A push hint (Hub webhook) for one repo: read its head now, as the listing would."""
@@ -263,8 +285,8 @@ class Watcher:
     # ---- one model ----------------------------------------------------------------------------
 
     def process_model(self, model: HubModel, *, baseline: bool) -> None:
-        drafter = self.store.get_drafter(model.repo_id)
-        if drafter is not None or _looks_like_drafter(model):
+        self._drafted()
+        if model.repo_id in self._drafter_ids or _looks_like_drafter(model):
             self._process_drafter(model, baseline=baseline)
         else:
             self._process_checkpoint(model, baseline=baseline)
@@ -316,7 +338,8 @@ class Watcher:
         if self._drafted_cache is None:
             drafted: dict[str, list[str]] = {}
             stems: list[tuple[str, str, bool]] = []
-            for drafter in self.store.drafters():
+            drafters = self.store.drafters()
+            for drafter in drafters:
                 for target, _ in drafter.targets:
                     drafted.setdefault(self.store.canonical_repo_id(target), []).append(drafter.repo_id)
                 stem = names.drafter_target_stem(drafter.repo_id)
@@ -324,6 +347,7 @@ class Watcher:
                     stems.append((drafter.repo_id, names.name_key(stem), bool(drafter.targets)))
             self._drafted_cache = drafted
             self._stems = stems
+            self._drafter_ids = frozenset(d.repo_id for d in drafters)
         return self._drafted_cache
 
     def _interesting(self, model: HubModel) -> bool:
@@ -364,6 +388,9 @@ class Watcher:
                 known = self.store.get_checkpoint(model.repo_id)
         if known is not None and known.head_sha == model.sha and not self.store.needs_details(model.repo_id):
             return
+        # From here on this sha is a recorded head of the org (a rolled-back unit leaves it here: harmless, a
+        # rename check then asks the database).
+        self._head_shas.get(model.repo_id.split("/", 1)[0], set()).add(model.sha)
         if (known is None or self.store.needs_details(model.repo_id)) and not self._interesting(model):
             # Outside every drafted line: remember it exists, read its config only when it becomes relevant.
             self.store.upsert_checkpoint(self._checkpoint_spec(model))
@@ -430,6 +457,11 @@ class Watcher:
     def _renamed_from(self, model: HubModel) -> str | None:
         """A listed repo we don't know whose sha we do know under another id may be that repo, renamed."""
         org = model.repo_id.split("/", 1)[0]
+        if org not in self._head_shas:
+            with self.store.session() as session:
+                self._head_shas[org] = set(session.scalars(select(Checkpoint.head_sha).where(Checkpoint.org == org)))
+        if model.sha not in self._head_shas[org]:
+            return None
         for checkpoint in self.store.checkpoints_with_head(model.sha):
             if checkpoint.org != org or checkpoint.repo_id == model.repo_id:
                 continue

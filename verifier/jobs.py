@@ -207,6 +207,23 @@ def enqueue(store: Store, request: VerifyRequest, *, dedupe_key: str | None = No
                          num_gpus=gpus)
 
 
+def enqueue_cached_pair(store: Store, drafter: str, drafter_sha: str, target: str, target_sha: str,
+                        *, cache_dir: Path | None = None,
+                        settings: dict[str, Any] | None = None) -> queue.JobRecord | None:
+    """Queue a measurement of a newly compatible pair when both repos sit in the local Hugging Face cache at those
+    shas (the verifier never downloads); each (drafter sha, target sha) pair is queued once."""
+    from verifier.loading import LoadError, cached_snapshot
+
+    try:
+        cached_snapshot(drafter, drafter_sha, cache_dir=cache_dir)
+        cached_snapshot(target, target_sha, cache_dir=cache_dir)
+    except LoadError:
+        return None
+    request = VerifyRequest(target=target, drafter=drafter, target_revision=target_sha, drafter_revision=drafter_sha,
+                            settings=dict(settings or {}))
+    return enqueue(store, request, dedupe_key=f"pair:{drafter}@{drafter_sha}:{target}@{target_sha}")
+
+
 @dataclass
 class Worker:
     """Claims verify jobs, runs each with a heartbeat, stores the run, and goes on whatever happens."""

@@ -49,6 +49,13 @@ def untrained_draft_lm_dir(model_cache: Path, tiny_target_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_dflash_dir(model_cache: Path, tiny_target_dir: Path) -> Path:
+    from verifier.tiny.dflash import cached_dflash_drafter
+
+    return cached_dflash_drafter(model_cache, tiny_target_dir, trained=True)
+
+
+@pytest.fixture(scope="session")
 def tiny_target(tiny_target_dir: Path) -> LoadedTarget:
     """The tiny target loaded on CPU; shared, so tests must not modify it."""
     return load_target(tiny_target_dir, device="cpu")
