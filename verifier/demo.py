@@ -23,6 +23,7 @@ class DemoModels:
     qwen3_dflash: Path
     gemma4_target: Path
     gemma4_assistant: Path
+    gemma4_dflash: Path
 
 
 def build_demo_models(cache_root: Path, say: Callable[[str], None] = lambda _line: None) -> DemoModels:
@@ -39,6 +40,7 @@ def build_demo_models(cache_root: Path, say: Callable[[str], None] = lambda _lin
         qwen3_dflash=cached_dflash_drafter(cache_root, qwen3, trained=True),
         gemma4_target=gemma4,
         gemma4_assistant=cached_gemma4_assistant(cache_root, gemma4, trained=True),
+        gemma4_dflash=cached_dflash_drafter(cache_root, gemma4, trained=True),
     )
 
 
@@ -46,7 +48,9 @@ def demo_requests(models: DemoModels, *, max_new_tokens: int = 48, repeats: int 
     pairs = [
         ("draft-lm", models.qwen3_target, models.qwen3_draft_lm),
         ("dflash", models.qwen3_target, models.qwen3_dflash),
+        # The seed article's question: a DFlash drafter against Gemma's own assistant on one Gemma-4 target.
         ("gemma4-assistant", models.gemma4_target, models.gemma4_assistant),
+        ("dflash", models.gemma4_target, models.gemma4_dflash),
     ]
     return [
         (

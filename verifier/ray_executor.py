@@ -67,7 +67,10 @@ class RayExecutor:
                 # address None: RAY_ADDRESS if set, else a local Ray instance of this machine.
                 self._ray.init(address=address, log_to_driver=False)
             except ConnectionError as error:
-                raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {error}") from None
+                raise RayUnavailable(
+                    f"cannot reach the Ray cluster at {address or 'RAY_ADDRESS'}: {' '.join(str(error).split())} "
+                    "(is `ray start` running there, with the same RAY_AUTH_MODE and token as this machine?)"
+                ) from None
         self._database_url = database_url
         # No Ray-level retries: a dead task is the queue's business (attempts are counted there, once).
         self._task = self._ray.remote(max_retries=0)(run_verify_job)

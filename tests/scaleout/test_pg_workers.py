@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,8 +49,12 @@ class WorkerProcess:
         return [json.loads(line)["job"] for line in out.splitlines() if '"job"' in line]
 
 
+StartWorkers = Callable[..., list[WorkerProcess]]
+
+
 @pytest.fixture
-def start_workers(database_url: str) -> Iterator:  # type: ignore[type-arg]
+def start_workers(database_url: str) -> Iterator[StartWorkers]:
+    """Starts worker processes on the test's database; each has imported the engine when this returns."""
     started: list[WorkerProcess] = []
 
     def start(worker_ids: list[str], *options: str) -> list[WorkerProcess]:
@@ -98,7 +102,7 @@ def assert_each_job_done_with_one_run(store: Store, job_ids: list[int]) -> None:
 
 
 def test_four_workers_finish_two_hundred_jobs_exactly_once(
-    store: Store, start_workers, tiny_target_dir: Path, tiny_draft_lm_dir: Path, prompt_file: Path  # type: ignore[no-untyped-def]
+    store: Store, start_workers: StartWorkers, tiny_target_dir: Path, tiny_draft_lm_dir: Path, prompt_file: Path
 ) -> None:
     job_ids = enqueue_cheap_jobs(store, 200, tiny_target_dir, tiny_draft_lm_dir, prompt_file)
     workers = start_workers([f"w{i}" for i in range(4)])
@@ -114,7 +118,7 @@ def test_four_workers_finish_two_hundred_jobs_exactly_once(
 
 
 def test_job_of_a_worker_killed_mid_job_is_retried_by_another_and_finished_once(
-    store: Store, start_workers, tiny_target_dir: Path, tiny_draft_lm_dir: Path, prompt_file: Path  # type: ignore[no-untyped-def]
+    store: Store, start_workers: StartWorkers, tiny_target_dir: Path, tiny_draft_lm_dir: Path, prompt_file: Path
 ) -> None:
     job_ids = enqueue_cheap_jobs(store, 12, tiny_target_dir, tiny_draft_lm_dir, prompt_file)
     lease = ("--lease-s", "4", "--heartbeat-s", "0.5")

@@ -31,10 +31,11 @@ def test_a_job_asks_for_its_gpus_where_the_cluster_has_them_and_a_cpu_slot_where
 
 
 @pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[object]:
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'drafter-registry[ray]'")
+    # Ray's session files and logs go to pytest's temporary folders, which pytest prunes, not to /tmp/ray.
     ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, object_store_memory=100 * 1024 * 1024,
-             log_to_driver=False)
+             log_to_driver=False, _temp_dir=str(tmp_path_factory.mktemp("ray")))
     try:
         yield ray
     finally:

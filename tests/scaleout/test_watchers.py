@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,7 +19,6 @@ from registry.hub import HubClient
 from registry.models import WatchCursor
 from registry.store import Store
 from registry.watch import PollReport, Watcher
-from tests.conftest import _create_pg_database, _drop_pg_database
 from tests.fakehub.scenario import Scenario
 from tests.fakehub.server import FakeHub
 
@@ -28,16 +26,8 @@ ORGS = ["Qwen", "z-lab", "meta-llama", "acme-labs"]
 ROUNDS = 4  # the baseline poll (the slow one, every org read in full) and three incremental re-polls
 INTERVAL_S = 300.0
 
-pytestmark = pytest.mark.postgres  # PostgreSQL only: the store several hosts share
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    url = _create_pg_database()
-    try:
-        yield url
-    finally:
-        _drop_pg_database(url)
+# PostgreSQL only: the store several hosts share. Never skipped: the suite's server is always there.
+pytestmark = [pytest.mark.postgres, pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)]
 
 
 def listings_per_org(hub: FakeHub) -> Counter[str]:
@@ -51,9 +41,9 @@ def age_cursors(store: Store, by: timedelta) -> None:
         )
 
 
-def test_two_watchers_started_together_list_each_org_once_per_interval(pg_url: str, tmp_path: Path) -> None:
+def test_two_watchers_started_together_list_each_org_once_per_interval(database_url: str, tmp_path: Path) -> None:
     scenario = Scenario.standard()
-    stores = [Store.open(pg_url) for _ in range(2)]
+    stores = [Store.open(database_url) for _ in range(2)]
     with FakeHub(scenario.state) as hub:
         watchers = [
             Watcher(store, HubClient(hub.url, None, tmp_path / f"cache-{i}", timeout=5.0, max_retries=2,

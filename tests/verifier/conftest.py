@@ -56,6 +56,27 @@ def tiny_dflash_dir(model_cache: Path, tiny_target_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
+def gemma4_target_dir(model_cache: Path) -> Path:
+    from verifier.tiny.gemma4 import cached_gemma4_target
+
+    return cached_gemma4_target(model_cache)
+
+
+@pytest.fixture(scope="session")
+def assistant_dir(model_cache: Path, gemma4_target_dir: Path) -> Path:
+    from verifier.tiny.gemma4 import cached_gemma4_assistant
+
+    return cached_gemma4_assistant(model_cache, gemma4_target_dir, trained=True)
+
+
+@pytest.fixture(scope="session")
+def gemma4_dflash_dir(model_cache: Path, gemma4_target_dir: Path) -> Path:
+    from verifier.tiny.dflash import cached_dflash_drafter
+
+    return cached_dflash_drafter(model_cache, gemma4_target_dir, trained=True)
+
+
+@pytest.fixture(scope="session")
 def tiny_target(tiny_target_dir: Path) -> LoadedTarget:
     """The tiny target loaded on CPU; shared, so tests must not modify it."""
     return load_target(tiny_target_dir, device="cpu")

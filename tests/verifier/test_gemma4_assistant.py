@@ -27,19 +27,9 @@ from verifier.methods.gemma4_assistant import (
 from verifier.metrics import acceptance
 from verifier.prompts import bundled_sets, encode_prompt
 from verifier.proposer import Proposer, TargetOutput
-from verifier.tiny.gemma4 import cached_gemma4_assistant, cached_gemma4_target
+from verifier.tiny.gemma4 import cached_gemma4_assistant
 
 MAX_NEW_TOKENS = 64
-
-
-@pytest.fixture(scope="module")
-def gemma4_target_dir(model_cache: Path) -> Path:
-    return cached_gemma4_target(model_cache)
-
-
-@pytest.fixture(scope="module")
-def assistant_dir(model_cache: Path, gemma4_target_dir: Path) -> Path:
-    return cached_gemma4_assistant(model_cache, gemma4_target_dir, trained=True)
 
 
 @pytest.fixture(scope="module")

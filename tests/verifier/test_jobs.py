@@ -102,3 +102,28 @@ def test_cli_verify_json(database_url: str, tiny_target_dir: Path, tiny_draft_lm
         assert key in payload and payload[key] is not None, key
     assert payload["lossless"] is True
     assert abs(payload["tau"] - (1 + sum(payload["per_position_acceptance"]))) < 0.05
+
+
+def test_compare_reproduces_the_seed_experiment(database_url: str, gemma4_target_dir: Path,
+                                               gemma4_dflash_dir: Path, assistant_dir: Path) -> None:
+    """DFlash against Gemma's own assistant on one Gemma-4 target: same prompts, priced, not ranked."""
+    result = subprocess.run(
+        [sys.executable, "-m", "registry.cli", "compare", str(gemma4_target_dir), str(gemma4_dflash_dir),
+         str(assistant_dir), "--sets", "code", "--repeats", "2", "--max-new-tokens", "16", "--json"],
+        capture_output=True, text=True, timeout=900,
+        env={**os.environ, "DRAFTERS_DATABASE_URL": database_url},
+    )
+    assert result.returncode == 0, result.stderr
+    decoder = json.JSONDecoder()
+    text, objects = result.stdout.strip(), []
+    while text:
+        value, end = decoder.raw_decode(text)
+        objects.append(value)
+        text = text[end:].strip()
+    assert [o["method"] for o in objects] == ["dflash", "gemma4-assistant"]
+    for run in objects:
+        assert run["lossless"] is True
+        for key in ("tau", "per_position_acceptance", "tokens_per_s", "speedup", "peak_memory_bytes",
+                    "drafter_weight_bytes"):
+            assert run[key] is not None, key
+        assert run["per_set"]["code"]["speedup_spread"] is not None
