@@ -608,9 +608,12 @@ def worker_command(
     store = open_store()
     worker = Worker(store)
     if executor == "ray":
-        from verifier.ray_executor import RayExecutor
+        from verifier.ray_executor import RayExecutor, RayUnavailable
 
-        worker.executor = RayExecutor(address=ray_address, database_url=get_settings().resolved_database_url)
+        try:
+            worker.executor = RayExecutor(address=ray_address, database_url=get_settings().resolved_database_url)
+        except RayUnavailable as exc:
+            raise UserError(str(exc)) from None
     elif executor != "local":
         raise UserError("--executor takes 'local' or 'ray'")
 

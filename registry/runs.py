@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import selectinload
 
 from registry.models import BenchmarkRun, RunSetResult
 from registry.records import EventSpec
@@ -130,11 +131,21 @@ def list_runs(
     drafter: str | None = None,
     status: str | None = None,
     engine: str | None = None,
+    hardware: str | None = None,
+    method: str | None = None,
     limit: int | None = None,
 ) -> list[RunRecord]:
     """Newest first."""
     with store.session() as session:
-        query = select(BenchmarkRun).order_by(BenchmarkRun.created_at.desc(), BenchmarkRun.id.desc())
+        query = (
+            select(BenchmarkRun)
+            .options(selectinload(BenchmarkRun.set_results))
+            .order_by(BenchmarkRun.created_at.desc(), BenchmarkRun.id.desc())
+        )
+        if hardware is not None:
+            query = query.where(BenchmarkRun.hardware == hardware)
+        if method is not None:
+            query = query.where(BenchmarkRun.method == method)
         if target is not None:
             query = query.where(BenchmarkRun.target == target)
         if drafter is not None:
@@ -173,12 +184,13 @@ def regression_event(store: Store, run: RunRecord) -> EventSpec | None:
     """
     if run.status != "ok" or run.tau is None or run.drafter is None:
         return None
+    # The newest few runs of the series are enough: the comparison is with the latest comparable one.
+    recent = list_runs(store, target=run.target, drafter=run.drafter, status="ok", engine=run.engine,
+                       hardware=run.hardware, method=run.method, limit=20)
     previous = [
         r
-        for r in list_runs(store, target=run.target, drafter=run.drafter, status="ok", engine=run.engine)
+        for r in recent
         if r.run_id != run.run_id
-        and r.hardware == run.hardware
-        and r.method == run.method
         and r.temperature == run.temperature
         and {s.prompt_set: s.prompt_set_digest for s in r.sets} == {s.prompt_set: s.prompt_set_digest for s in run.sets}
         and r.tau is not None

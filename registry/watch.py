@@ -230,9 +230,7 @@ class Watcher:
                 # The deadline is checked between units only: a unit cut half-way would roll back, and a unit
                 # longer than the deadline would then never be recorded.
                 self._check_budget(before_unit=True)
-                with self.store.unit():
-                    done = self._process_unit(pending, baseline=baseline)
-                    self._advance_cursor(org, pending[done - 1].last_modified)
+                done = self._record_unit(org, pending, baseline=baseline, report=report)
                 pending = pending[done:]
                 report.processed += done
                 self._units_this_poll += 1
@@ -248,19 +246,37 @@ class Watcher:
             self._release(org, report.error, completed)
         return report
 
-    def _process_unit(self, pending: list[HubModel], *, baseline: bool) -> int:
-        """Process the next models of `pending` in the open unit; returns how many.
+    def _record_unit(self, org: str, pending: list[HubModel], *, baseline: bool, report: OrgReport) -> int:
+        """Record the next models of `pending` as one unit, cursor included; returns how many.
 
         Models that cost no Hub request (most of a big org's first poll: recorded from the listing alone) share a
-        unit, up to UNIT_BATCH of them: one commit each would dominate the poll. A model that did read the Hub
-        closes its unit, so a later failure never throws those reads away.
+        unit, up to UNIT_BATCH of them, as one commit each would dominate the poll. A model that reads the Hub
+        closes its unit, so a later failure never throws those reads away; if it fails, the models before it
+        are recorded on their own before the error goes up, so the next poll starts at the failed one.
         """
-        for done, model in enumerate(pending[:UNIT_BATCH], start=1):
-            requests_before = self.client.request_count
-            self.process_model(model, baseline=baseline)
-            if self.client.request_count != requests_before:
-                return done
-        return min(len(pending), UNIT_BATCH)
+        cheap = 0
+        try:
+            with self.store.unit():
+                done = 0
+                for model in pending[:UNIT_BATCH]:
+                    requests_before = self.client.request_count
+                    self.process_model(model, baseline=baseline)
+                    done += 1
+                    if self.client.request_count != requests_before:
+                        break
+                    cheap = done
+                self._advance_cursor(org, pending[done - 1].last_modified)
+            return done
+        except (HubError, PollCut):
+            if cheap:
+                self._drafted_cache = None  # may hold what just rolled back
+                with self.store.unit():
+                    for model in pending[:cheap]:
+                        self.process_model(model, baseline=baseline)  # reads nothing from the Hub, as before
+                    self._advance_cursor(org, pending[cheap - 1].last_modified)
+                report.processed += cheap
+                self._units_this_poll += 1
+            raise
 
     def poll_repo(self, repo_id: str) -> None:
         """A push hint (Hub webhook) for one repo: read its head now, as the listing would."""

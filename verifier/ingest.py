@@ -1,0 +1,407 @@
+"""Speculative-decoding counters read from inference servers, and runs recorded from servers users already run.
+
+llama.cpp (`/metrics`, started with `--metrics`; `/props`, `/slots`), vLLM (Prometheus `/metrics`, `/version`) and
+SGLang (`/get_server_info`) each expose cumulative counters since boot. `ingest_server` turns one reading into a
+stored run (engine, version, τ, acceptance, tok/s, the user's hardware), so numbers measured on a user's own GPU
+land in the history beside the verifier's. The verifier's llama.cpp engine reads the same counters per request.
+
+Counter semantics (llama.cpp and vLLM agree): `drafts` = verification steps, `draft_tokens` = drafted tokens,
+`accepted` = accepted drafts, `accepted_per_position[i]` = steps whose draft i + 1 was accepted (drafts are
+accepted as a prefix, so it also counts the steps that accepted more than i).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from verifier.metrics import Acceptance
+
+if TYPE_CHECKING:
+    import httpx
+
+    from registry.runs import RunRecord
+    from registry.store import Store
+
+SERVER_KINDS = ("llamacpp", "vllm", "sglang")
+ENGINE_NAMES = {"llamacpp": "llama.cpp", "vllm": "vllm", "sglang": "sglang"}
+# What an ingested run was measured on: whatever the server served, not one of the verifier's prompt sets.
+LIVE_TRAFFIC = "live-traffic"
+LLAMACPP_PREFIX = "llamacpp:"
+VLLM_PREFIX = "vllm:"
+
+_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+-?\d+)?$")
+_LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
+_LABEL_ESCAPE = re.compile(r"\\(.)")
+_LABEL_ESCAPES = {"n": "\n"}  # Prometheus escapes only backslash, double quote and newline in label values
+
+
+class ServerReadError(ValueError):
+    """A server's answer could not be read as speculative-decoding counters; the message says what is missing."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    labels: Mapping[str, str]
+    value: float
+
+
+def parse_prometheus(text: str) -> list[Sample]:
+    """Samples of a Prometheus text exposition; a malformed line is an error naming its number."""
+    samples = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = _SAMPLE.match(line)
+        if match is None:
+            raise ServerReadError(f"metrics line {number} is not a Prometheus sample: {line[:120]!r}")
+        name, label_text, value_text = match.groups()
+        try:
+            value = float(value_text)
+        except ValueError:
+            raise ServerReadError(f"metrics line {number}: {value_text!r} is not a number") from None
+        samples.append(Sample(name=name, labels=_parse_labels(label_text or "", number), value=value))
+    return samples
+
+
+def _parse_labels(text: str, number: int) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    text, position = text.strip(), 0
+    while position < len(text):
+        match = _LABEL.match(text, position)
+        if match is None:
+            raise ServerReadError(f"metrics line {number}: malformed labels {{{text[:120]}}}")
+        labels[match.group(1)] = _LABEL_ESCAPE.sub(lambda m: _LABEL_ESCAPES.get(m.group(1), m.group(1)), match.group(2))
+        position = match.end()
+    return labels
+
+
+@dataclass(frozen=True)
+class SpecCounters:
+    drafts: int
+    draft_tokens: int
+    accepted: int
+    accepted_per_position: tuple[int, ...] = ()
+
+    def minus(self, earlier: SpecCounters) -> SpecCounters:
+        """What happened between `earlier` and this reading of the same server."""
+        positions = max(len(self.accepted_per_position), len(earlier.accepted_per_position))
+        mine = _padded(self.accepted_per_position, positions)
+        theirs = _padded(earlier.accepted_per_position, positions)
+        return SpecCounters(
+            drafts=self.drafts - earlier.drafts,
+            draft_tokens=self.draft_tokens - earlier.draft_tokens,
+            accepted=self.accepted - earlier.accepted,
+            accepted_per_position=tuple(a - b for a, b in zip(mine, theirs, strict=True)),
+        )
+
+    def plus(self, other: SpecCounters) -> SpecCounters:
+        positions = max(len(self.accepted_per_position), len(other.accepted_per_position))
+        return SpecCounters(
+            drafts=self.drafts + other.drafts,
+            draft_tokens=self.draft_tokens + other.draft_tokens,
+            accepted=self.accepted + other.accepted,
+            accepted_per_position=tuple(
+                a + b
+                for a, b in zip(
+                    _padded(self.accepted_per_position, positions),
+                    _padded(other.accepted_per_position, positions),
+                    strict=True,
+                )
+            ),
+        )
+
+
+NO_COUNTS = SpecCounters(drafts=0, draft_tokens=0, accepted=0)
+
+
+def _padded(values: tuple[int, ...], length: int) -> tuple[int, ...]:
+    return values + (0,) * (length - len(values))
+
+
+def _counter(samples: Iterable[Sample], name: str) -> float | None:
+    """The sum of a counter over its label sets (vLLM reports one per engine), with or without `_total`."""
+    values = [s.value for s in samples if s.name in (name, f"{name}_total")]
+    return sum(values) if values else None
+
+
+def spec_counters(samples: list[Sample], prefix: str) -> SpecCounters | None:
+    """llama.cpp's (`llamacpp:`) or vLLM's (`vllm:`) speculative counters; None when the server drafts nothing."""
+    drafts = _counter(samples, f"{prefix}spec_decode_num_drafts")
+    if drafts is None:
+        return None
+    draft_tokens = _counter(samples, f"{prefix}spec_decode_num_draft_tokens")
+    accepted = _counter(samples, f"{prefix}spec_decode_num_accepted_tokens")
+    if draft_tokens is None or accepted is None:
+        raise ServerReadError(f"{prefix}spec_decode_num_drafts is there but the drafted or accepted counter is not")
+    per_position: dict[int, float] = {}
+    for sample in samples:
+        if sample.name in (f"{prefix}spec_decode_num_accepted_tokens_per_pos",
+                           f"{prefix}spec_decode_num_accepted_tokens_per_pos_total"):
+            try:
+                position = int(sample.labels["position"])
+            except (KeyError, ValueError):
+                raise ServerReadError(f"{sample.name} has no integer 'position' label") from None
+            per_position[position] = per_position.get(position, 0.0) + sample.value
+    return SpecCounters(
+        drafts=int(drafts),
+        draft_tokens=int(draft_tokens),
+        accepted=int(accepted),
+        accepted_per_position=tuple(int(per_position.get(i, 0.0)) for i in range(max(per_position, default=-1) + 1)),
+    )
+
+
+def counter_acceptance(counters: SpecCounters) -> Acceptance | None:
+    """τ, acceptance rate and per-position acceptance from a server's counters; None when nothing was verified.
+
+    Marginal acceptance m_i is over all verification steps (how llama.cpp and vLLM report it), so it equals the
+    verifier's definition when every step drafted at least i tokens; `uniform_draft_length` says whether they did.
+    """
+    if counters.drafts <= 0:
+        return None
+    steps = counters.drafts
+    reached = (steps, *counters.accepted_per_position)  # reached[i] = steps that accepted at least i drafts
+    if any(later > earlier for earlier, later in zip(reached, reached[1:], strict=False)) or reached[-1] < 0:
+        raise ServerReadError(f"per-position acceptance counters {list(counters.accepted_per_position)} are not "
+                              f"non-increasing within {steps} steps")
+    histogram = tuple(reached[n] - reached[n + 1] for n in range(len(reached) - 1)) + (reached[-1],)
+    marginal = tuple(count / steps for count in counters.accepted_per_position)
+    conditional = tuple(
+        (count / reached[i] if reached[i] else None) for i, count in enumerate(counters.accepted_per_position)
+    )
+    tau = 1.0 + counters.accepted / steps
+    return Acceptance(
+        rounds=steps,
+        drafted=counters.draft_tokens,
+        accepted=counters.accepted,
+        tau=tau,
+        acceptance_rate=counters.accepted / counters.draft_tokens if counters.draft_tokens else None,
+        histogram=histogram,
+        marginal=marginal,
+        conditional=conditional,
+        uniform_draft_length=bool(marginal) and counters.draft_tokens == steps * len(marginal),
+        identity_gap=tau - (1.0 + sum(marginal)),
+    )
+
+
+@dataclass(frozen=True)
+class ServerReading:
+    """What one look at a running server says about its speculative decoding since boot."""
+
+    engine: str  # "llama.cpp", "vllm" or "sglang"
+    engine_version: str | None
+    model: str | None
+    method: str | None
+    draft_length: int | None
+    tau: float | None
+    acceptance: Acceptance | None
+    tokens_per_s: float | None
+    counters: dict[str, Any]  # the raw numbers read, for provenance
+
+
+def _get(client: httpx.Client, url: str, path: str) -> httpx.Response:
+    import httpx
+
+    try:
+        response = client.get(url.rstrip("/") + path)
+    except httpx.HTTPError as error:
+        raise ServerReadError(f"cannot reach {_public_url(url)}{path}: {error.__class__.__name__}: {error}") from None
+    return response
+
+
+def _json(response: httpx.Response, what: str) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        raise ServerReadError(f"{what} did not answer JSON (HTTP {response.status_code})") from None
+
+
+def read_llamacpp(client: httpx.Client, url: str) -> ServerReading:
+    metrics = _get(client, url, "/metrics")
+    if metrics.status_code != 200:
+        raise ServerReadError(
+            f"{_public_url(url)}/metrics answered HTTP {metrics.status_code}: start llama-server with --metrics"
+        )
+    samples = parse_prometheus(metrics.text)
+    counters = spec_counters(samples, LLAMACPP_PREFIX)
+    props = _get(client, url, "/props")
+    props_json = _json(props, "/props") if props.status_code == 200 else {}
+    slots = _get(client, url, "/slots")
+    slots_json = _json(slots, "/slots") if slots.status_code == 200 else []
+    params = slots_json[0].get("params", {}) if isinstance(slots_json, list) and slots_json else {}
+    spec_types = [t for t in str(params.get("speculative.types", "")).split(",") if t and t != "none"]
+    predicted = _counter(samples, f"{LLAMACPP_PREFIX}tokens_predicted")
+    predicted_seconds = _counter(samples, f"{LLAMACPP_PREFIX}tokens_predicted_seconds")
+    acceptance = counter_acceptance(counters) if counters else None
+    return ServerReading(
+        engine="llama.cpp",
+        engine_version=props_json.get("build_info"),
+        model=props_json.get("model_alias") or props_json.get("model_path"),
+        method=",".join(spec_types) or None,
+        draft_length=None,
+        tau=acceptance.tau if acceptance else None,
+        acceptance=acceptance,
+        tokens_per_s=predicted / predicted_seconds if predicted and predicted_seconds else None,
+        counters={"spec": asdict(counters) if counters else None, "tokens_predicted": predicted,
+                  "tokens_predicted_seconds": predicted_seconds},
+    )
+
+
+def read_vllm(client: httpx.Client, url: str) -> ServerReading:
+    metrics = _get(client, url, "/metrics")
+    if metrics.status_code != 200:
+        raise ServerReadError(f"{_public_url(url)}/metrics answered HTTP {metrics.status_code}")
+    samples = parse_prometheus(metrics.text)
+    counters = spec_counters(samples, VLLM_PREFIX)
+    version = _get(client, url, "/version")
+    version_json = _json(version, "/version") if version.status_code == 200 else {}
+    models = sorted({s.labels["model_name"] for s in samples if "model_name" in s.labels})
+    # Decode speed per request: mean inter-token latency (older vLLM: time per output token).
+    latency_sum = latency_count = None
+    for name in ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"):
+        latency_sum, latency_count = _counter(samples, f"{name}_sum"), _counter(samples, f"{name}_count")
+        if latency_sum and latency_count:
+            break
+    acceptance = counter_acceptance(counters) if counters else None
+    return ServerReading(
+        engine="vllm",
+        engine_version=version_json.get("version"),
+        model=models[0] if len(models) == 1 else None,
+        method=None,
+        draft_length=len(counters.accepted_per_position) if counters and counters.accepted_per_position else None,
+        tau=acceptance.tau if acceptance else None,
+        acceptance=acceptance,
+        tokens_per_s=latency_count / latency_sum if latency_sum and latency_count else None,
+        counters={"spec": asdict(counters) if counters else None, "latency_sum_s": latency_sum,
+                  "latency_count": latency_count},
+    )
+
+
+def read_sglang(client: httpx.Client, url: str) -> ServerReading:
+    info = _get(client, url, "/get_server_info")
+    if info.status_code != 200:
+        raise ServerReadError(f"{_public_url(url)}/get_server_info answered HTTP {info.status_code}")
+    body = _json(info, "/get_server_info")
+    if not isinstance(body, dict):
+        raise ServerReadError("/get_server_info did not answer a JSON object")
+    states = body.get("internal_states") or [{}]
+    state = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
+    tau = _finite_or_none(state.get("avg_spec_accept_length"))
+    throughput = _finite_or_none(state.get("last_gen_throughput"))
+    draft_tokens = body.get("speculative_num_draft_tokens")
+    return ServerReading(
+        engine="sglang",
+        engine_version=body.get("version"),
+        model=body.get("served_model_name") or body.get("model_path"),
+        method=str(body["speculative_algorithm"]).lower() if body.get("speculative_algorithm") else None,
+        draft_length=draft_tokens if isinstance(draft_tokens, int) else None,
+        tau=tau,
+        acceptance=None,  # SGLang reports only the mean acceptance length
+        tokens_per_s=throughput,
+        counters={"avg_spec_accept_length": tau, "last_gen_throughput": throughput},
+    )
+
+
+def _finite_or_none(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+READERS: dict[str, Callable[[httpx.Client, str], ServerReading]] = {
+    "llamacpp": read_llamacpp,
+    "vllm": read_vllm,
+    "sglang": read_sglang,
+}
+
+
+def read_server(kind: str, url: str, *, timeout_s: float = 10.0) -> ServerReading:
+    import httpx
+
+    if kind not in READERS:
+        raise ServerReadError(f"unknown server kind {kind!r}; choose one of {', '.join(SERVER_KINDS)}")
+    if urlsplit(url).scheme not in ("http", "https"):
+        raise ServerReadError(f"{_public_url(url)} is not an http(s) URL")
+    with httpx.Client(timeout=timeout_s, trust_env=False) as client:
+        return READERS[kind](client, url)
+
+
+def _public_url(url: str) -> str:
+    """The URL without user:password, so credentials are never stored or printed."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def ingest_server(
+    store: Store,
+    kind: str,
+    url: str,
+    *,
+    hardware: str,
+    target: str | None = None,
+    drafter: str | None = None,
+    timeout_s: float = 10.0,
+) -> RunRecord:
+    """Read a running server's speculative counters and store them as a run; raises ServerReadError when the
+    server cannot be read or has verified no drafts yet (nothing is stored then)."""
+    from registry.runs import RunSpec, SetResult, record_run, regression_event
+
+    if not hardware.strip():
+        raise ServerReadError("say which hardware the server runs on (e.g. 'RTX 3060 12GB')")
+    reading = read_server(kind, url, timeout_s=timeout_s)
+    if reading.tau is None:
+        raise ServerReadError(
+            f"{_public_url(url)} reports no speculative decoding yet (no verified drafts): start it with a drafter "
+            "and send it some requests first"
+        )
+    model = target or reading.model
+    if model is None:
+        raise ServerReadError("the server does not say which model it serves: pass --target")
+    acceptance = reading.acceptance
+    source = {"source": "ingested", "url": _public_url(url), "server": kind, "counters": reading.counters}
+    per_set = SetResult(
+        prompt_set=LIVE_TRAFFIC,
+        prompt_set_digest=LIVE_TRAFFIC,
+        tau=reading.tau,
+        acceptance_rate=acceptance.acceptance_rate if acceptance else None,
+        per_position_acceptance=acceptance.marginal if acceptance else (),
+        tokens_per_s=reading.tokens_per_s,
+        metrics={"counters": reading.counters},
+    )
+    spec = RunSpec(
+        target=model,
+        drafter=drafter,
+        engine=reading.engine,
+        engine_version=reading.engine_version,
+        method=reading.method,
+        draft_length=reading.draft_length,
+        device_name=hardware,
+        hardware=hardware,
+        tau=reading.tau,
+        acceptance_rate=acceptance.acceptance_rate if acceptance else None,
+        tokens_per_s=reading.tokens_per_s,
+        metrics={
+            "tau": reading.tau,
+            "acceptance_rate": acceptance.acceptance_rate if acceptance else None,
+            "marginal": list(acceptance.marginal) if acceptance else [],
+            "acceptance_histogram": list(acceptance.histogram) if acceptance else None,
+            "per_position_acceptance": (
+                {"marginal": list(acceptance.marginal), "conditional": list(acceptance.conditional)}
+                if acceptance else None
+            ),
+            "tokens_per_s": reading.tokens_per_s,
+        },
+        provenance=source,
+        sets=(per_set,),
+    )
+    record = record_run(store, spec)
+    event = regression_event(store, record)
+    if event is not None:
+        store.record_event(event)
+    return record
