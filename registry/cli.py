@@ -395,10 +395,13 @@ def push_server(
 def _verify_request(target: str, drafter: str | None, *, prompts: list[Path] | None, sets: str | None,
                     method: str | None, max_new_tokens: int, temperature: float, seed: int, repeats: int,
                     device: str, dtype: str, draft_length: int | None, thinking: bool,
-                    target_revision: str | None = None, drafter_revision: str | None = None) -> "VerifyRequest":
-    from verifier.jobs import VerifyRequest
+                    target_revision: str | None = None, drafter_revision: str | None = None,
+                    engine: str = "pytorch") -> "VerifyRequest":
+    from verifier.jobs import ENGINES, VerifyRequest
     from verifier.prompts import BUNDLED_SET_NAMES
 
+    if engine not in ENGINES:
+        raise UserError(f"--engine takes {' or '.join(ENGINES)}, got {engine!r}")
     if sets is None:
         chosen = () if prompts else BUNDLED_SET_NAMES
     else:
@@ -414,7 +417,7 @@ def _verify_request(target: str, drafter: str | None, *, prompts: list[Path] | N
                 "enable_thinking": thinking}
     return VerifyRequest(target=target, drafter=drafter, target_revision=target_revision,
                          drafter_revision=drafter_revision, prompt_sets=chosen,
-                         prompt_files=tuple(str(p) for p in prompts or ()), settings=settings)
+                         prompt_files=tuple(str(p) for p in prompts or ()), settings=settings, engine=engine)
 
 
 def _run_with_progress(store: Store, request: "VerifyRequest", label: str) -> "RunRecord":
@@ -438,6 +441,8 @@ def _run_json(record: "RunRecord") -> dict:
         "run_id": record.run_id,
         "status": record.status,
         "failure_reason": record.failure_reason,
+        "engine": record.engine,
+        "engine_version": record.engine_version,
         "target": record.target,
         "drafter": record.drafter,
         "method": record.method,
@@ -479,12 +484,12 @@ def _label(ref: str | None) -> str:
 def _print_runs(records: list["RunRecord"]) -> None:
     render.table(
         "speculative decoding, measured",
-        ["drafter", "method", "lossless", "τ", "accept", "base tok/s", "tok/s", "speedup", "efficiency", "peak mem", "run"],
+        ["drafter", "engine", "method", "lossless", "τ", "accept", "base tok/s", "tok/s", "speedup", "efficiency", "peak mem", "run"],
         [
-            (_label(r.drafter), r.method, r.lossless, _fmt(r.tau), _fmt(r.acceptance_rate), _fmt(r.baseline_tokens_per_s, ".1f"),
+            (_label(r.drafter), r.engine, r.method, r.lossless, _fmt(r.tau), _fmt(r.acceptance_rate), _fmt(r.baseline_tokens_per_s, ".1f"),
              _fmt(r.tokens_per_s, ".1f"), _fmt(r.speedup), _fmt(r.efficiency),
              f"{(r.peak_memory_bytes or 0) / 2**20:.0f} MiB", r.run_id[:12])
-            if r.status == "ok" else (_label(r.drafter), r.method, "-", "-", "-", "-", "-", "-", "-", "-", f"[red]failed:[/] {r.failure_reason}")
+            if r.status == "ok" else (_label(r.drafter), r.engine, r.method, "-", "-", "-", "-", "-", "-", "-", "-", f"[red]failed:[/] {r.failure_reason}")
             for r in records
         ],
     )
@@ -492,7 +497,7 @@ def _print_runs(records: list["RunRecord"]) -> None:
         if r.status != "ok":
             continue
         render.table(
-            f"{_label(r.drafter)} on {_label(r.target)}: per prompt set",
+            f"{_label(r.drafter)} on {_label(r.target)} ({r.engine}): per prompt set",
             ["prompt set", "τ", "accept", "speedup (min-max spread)", "lossless", "per-position acceptance"],
             [(s.prompt_set, _fmt(s.tau), _fmt(s.acceptance_rate), f"{_fmt(s.speedup)} (±{_fmt(s.speedup_spread)})",
               s.lossless, " ".join(f"{m:.2f}" for m in s.per_position_acceptance[:8])) for s in r.sets],
@@ -501,6 +506,7 @@ def _print_runs(records: list["RunRecord"]) -> None:
 
 PromptsOption = Annotated[list[Path] | None, typer.Option("--prompts", help="JSONL prompt file (repeatable).")]
 SetsOption = Annotated[str | None, typer.Option(help="Bundled prompt sets, comma-separated (default: all four).")]
+EngineHelp = "pytorch (default) or llamacpp (llama-server; needs the llamacpp extra)."
 
 
 @app.command("verify")
@@ -518,6 +524,7 @@ def verify_command(
     dtype: Annotated[str, typer.Option()] = "float32",
     draft_length: Annotated[int | None, typer.Option(help="Drafted tokens per round (default: the method's).")] = None,
     thinking: Annotated[bool, typer.Option(help="Render chat prompts with thinking on.")] = False,
+    engine: Annotated[str, typer.Option(help=EngineHelp)] = "pytorch",
     enqueue: Annotated[bool, typer.Option("--enqueue", help="Queue it for `drafters worker` instead.")] = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -527,7 +534,8 @@ def verify_command(
     store = open_store()
     request = _verify_request(target, drafter, prompts=prompts, sets=sets, method=method,
                               max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, repeats=repeats,
-                              device=device, dtype=dtype, draft_length=draft_length, thinking=thinking)
+                              device=device, dtype=dtype, draft_length=draft_length, thinking=thinking,
+                              engine=engine)
     if enqueue:
         job = enqueue_job(store, request)
         if as_json:
@@ -556,18 +564,23 @@ def compare_command(
     repeats: Annotated[int, typer.Option()] = 3,
     device: Annotated[str, typer.Option()] = "auto",
     dtype: Annotated[str, typer.Option()] = "float32",
+    engine: Annotated[list[str] | None, typer.Option(help=f"Repeatable: {EngineHelp}")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """The priced comparison: several drafters on one target, same prompts, τ, per-position acceptance, speed, memory."""
-    if len(drafters) < 2:
-        raise UserError("compare needs at least two drafters")
+    """The priced comparison: several drafters (or engines) on one target, same prompts, τ, per-position acceptance,
+    speed, memory; each engine is its own row, never averaged with another."""
+    engines = list(dict.fromkeys(engine or ["pytorch"]))
+    if len(drafters) * len(engines) < 2:
+        raise UserError("compare needs at least two drafters, or one drafter and two engines")
     store = open_store()
     records = []
     for drafter in drafters:
-        request = _verify_request(target, drafter, prompts=prompts, sets=sets, method=None,
-                                  max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, repeats=repeats,
-                                  device=device, dtype=dtype, draft_length=None, thinking=False)
-        records.append(_run_with_progress(store, request, f"{Path(drafter).name} on {Path(target).name}"))
+        for chosen in engines:
+            request = _verify_request(target, drafter, prompts=prompts, sets=sets, method=None,
+                                      max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                                      repeats=repeats, device=device, dtype=dtype, draft_length=None, thinking=False,
+                                      engine=chosen)
+            records.append(_run_with_progress(store, request, f"{Path(drafter).name} on {Path(target).name} ({chosen})"))
     if as_json:
         for record in records:
             render.print_json(_run_json(record))
@@ -592,6 +605,61 @@ def runs_command(
         render.print_json([_run_json(r) for r in records])
         return
     _print_runs(records)
+
+
+@app.command("gguf")
+def gguf_command(
+    target: Annotated[Path, typer.Argument(help="The target model folder.")],
+    drafter: Annotated[Path | None, typer.Argument(help="Its drafter's folder (optional).")] = None,
+    out: Annotated[Path, typer.Option("--out", help="Folder for the GGUF files.")] = Path("gguf"),
+    outtype: Annotated[str, typer.Option(help="f32, f16, bf16, q8_0 (llama.cpp's converter decides).")] = "f32",
+    as_json: JsonOption = False,
+) -> None:
+    """Convert a target and its drafter to GGUF with llama.cpp's own converter (a DFlash, DSpark or EAGLE-3
+    drafter with --target-model-dir: it has no embeddings or tokenizer of its own). Needs the llamacpp extra."""
+    from verifier.llamacpp import ConversionFailed, LlamaCppMissing, convert_pair
+    from verifier.loading import LoadError
+
+    for folder in (target, drafter):
+        if folder is not None and not folder.is_dir():
+            raise UserError(f"{folder} is not a model folder")
+    try:
+        files = [f for f in convert_pair(target, drafter, out, outtype=outtype) if f is not None]
+    except (ConversionFailed, LlamaCppMissing, LoadError) as exc:
+        raise UserError(str(exc)) from None
+    if as_json:
+        render.print_json([{**f.provenance(), "path": str(f.path)} for f in files])
+        return
+    render.table("GGUF files", ["file", "architecture", "quantization", "size", "sha256"],
+                 [(str(f.path), f.architecture, f.file_type, f"{f.size_bytes / 2**20:.1f} MiB", f.sha256[:16])
+                  for f in files])
+
+
+@app.command("ingest")
+def ingest_command(
+    server: Annotated[str, typer.Argument(help="llamacpp, vllm or sglang.")],
+    url: Annotated[str, typer.Option(help="The server's base URL, e.g. http://127.0.0.1:8080.")],
+    hardware: Annotated[str, typer.Option(help="What it runs on, e.g. 'RTX 3060 12GB': one series per hardware.")],
+    target: Annotated[str | None, typer.Option(help="The target's repo id (default: the model the server names).")] = None,
+    drafter: Annotated[str | None, typer.Option(help="The drafter's repo id.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Record a run from a server you already run (its speculative counters since boot), beside everyone else's."""
+    from verifier.ingest import SERVER_KINDS, ServerReadError, ingest_server
+
+    if server not in SERVER_KINDS:
+        raise UserError(f"ingest takes {', '.join(SERVER_KINDS)}, got {server!r}")
+    try:
+        record = ingest_server(open_store(), server, url, hardware=hardware, target=target, drafter=drafter)
+    except ServerReadError as exc:
+        raise UserError(str(exc)) from None
+    if as_json:
+        render.print_json(_run_json(record))
+        return
+    render.console.print(
+        f"run {record.run_id[:12]}: {record.engine} {record.engine_version or ''} on {record.hardware}, "
+        f"{record.target}: τ {_fmt(record.tau)}, acceptance {_fmt(record.acceptance_rate)}, "
+        f"{_fmt(record.tokens_per_s, '.1f')} tok/s", markup=False)
 
 
 @app.command("worker")

@@ -277,7 +277,7 @@ class HubClient:
         self.backoff_cap = backoff_cap
         self.max_rate_limit_wait = max_rate_limit_wait
         # A refused connection rarely heals within seconds: give up sooner than on 5xx, so an unreachable Hub is
-        # reported in about a second (backoff_base * 3) instead of after the whole backoff ladder.
+        # reported after backoff_base * 3 seconds of waiting (1.5 s) instead of after the whole backoff ladder.
         self.max_connect_retries = max_connect_retries
         self._token = token or None
         # token=False: never fall back to a token from the environment or the user's login.

@@ -36,7 +36,7 @@ DRAFTER_ARCHITECTURES = frozenset(
         "DFlashSpeculator",
     }
 )
-# Most models that need no Hub read recorded in one transaction (see Watcher._process_unit).
+# Most models that need no Hub read recorded in one transaction (see Watcher._record_unit).
 UNIT_BATCH = 200
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json")
 

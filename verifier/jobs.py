@@ -21,6 +21,8 @@ from registry.store import Store
 
 log = logging.getLogger(__name__)
 VERIFY = "verify"
+# Engine a request asks for → the engine name stored with its runs.
+ENGINES = {"pytorch": "pytorch", "llamacpp": "llama.cpp"}
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,11 @@ class VerifyRequest:
     prompt_sets: tuple[str, ...] = ("code", "math", "chat", "multilingual")
     prompt_files: tuple[str, ...] = ()
     settings: dict[str, Any] = field(default_factory=dict)
+    engine: str = "pytorch"
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"unknown engine {self.engine!r}; choose one of {', '.join(ENGINES)}")
 
     def to_payload(self) -> dict[str, Any]:
         payload = asdict(self)
@@ -51,6 +58,7 @@ class VerifyRequest:
             prompt_sets=tuple(payload.get("prompt_sets") or ()),
             prompt_files=tuple(payload.get("prompt_files") or ()),
             settings=dict(payload.get("settings") or {}),
+            engine=payload.get("engine") or "pytorch",
         )
 
 
@@ -88,6 +96,14 @@ def run_engine(request: VerifyRequest, progress: Callable[[int, int, str], None]
 
     settings = RunSettings(**request.settings)
     target_dir = resolve_folder(request.target, request.target_revision)
+    if request.engine == "llamacpp":
+        from verifier.llamacpp import run_llamacpp_pair
+
+        # llama.cpp also takes a drafter that is already a .gguf file.
+        gguf = Path(request.drafter).expanduser() if request.drafter else None
+        drafter = gguf if gguf is not None and gguf.is_file() and gguf.suffix == ".gguf" else (
+            resolve_folder(request.drafter, request.drafter_revision) if request.drafter else None)
+        return run_llamacpp_pair(target_dir, drafter, _prompt_sets(request), settings, progress)
     drafter_dir = resolve_folder(request.drafter, request.drafter_revision) if request.drafter else None
     return run_pair(target_dir, drafter_dir, _prompt_sets(request), settings, progress)
 
@@ -126,8 +142,8 @@ def run_spec(request: VerifyRequest, run: Any, *, job_id: int | None, run_id: st
         drafter=request.drafter,
         status="ok",
         job_id=job_id,
-        engine="pytorch",
-        engine_version=f"torch {provenance.get('torch_version')}",
+        engine=provenance.get("engine", "pytorch"),
+        engine_version=provenance.get("engine_version") or f"torch {provenance.get('torch_version')}",
         target_revision=request.target_revision or provenance.get("target_sha") or provenance.get("target_files_digest"),
         drafter_revision=request.drafter_revision or provenance.get("drafter_sha") or provenance.get("drafter_files_digest"),
         method=run.method,
@@ -163,6 +179,7 @@ def _failed_spec(request: VerifyRequest, reason: str, *, job_id: int | None, run
         status="failed",
         failure_reason=reason,
         job_id=job_id,
+        engine=ENGINES[request.engine],
         target_revision=request.target_revision,
         drafter_revision=request.drafter_revision,
         temperature=float(request.settings.get("temperature", 0.0)),
