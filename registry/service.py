@@ -80,7 +80,8 @@ class Service:
         watcher = Watcher(self.store, client, list(self.settings.watched_orgs),
                           on_pair=self._on_pair if importlib.util.find_spec("torch") else None)
         while not self.stop.is_set():
-            report = watcher.poll_once()
+            # Another watcher on the same database that polled an org this interval spares us that org.
+            report = watcher.poll_once(skip_if_polled_within_s=self.settings.watch_interval_s / 2)
             reachable = not report.unreachable
             # Said once per change, not once per poll: an offline machine hears it one time.
             if reachable != self.hub_reachable:

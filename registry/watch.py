@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
 
 from registry import configs, hub, names
 from registry.hub import HubClient, HubError, HubModel, HubUnreachable
@@ -124,7 +125,9 @@ class Watcher:
 
     # ---- the loop -----------------------------------------------------------------------------
 
-    def poll_once(self) -> PollReport:
+    def poll_once(self, *, skip_if_polled_within_s: float = 0.0) -> PollReport:
+        """Poll every org. With several watchers on one database, an org another one polled less than
+        `skip_if_polled_within_s` ago is skipped, so each org is listed once per interval however many run."""
         started = time.monotonic()
         self._deadline = started + self.deadline_s if self.deadline_s else None
         report = PollReport()
@@ -141,7 +144,7 @@ class Watcher:
                 # Every org would fail the same way after its own retries: say so once, quickly.
                 report.orgs.append(OrgReport(org=org, error=f"not polled: {report.unreachable}"))
                 continue
-            org_report = self.poll_org(org)
+            org_report = self.poll_org(org, skip_if_polled_within_s=skip_if_polled_within_s)
             report.orgs.append(org_report)
             if org_report.cut and self._resume_at is None:
                 self._resume_at = org
@@ -154,7 +157,8 @@ class Watcher:
 
     def run_forever(self, interval_s: float, stop: threading.Event, on_report: Callable[[PollReport], None]) -> None:
         while not stop.is_set():
-            on_report(self.poll_once())
+            # Half an interval: another watcher's poll in this interval counts, its poll of the last one does not.
+            on_report(self.poll_once(skip_if_polled_within_s=interval_s / 2))
             stop.wait(interval_s)
 
     def _last_event_id(self) -> int:
@@ -163,24 +167,31 @@ class Watcher:
 
     # ---- one org ------------------------------------------------------------------------------
 
-    def _acquire(self, org: str) -> tuple[bool, datetime | None, bool]:
-        """Take the org's lease (two watchers never poll one org at once); returns (got it, cursor, baseline)."""
+    def _acquire(self, org: str, skip_if_polled_within_s: float = 0.0) -> tuple[bool, datetime | None, bool]:
+        """Take the org's lease (two watchers never poll one org at once) unless it was polled within the given
+        seconds; returns (got it, cursor, baseline)."""
         now = utcnow()
-        with self.store.session() as session:
-            row = session.scalar(select(WatchCursor).where(WatchCursor.org == org))
-            if row is None:
-                session.add(WatchCursor(org=org))
-                session.flush()
+        try:
+            with self.store.session() as session:
+                if session.scalar(select(WatchCursor.id).where(WatchCursor.org == org)) is None:
+                    session.add(WatchCursor(org=org))
+        except IntegrityError:
+            pass  # another watcher created the org's cursor at the same moment; theirs serves both
+        free = (
+            (WatchCursor.lease_owner.is_(None))
+            | (WatchCursor.lease_owner == self.owner)
+            | (WatchCursor.lease_expires_at < now)
+        )
+        if skip_if_polled_within_s > 0:
+            free = free & (
+                WatchCursor.polled_at.is_(None)
+                | (WatchCursor.polled_at <= now - timedelta(seconds=skip_if_polled_within_s))
+            )
         with self.store.session() as session:
             won = session.execute(
                 update(WatchCursor)
                 .execution_options(synchronize_session=False)
-                .where(
-                    WatchCursor.org == org,
-                    (WatchCursor.lease_owner.is_(None))
-                    | (WatchCursor.lease_owner == self.owner)
-                    | (WatchCursor.lease_expires_at < now),
-                )
+                .where(WatchCursor.org == org, free)
                 .values(lease_owner=self.owner, lease_expires_at=now + timedelta(seconds=self.lease_s))
             ).rowcount
             row = session.scalar(select(WatchCursor).where(WatchCursor.org == org))
@@ -208,9 +219,9 @@ class Watcher:
         if self._deadline is not None and time.monotonic() > self._deadline:
             raise PollCut("poll time budget spent")
 
-    def poll_org(self, org: str) -> OrgReport:
+    def poll_org(self, org: str, *, skip_if_polled_within_s: float = 0.0) -> OrgReport:
         report = OrgReport(org=org)
-        got, cursor, baseline = self._acquire(org)
+        got, cursor, baseline = self._acquire(org, skip_if_polled_within_s)
         if not got:
             report.skipped_lease = True
             return report
