@@ -22,7 +22,8 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
+# bench/ itself must not be on the path: bench/queue.py would shadow the standard library's queue.
+sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import streamlit as st  # noqa: E402
 from sqlalchemy import Engine, insert, select  # noqa: E402

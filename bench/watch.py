@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
+# bench/ itself must not be on the path: bench/queue.py would shadow the standard library's queue.
+sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 from registry.hub import HubClient  # noqa: E402

@@ -152,6 +152,32 @@ class Store:
                 row.bases.append(CheckpointBase(base_repo_id=base_repo_id, relation=relation))
         return row
 
+    def add_listed_checkpoint(self, spec: CheckpointSpec, revision: RevisionSpec) -> None:
+        """Record a checkpoint the caller knows to be new, from a listing alone (no config read).
+
+        The watcher's first poll of a big org records thousands of these; skipping the lookups and flushes of
+        `upsert_checkpoint` + `add_checkpoint_revision` is what keeps that poll short.
+        """
+        parsed = names.parse_repo_id(spec.repo_id)
+        row = Checkpoint(
+            repo_id=spec.repo_id,
+            org=parsed.org,
+            family=spec.family or parsed.family,
+            generation=spec.generation or parsed.generation,
+            size=spec.size or parsed.size,
+            variant=spec.variant or parsed.variant,
+            kind=spec.kind or "unknown",
+            created_at_hub=spec.created_at_hub,
+            source=spec.source,
+            gated=bool(spec.gated),
+            first_seen=utcnow(),
+            head_sha=revision.sha,
+            bases=[CheckpointBase(base_repo_id=b, relation=r) for b, r in dict(spec.bases).items() if b != spec.repo_id],
+        )
+        row.revisions.append(CheckpointRevision(sha=revision.sha, last_modified=revision.last_modified, seen_at=utcnow()))
+        with self.session() as session:
+            session.add(row)
+
     def rename_checkpoint(self, old_repo_id: str, new_repo_id: str) -> None:
         """A repo moved on the Hub: keep one checkpoint under the new id and remember the old one."""
         with self.session() as session:

@@ -420,10 +420,12 @@ class Watcher:
         self._head_shas.get(model.repo_id.split("/", 1)[0], set()).add(model.sha)
         if (known is None or self.store.needs_details(model.repo_id)) and not self._interesting(model):
             # Outside every drafted line: remember it exists, read its config only when it becomes relevant.
-            self.store.upsert_checkpoint(self._checkpoint_spec(model))
-            self.store.add_checkpoint_revision(
-                model.repo_id, RevisionSpec(sha=model.sha, last_modified=model.last_modified)
-            )
+            light = RevisionSpec(sha=model.sha, last_modified=model.last_modified)
+            if known is None:
+                self.store.add_listed_checkpoint(self._checkpoint_spec(model), light)
+            else:
+                self.store.upsert_checkpoint(self._checkpoint_spec(model))
+                self.store.add_checkpoint_revision(model.repo_id, light)
             if not baseline and known is None:
                 self._new_checkpoint_event(model)
             return

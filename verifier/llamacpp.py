@@ -31,7 +31,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -930,15 +930,3 @@ def _transformers_version() -> str:
 
     return str(transformers.__version__)
 
-
-def run_summary(run: Any) -> dict[str, Any]:
-    """The headline numbers of a PairRun (for the benchmark and the CLI)."""
-    overall = run.overall
-    return {
-        "tau": overall.acceptance.tau if overall.acceptance else None,
-        "baseline_tokens_per_s": overall.baseline_tokens_per_s.median,
-        "tokens_per_s": overall.tokens_per_s.median if overall.tokens_per_s else None,
-        "speedup": overall.speedup.median if overall.speedup else None,
-        "lossless": run.lossless,
-        "acceptance": asdict(overall.acceptance) if overall.acceptance else None,
-    }

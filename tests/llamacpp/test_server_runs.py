@@ -1,0 +1,229 @@
+"""The tiny pairs through a real llama-server: stored runs, lossless greedy output, τ from the server's counters,
+refusals named, and failures (a dying server, a taken port, a GGUF that does not load) that leave nothing running."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from registry.runs import get_run, list_runs
+from registry.store import Store
+from tests.llamacpp import (
+    cache_root,
+    draft_lm,
+    llama_env,
+    llama_options,
+    llama_server_children,
+    llama_source,
+    qwen3_target,
+    random_draft_lm,
+    server_binary,
+    skip_unless_wanted,
+)
+from verifier.engine import RunSettings
+from verifier.jobs import VerifyRequest, Worker, enqueue, verify_now
+from verifier.llamacpp import LlamaCppOptions, ServerFailed, run_llamacpp_pair
+from verifier.prompts import bundled_set
+
+skip_unless_wanted()
+
+__all__ = ["draft_lm", "llama_env", "llama_options", "llama_source", "qwen3_target", "random_draft_lm",
+           "server_binary"]
+
+SETTINGS = {"max_new_tokens": 48, "repeats": 1, "warmup": 0, "device": "cpu"}
+# Layers 1 and 3 are the tiny DFlash drafter's; llama.cpp reads a fused layer as the input of the next one, which a
+# 4-layer target does not have for layer 3. Layers 0 and 2 are what llama.cpp can run.
+LLAMACPP_DFLASH_LAYERS = (0, 2)
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Store:
+    return Store.open(f"sqlite:///{tmp_path / 'registry.db'}")
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_running() -> None:
+    yield
+    assert llama_server_children() == [], "a llama-server outlived its run"
+
+
+def _dflash(target: Path, *, trained: bool, layers: tuple[int, ...] | None = None) -> Path:
+    from verifier.tiny import cached_build
+    from verifier.tiny.dflash import (
+        SOURCE_FILES,
+        DrafterShape,
+        DrafterTraining,
+        build_dflash_drafter,
+        build_settings,
+        cached_dflash_drafter,
+    )
+
+    if layers is None:
+        return cached_dflash_drafter(cache_root(), target, trained=trained)
+    shape = DrafterShape(target_layer_ids=layers)
+    return cached_build(
+        cache_root(),
+        f"tiny-dflash-layers{''.join(map(str, layers))}-{'trained' if trained else 'random'}",
+        lambda out: build_dflash_drafter(target, out, trained=trained, shape=shape),
+        source_files=SOURCE_FILES,
+        settings={**build_settings(shape, DrafterTraining(), trained), "target": target.name},
+    )
+
+
+def _request(target: Path, drafter: Path | str | None, sets: tuple[str, ...] = ("chat",)) -> VerifyRequest:
+    return VerifyRequest(target=str(target), drafter=str(drafter) if drafter else None, prompt_sets=sets,
+                         settings=dict(SETTINGS), engine="llamacpp")
+
+
+def test_trained_draft_lm_run_is_stored_lossless_and_beats_a_random_one(
+    sqlite_store: Store, llama_env: None, qwen3_target: Path, draft_lm: Path, random_draft_lm: Path
+) -> None:
+    trained = verify_now(sqlite_store, _request(qwen3_target, draft_lm))
+    untrained = verify_now(sqlite_store, _request(qwen3_target, random_draft_lm))
+
+    for record in (trained, untrained):
+        assert record.status == "ok", record.failure_reason
+        assert (record.engine, record.engine_version) == ("llama.cpp", "b11434")
+        assert record.method == "draft-lm" and record.draft_length == 4
+        assert record.lossless is True  # greedy: the pair's output is the target-only llama-server's
+        assert record.tau is not None and record.tau >= 1.0
+        assert record.provenance["spec_type"] == "draft-simple"
+        for side in ("target", "drafter"):
+            gguf = record.provenance["gguf"][side]
+            assert gguf["quantization"] == "F32" and len(gguf["sha256"]) == 64
+    assert trained.tau > untrained.tau + 1.0
+    assert trained.acceptance_rate > 0.5 > untrained.acceptance_rate
+    stored = get_run(sqlite_store, trained.run_id)
+    assert stored is not None and [s.prompt_set for s in stored.sets] == ["chat"]
+    assert stored.sets[0].tau == pytest.approx(trained.tau)
+    assert [r.run_id for r in list_runs(sqlite_store, engine="llama.cpp")] == [untrained.run_id, trained.run_id]
+
+
+def test_greedy_output_equals_the_target_alone_and_counters_add_up(
+    llama_options: LlamaCppOptions, qwen3_target: Path, draft_lm: Path
+) -> None:
+    prompts = [bundled_set("code")]
+    settings = RunSettings(**SETTINGS)
+    alone = run_llamacpp_pair(qwen3_target, None, prompts, settings, options=llama_options)
+    pair = run_llamacpp_pair(qwen3_target, draft_lm, prompts, settings, options=llama_options)
+
+    assert alone.method is None and alone.overall.acceptance is None
+    assert pair.generations == alone.generations
+    acceptance = pair.overall.acceptance
+    assert acceptance is not None and acceptance.tau >= 1.0
+    assert sum(acceptance.histogram) == acceptance.rounds
+    assert acceptance.accepted == sum(n * count for n, count in enumerate(acceptance.histogram))
+    assert acceptance.identity_gap == pytest.approx(0.0) or not acceptance.uniform_draft_length
+    assert pair.peak_memory_kind == "llama_server_rss_peak" and pair.peak_memory_bytes > 0
+
+
+def test_dflash_drafter_runs_in_llama_server_and_training_shows(
+    llama_options: LlamaCppOptions, qwen3_target: Path
+) -> None:
+    trained = _dflash(qwen3_target, trained=True, layers=LLAMACPP_DFLASH_LAYERS)
+    untrained = _dflash(qwen3_target, trained=False, layers=LLAMACPP_DFLASH_LAYERS)
+    settings = RunSettings(**SETTINGS)
+    runs = {name: run_llamacpp_pair(qwen3_target, folder, [bundled_set("chat")], settings, options=llama_options)
+            for name, folder in (("trained", trained), ("untrained", untrained))}
+
+    for run in runs.values():
+        assert run.method == "dflash" and run.draft_length == 7  # block size 8 - 1
+        assert run.provenance["spec_type"] == "draft-dflash"
+        assert run.provenance["gguf"]["drafter"]["architecture"] == "dflash"
+        assert run.lossless is True
+    assert runs["trained"].overall.acceptance.tau > runs["untrained"].overall.acceptance.tau + 0.5
+
+
+def test_what_llama_cpp_refuses_on_the_tiny_architectures_is_named(
+    sqlite_store: Store, llama_env: None, qwen3_target: Path
+) -> None:
+    from verifier.tiny.gemma4 import cached_gemma4_assistant, cached_gemma4_target
+
+    gemma_target = cached_gemma4_target(cache_root())
+    gemma_assistant = cached_gemma4_assistant(cache_root(), gemma_target, trained=True)
+    dflash = verify_now(sqlite_store, _request(qwen3_target, _dflash(qwen3_target, trained=True)))
+    gemma = verify_now(sqlite_store, _request(gemma_target, gemma_assistant))
+
+    assert dflash.status == "failed" and dflash.engine == "llama.cpp"
+    assert "SIGABRT while serving" in dflash.failure_reason
+    assert "layer input tensor is null" in dflash.failure_reason
+    assert gemma.status == "failed" and gemma.engine == "llama.cpp"
+    assert "convert_hf_to_gguf.py refused" in gemma.failure_reason
+    assert "head_dim_full" in gemma.failure_reason and "gemma.py" in gemma.failure_reason
+
+
+def test_a_gguf_that_does_not_load_fails_its_job_and_the_worker_goes_on(
+    sqlite_store: Store, llama_env: None, tmp_path: Path, qwen3_target: Path, draft_lm: Path,
+    llama_options: LlamaCppOptions
+) -> None:
+    from verifier.llamacpp import cached_gguf
+
+    good = cached_gguf(draft_lm, llama_options.gguf_cache, source=llama_options.source_dir, build=11434)
+    broken = tmp_path / "truncated.gguf"
+    broken.write_bytes(good.path.read_bytes()[: good.size_bytes // 2])
+    first = enqueue(sqlite_store, _request(qwen3_target, broken))
+    second = enqueue(sqlite_store, _request(qwen3_target, draft_lm))
+
+    assert Worker(sqlite_store).drain(timeout_s=300) == 2
+
+    failed = get_run(sqlite_store, f"job{first.id}")
+    assert failed is not None and failed.status == "failed"
+    assert "before it was ready" in failed.failure_reason
+    assert "corrupted or incomplete" in failed.failure_reason and "truncated.gguf" in failed.failure_reason
+    ok = get_run(sqlite_store, f"job{second.id}")
+    assert ok is not None and ok.status == "ok" and ok.lossless is True
+
+
+def test_a_taken_port_is_a_failed_run_with_the_reason(
+    sqlite_store: Store, llama_env: None, monkeypatch: pytest.MonkeyPatch, qwen3_target: Path, draft_lm: Path
+) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        monkeypatch.setenv("DRAFTERS_LLAMACPP_PORT", str(port))
+        record = verify_now(sqlite_store, _request(qwen3_target, draft_lm))
+
+    assert record.status == "failed"
+    assert f"port {port} on 127.0.0.1 is already taken" in record.failure_reason
+
+
+def test_a_server_that_dies_mid_run_fails_the_run_and_is_not_left_behind(
+    llama_options: LlamaCppOptions, qwen3_target: Path, draft_lm: Path
+) -> None:
+    killed: list[int] = []
+
+    def kill_after_first_prompt(done: int, total: int, label: str) -> None:
+        if done == 1:
+            for pid in llama_server_children():
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+
+    with pytest.raises(ServerFailed, match="killed by SIGKILL while serving"):
+        run_llamacpp_pair(qwen3_target, draft_lm, [bundled_set("math")], RunSettings(**SETTINGS),
+                          progress=kill_after_first_prompt, options=llama_options)
+    assert len(killed) == 1
+
+
+def test_verify_engine_llamacpp_from_the_command_line(
+    tmp_path: Path, llama_source: Path, qwen3_target: Path, draft_lm: Path
+) -> None:
+    import json
+
+    env = {**os.environ, "DRAFTERS_HOME": str(tmp_path / "home"), "DRAFTERS_LLAMA_CPP_DIR": str(llama_source),
+           "DRAFTERS_MODELS_DIR": str(cache_root()), "DRAFTERS_LLAMACPP_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "registry.cli", "verify", str(qwen3_target), str(draft_lm), "--engine", "llamacpp",
+         "--sets", "math", "--repeats", "1", "--max-new-tokens", "32", "--device", "cpu", "--json"],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    run = json.loads(result.stdout)
+    assert (run["engine"], run["engine_version"], run["lossless"]) == ("llama.cpp", "b11434", True)
+    assert run["tau"] >= 1.0 and run["speedup"] > 0
