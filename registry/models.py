@@ -44,7 +44,8 @@ class Checkpoint(Base):
     # ok / gated / missing / error: what the last look at the Hub found
     status: Mapped[str] = mapped_column(String(20), default="ok")
     status_detail: Mapped[str | None] = mapped_column(Text)
-    head_sha: Mapped[str | None] = mapped_column(String(64))
+    # Indexed: a listed repo we don't know but whose sha we do is looked up by it (renamed repos).
+    head_sha: Mapped[str | None] = mapped_column(String(64), index=True)
     source: Mapped[str] = mapped_column(String(20))  # catalog / hub / local
     fact_source: Mapped[str | None] = mapped_column(Text)
     first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
