@@ -11,7 +11,7 @@ import typer
 
 from registry import compat, render
 from registry.catalog_import import load_catalog
-from registry.db import DatabaseError, head_revision, current_revision, upgrade
+from registry.db import DatabaseError, current_revision, head_revision
 from registry.local import LocalRepoError, looks_like_folder, read_local_repo
 from registry.reports import find_for_checkpoint, lag_by, lag_table, upgrade_table
 from registry.settings import get_settings

@@ -17,6 +17,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from registry.settings import get_settings
+from tests.fakehub.scenario import Scenario
+from tests.fakehub.server import FakeHub
 
 if TYPE_CHECKING:
     from registry.store import Store
@@ -26,6 +28,19 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 PG_ADMIN_URL = os.environ.get(
     "DRAFTERS_TEST_PG_URL", "postgresql+psycopg://drafters:drafters@127.0.0.1:5432/postgres"
 )
+
+
+@pytest.fixture
+def scenario() -> Scenario:
+    """The standard Hub timeline (tests/fakehub/scenario.py), at day 0."""
+    return Scenario.standard()
+
+
+@pytest.fixture
+def hub(scenario: Scenario) -> Iterator[FakeHub]:
+    """A fake Hub (a real HTTP server on 127.0.0.1) serving the scenario's state as it advances."""
+    with FakeHub(scenario.state) as server:
+        yield server
 
 
 @pytest.fixture(autouse=True)

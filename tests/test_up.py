@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,17 +49,6 @@ class Output:
                     return match
             time.sleep(0.2)
         raise AssertionError(f"no line matching {pattern!r} in:\n" + "\n".join(self.lines[-40:]))
-
-
-@pytest.fixture
-def scenario() -> Scenario:
-    return Scenario.standard()
-
-
-@pytest.fixture
-def hub(scenario: Scenario) -> Iterator[FakeHub]:
-    with FakeHub(scenario.state) as server:
-        yield server
 
 
 def test_up_shows_drafters_lag_speedups_and_alerts(tmp_path: Path, hub: FakeHub, scenario: Scenario) -> None:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 
 from registry.hub import HubClient
 from registry.reports import lag_table
@@ -15,17 +13,6 @@ from tests.fakehub.scenario import Scenario
 from tests.fakehub.server import FakeHub
 
 ORGS = ["Qwen", "z-lab", "meta-llama", "acme-labs"]
-
-
-@pytest.fixture
-def scenario() -> Scenario:
-    return Scenario.standard()
-
-
-@pytest.fixture
-def hub(scenario: Scenario) -> Iterator[FakeHub]:
-    with FakeHub(scenario.state) as server:
-        yield server
 
 
 def make_watcher(store: Store, hub: FakeHub, tmp_path: Path, **kwargs) -> Watcher:  # type: ignore[no-untyped-def]

@@ -109,17 +109,6 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reference]:
         _drop_pg_database(url)
 
 
-@pytest.fixture
-def scenario() -> Scenario:
-    return Scenario.standard()
-
-
-@pytest.fixture
-def hub(scenario: Scenario) -> Iterator[FakeHub]:
-    with FakeHub(scenario.state) as server:
-        yield server
-
-
 def assert_converged(store: Store, reference: Reference, step: str) -> None:
     events, tables = picture(store)
     expected_events, expected_tables = reference(store.engine.dialect.name, step)
