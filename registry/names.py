@@ -276,6 +276,14 @@ def _version_number(generation: str) -> tuple[str, tuple[int, ...]]:
     return letter, tuple(numbers)
 
 
+def release_key(name: RepoName) -> tuple[str, tuple[int, ...], str]:
+    """Orders releases of one model line: generation first, then a date suffix (0731 after none)."""
+    if name.generation is None:
+        return ("", (), name.date or "")
+    letter, number = _version_number(name.generation)
+    return (letter, number, name.date or "")
+
+
 def is_successor(old: RepoName, new: RepoName) -> bool:
     """True when `new` is a later release of the same model line at the same size and variant
     (Qwen3.5-27B -> Qwen3.6-27B, Kimi-K2.5 -> Kimi-K2.6): a strictly newer generation, or the same generation

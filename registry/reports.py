@@ -182,9 +182,13 @@ def upgrade_table(store: Store, today: date, inputs: _LagInputs | None = None) -
         if successor.kind not in ("base", "unknown"):
             continue
         new = names.parse_repo_id(successor.repo_id)
-        for predecessor, old in drafted.get((new.family, new.size, new.active_size, new.variant), ()):
-            if predecessor == successor.repo_id or not names.is_successor(old, new):
-                continue
+        candidates = [
+            (predecessor, old)
+            for predecessor, old in drafted.get((new.family, new.size, new.active_size, new.variant), ())
+            if predecessor != successor.repo_id and names.is_successor(old, new)
+        ]
+        # The upgrade is from the newest drafted release before this one (Qwen3.5 -> Qwen3.6, not Qwen3 -> 3.6).
+        for predecessor, _old in sorted(candidates, key=lambda c: names.release_key(c[1]))[-1:]:
             released = checkpoint_release_date(successor)
             successor_exact = exact.get(successor.repo_id, set())
             exact_dates = [d for d in (drafter_release_date(drafters[r]) for r in successor_exact) if d is not None]

@@ -50,6 +50,9 @@ SPEC_TYPES = {
 }
 # Drafters without embeddings or a tokenizer of their own: converted with --target-model-dir.
 NEEDS_TARGET_DIR = frozenset({"dflash", "dspark", "eagle3"})
+# Hugging Face architectures llama.cpp converts with its Gemma-4 vocabulary reader (tokenizer.json only).
+GEMMA4_ARCHITECTURES = frozenset({"Gemma4ForCausalLM", "Gemma4ForConditionalGeneration",
+                                  "Gemma4AssistantForCausalLM", "Gemma4UnifiedAssistantForCausalLM"})
 # GGUF general.architecture of a drafter given as a .gguf file → drafter method.
 GGUF_ARCHITECTURE_METHODS = {"dflash": "dflash", "eagle3": "eagle3", "gemma4-assistant": "gemma4-assistant"}
 LLAMA_SERVER_DEFAULT_DRAFT_MAX = 3
@@ -299,23 +302,55 @@ def convert_to_gguf(
     from verifier.loading import weight_files
 
     weight_files(Path(model_dir))  # refuses folders that only have pickle weights, which the converter would load
-    command = [sys.executable, str(source / "convert_hf_to_gguf.py"), str(model_dir), "--outtype", outtype,
-               "--outfile", str(out_file)]
-    if target_dir is not None:
-        command += ["--target-model-dir", str(target_dir)]
     # The converter's own gguf-py, never another installed `gguf`; and no network, whatever the folder says.
     environment = {**os.environ, "PYTHONPATH": str(source / "gguf-py"), "HF_HUB_OFFLINE": "1",
                    "TRANSFORMERS_OFFLINE": "1"}
-    try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=environment,
-                                check=False)
-    except subprocess.TimeoutExpired:
-        raise ConversionFailed(f"convert_hf_to_gguf.py did not finish {Path(model_dir).name} in {timeout_s:.0f} s")
+    with tempfile.TemporaryDirectory(prefix="gguf-convert-") as scratch:
+        command = [sys.executable, str(source / "convert_hf_to_gguf.py"),
+                   str(with_tokenizer_json(Path(model_dir), Path(scratch) / "model")), "--outtype", outtype,
+                   "--outfile", str(out_file)]
+        if target_dir is not None:
+            command += ["--target-model-dir", str(with_tokenizer_json(Path(target_dir), Path(scratch) / "target"))]
+        try:
+            result = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=environment,
+                                    check=False)
+        except subprocess.TimeoutExpired:
+            raise ConversionFailed(
+                f"convert_hf_to_gguf.py did not finish {Path(model_dir).name} in {timeout_s:.0f} s"
+            ) from None
     if result.returncode != 0 or not Path(out_file).is_file():
         raise ConversionFailed(
             f"llama.cpp's convert_hf_to_gguf.py refused {Path(model_dir).name}: {converter_refusal(result.stderr)}"
         )
     return gguf_info(Path(out_file))
+
+
+def with_tokenizer_json(folder: Path, scratch: Path) -> Path:
+    """`folder` itself, or for a Gemma-4 folder with only a SentencePiece `tokenizer.model` a copy under `scratch`
+    (links to its files) plus the `tokenizer.json` transformers derives from it.
+
+    llama.cpp reads Gemma-4 vocabularies (targets, assistants, and DFlash drafters through their target) from
+    tokenizer.json only, which every published Gemma-4 ships. The derived file lists the same pieces under the same
+    ids; its text segmentation may differ, which never matters here: prompts reach llama-server as token ids."""
+    from verifier.loading import LoadError, read_config
+
+    if (folder / "tokenizer.json").is_file() or not (folder / "tokenizer.model").is_file():
+        return folder
+    try:
+        architectures = set(read_config(folder).get("architectures") or ())
+    except LoadError:  # the converter refuses an unreadable config with its own message
+        return folder
+    if not architectures & GEMMA4_ARCHITECTURES:
+        return folder
+    from transformers import AutoTokenizer
+
+    staged = scratch / folder.name
+    staged.mkdir(parents=True)
+    for path in folder.iterdir():
+        if path.is_file():
+            (staged / path.name).symlink_to(path.resolve())
+    AutoTokenizer.from_pretrained(folder).backend_tokenizer.save(str(staged / "tokenizer.json"))
+    return staged
 
 
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?::\s*(.*))?$")

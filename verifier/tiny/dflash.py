@@ -40,7 +40,8 @@ class DrafterShape:
     num_hidden_layers: int = 2
     block_size: int = 8
     # Target layers whose outputs are fused; z-lab's default spacing (1 .. N-3) degenerates on a 4-layer target.
-    target_layer_ids: tuple[int, ...] = (1, 3)
+    # Not the last layer: llama.cpp reads fused layer i as the input of layer i + 1, which the last one lacks.
+    target_layer_ids: tuple[int, ...] = (0, 2)
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ def gemma4_text_config(geometry: Gemma4Geometry, tokenizer: Any) -> Any:
     """A `Gemma4TextConfig` without per-layer embeddings (tiny models cannot afford the 262K PLE table)."""
     from transformers import Gemma4TextConfig
 
-    return Gemma4TextConfig(
+    config = Gemma4TextConfig(
         vocab_size=len(tokenizer),
         hidden_size=geometry.hidden_size,
         intermediate_size=geometry.intermediate_size,
@@ -111,6 +111,11 @@ def gemma4_text_config(geometry: Gemma4Geometry, tokenizer: Any) -> Any:
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
+    # transformers folds `global_head_dim` into `per_layer_config` and drops overrides equal to `head_dim`, so the
+    # saved config would not say what head_dim the full-attention layers use; llama.cpp's converter needs it there.
+    # Explicit per-layer serialization writes every layer's head_dim (the same model: all layers use `head_dim`).
+    config.serialize_explicit_per_layer_config = True
+    return config
 
 
 def build_gemma4_target(
