@@ -762,6 +762,12 @@ def up(
 
 
 def main() -> None:
+    import logging
+    import os
+
+    # Warnings reach the user through the commands' own output; DRAFTERS_LOG_LEVEL=INFO shows the details.
+    logging.basicConfig(level=os.environ.get("DRAFTERS_LOG_LEVEL", "ERROR").upper(),
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         app(standalone_mode=False)
     except (DatabaseError, NotFound, UserError, LocalRepoError) as exc:

@@ -31,6 +31,9 @@ def build_demo_models(cache_root: Path, say: Callable[[str], None] = lambda _lin
     from verifier.tiny.gemma4 import cached_gemma4_assistant, cached_gemma4_target
     from verifier.tiny.qwen3 import cached_draft_lm, cached_target
 
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # the service's output is one line per fact
     say(f"building the tiny demo models in {cache_root} (a few minutes on a CPU, once)")
     qwen3 = cached_target(cache_root)
     gemma4 = cached_gemma4_target(cache_root)
