@@ -767,7 +767,7 @@ def main() -> None:
 
     # Warnings reach the user through the commands' own output; DRAFTERS_LOG_LEVEL=INFO shows the details.
     logging.basicConfig(level=os.environ.get("DRAFTERS_LOG_LEVEL", "ERROR").upper(),
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s", force=True)
     try:
         app(standalone_mode=False)
     except (DatabaseError, NotFound, UserError, LocalRepoError) as exc:
