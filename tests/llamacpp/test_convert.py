@@ -67,13 +67,27 @@ def test_a_dflash_drafter_converts_with_the_target_dir(
         convert_to_gguf(dflash, tmp_path / "alone.gguf", source=llama_source)
 
 
-def test_the_tiny_gemma4_target_is_refused_with_the_failing_check(tmp_path: Path, llama_source: Path) -> None:
+def test_a_gemma4_config_without_its_full_attention_head_dim_is_refused_with_the_failing_check(
+    tmp_path: Path, llama_source: Path
+) -> None:
+    import shutil
+
     from verifier.tiny.gemma4 import cached_gemma4_target
 
+    # What transformers saves by default: per-layer overrides equal to head_dim are dropped, so the converter cannot
+    # tell the full-attention layers' head_dim.
+    folder = tmp_path / "gemma4-implicit-head-dim"
+    shutil.copytree(cached_gemma4_target(cache_root()), folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["per_layer_config"] = {}
+    del config["serialize_explicit_per_layer_config"]
+    (folder / "config.json").write_text(json.dumps(config))
+
     with pytest.raises(ConversionFailed) as refused:
-        convert_to_gguf(cached_gemma4_target(cache_root()), tmp_path / "gemma.gguf", source=llama_source)
+        convert_to_gguf(folder, tmp_path / "gemma.gguf", source=llama_source)
     message = str(refused.value)
     assert "AssertionError at conversion/gemma.py" in message and "head_dim_full" in message
+    assert not (tmp_path / "gemma.gguf").exists()
 
 
 def test_pickle_only_folders_never_reach_the_converter(tmp_path: Path, llama_source: Path) -> None:
