@@ -1,0 +1,181 @@
+"""Commands over the registry itself: schema, catalog, find, check, lag."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from registry import compat, render
+from registry.catalog_import import load_catalog
+from registry.db import current_revision, head_revision
+from registry.local import looks_like_folder, read_local_repo
+from registry.reports import find_for_checkpoint, lag_by, lag_table, upgrade_table
+from registry.store import NotFound, Store
+from registry.cli.common import JsonOption, UserError, app, catalog_app, db_app, open_store, today
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Bring the database schema to the newest migration."""
+    store = open_store()
+    render.console.print(f"database at revision {current_revision(store.engine)} (head {head_revision()})")
+
+
+@db_app.command("readonly-role")
+def db_readonly_role(
+    name: Annotated[str, typer.Argument(help="The role to create, e.g. drafters_dashboard.")],
+    password_env: Annotated[str, typer.Option("--password-env", help="Environment variable holding its password.")],
+) -> None:
+    """Create (or renew) a PostgreSQL role that can read the registry and write nothing, for the dashboard."""
+    import os
+
+    from registry.roles import RoleError, create_readonly_role
+
+    password = os.environ.get(password_env)
+    if not password:
+        raise UserError(f"environment variable {password_env} is not set or empty: put the role's password there")
+    try:
+        role = create_readonly_role(open_store().engine, name, password)
+    except RoleError as exc:
+        raise UserError(str(exc)) from None
+    render.console.print(f"role {role.name} {'created' if role.created else 'renewed'}: it can connect to "
+                         f"{role.database} and read every registry table; it cannot write")
+
+
+@catalog_app.command("load")
+def catalog_load(as_json: JsonOption = False) -> None:
+    """Load the bundled catalog; loading twice changes nothing."""
+    store = open_store()
+    summary = load_catalog(store)
+    if as_json:
+        render.print_json(summary)
+        return
+    render.console.print(
+        f"catalog: {summary.drafters} drafters ({summary.dflash_21} of the 21 DFlash v1), "
+        f"{summary.targets} targets; {summary.verdicts} verdicts computed"
+    )
+
+
+@app.command("find")
+def find(repo_id: str, as_json: JsonOption = False) -> None:
+    """Every drafter that fits a checkpoint, with its verdict, reasons and lag."""
+    store = open_store()
+    checkpoint, rows = find_for_checkpoint(store, repo_id)
+    if as_json:
+        render.print_json({"checkpoint": checkpoint, "drafters": rows})
+        return
+    render.table(
+        f"drafters for {checkpoint.repo_id}",
+        ["drafter", "method", "verdict", "released", "reasons"],
+        [
+            (r.drafter_repo_id, r.method, render.verdict(r.verdict), r.drafter_released, "; ".join(r.reasons))
+            for r in rows
+        ],
+    )
+    if not rows:
+        render.console.print("no drafter in the registry fits this checkpoint")
+
+
+def _resolve_side(store: Store, value: str, *, drafter: bool) -> tuple[dict | None, str | None, str | None, tuple[str, ...], str | None, str | None]:
+    """(config, tokenizer digest, repo id, declared targets, method, problem) for a repo id or a local folder."""
+    from registry import configs
+
+    if looks_like_folder(value):
+        local = read_local_repo(Path(value))
+        try:
+            config = configs.parse_config(local.config_raw)
+        except configs.ConfigError as exc:
+            return None, local.tokenizer_digest, None, (), None, str(exc)
+        method = (configs.detect_method(config) or "draft-lm") if drafter else None
+        return config, local.tokenizer_digest, None, (), method, None
+    if drafter:
+        record = store.get_drafter(value)
+        if record is None:
+            raise NotFound(f"unknown drafter {value!r}: not in the registry and not a folder")
+        head = store.drafter_head_revision(value)
+        targets = tuple(store.canonical_repo_id(t) for t, _ in record.targets)
+        return (head.config if head else None), None, record.repo_id, targets, record.method, (head.config_problem if head else None)
+    checkpoint = store.get_checkpoint(value)
+    if checkpoint is None:
+        raise NotFound(f"unknown checkpoint {value!r}: not in the registry and not a folder")
+    head = store.head_revision(value)
+    return (
+        head.config if head else None,
+        head.tokenizer_digest if head else None,
+        checkpoint.repo_id,
+        (),
+        None,
+        head.config_problem if head else None,
+    )
+
+
+@app.command("check")
+def check(drafter: str, target: str, as_json: JsonOption = False) -> None:
+    """The verdict for one pair; each side is a repo id the registry knows or a local folder with config.json."""
+    store = open_store()
+    d_config, d_tok, d_repo, declared, method, d_problem = _resolve_side(store, drafter, drafter=True)
+    t_config, t_tok, t_repo, _, _, t_problem = _resolve_side(store, target, drafter=False)
+    if d_problem and d_config is None:
+        raise UserError(f"drafter config unusable: {d_problem}")
+    result = compat.check_pair(
+        d_config,
+        t_config,
+        drafter_method=method,
+        target_repo_id=t_repo,
+        declared_targets=declared,
+        drafter_tokenizer_digest=d_tok,
+        target_tokenizer_digest=t_tok,
+        target_problem=t_problem,
+    )
+    if as_json:
+        render.print_json({"drafter": drafter, "target": target, "method": method, **render.to_jsonable(result)})
+        return
+    render.console.print(f"{drafter} -> {target}: {render.verdict(result.verdict)} ({method})")
+    for check_ in result.checks:
+        mark = {True: "[green]ok[/]", False: "[red]FAIL[/]", None: "[yellow]unchecked[/]"}[check_.ok]
+        render.console.print(f"  {mark:>20} {check_.name}: {check_.detail}")
+
+
+@app.command("lag")
+def lag_command(
+    as_json: JsonOption = False,
+    by: Annotated[str | None, typer.Option(help="Summarize by 'family' or 'publisher'.")] = None,
+    upgrades: Annotated[bool, typer.Option(help="Base upgrades still waiting for a drafter.")] = False,
+) -> None:
+    """Drafter lag per target, worst first: days from the target's release to its first exact drafter."""
+    store = open_store()
+    now = today().date()
+    if upgrades:
+        rows_u = upgrade_table(store, now)
+        if as_json:
+            render.print_json(rows_u)
+            return
+        render.table(
+            "base upgrades",
+            ["successor", "predecessor", "predecessor's drafters", "released", "lag (days)", "status"],
+            [(r.successor_repo_id, r.predecessor_repo_id, ", ".join(r.predecessor_drafters), r.released,
+              r.lag_days, "waiting" if r.open else "closed") for r in rows_u],
+        )
+        return
+    rows = lag_table(store, now)
+    if by is not None:
+        if by not in ("family", "publisher"):
+            raise UserError("--by takes 'family' or 'publisher'")
+        groups = lag_by(rows, by, store)
+        if as_json:
+            render.print_json(groups)
+            return
+        render.table(f"lag by {by}", [by, "targets", "median days", "worst days", "open"],
+                     [(name, g.n, g.median_days, g.worst_days, g.open_count) for name, g in groups.items()])
+        return
+    if as_json:
+        render.print_json(rows)
+        return
+    render.table(
+        f"drafter lag as of {now}",
+        ["target", "released", "first exact drafter", "drafter released", "lag (days)", "status"],
+        [(r.target_repo_id, f"{r.released}{'' if r.released_precision in (None, 'day') else ' ≈'}",
+          r.first_drafter_repo_id, r.first_drafter_released, r.lag_days, "open" if r.open else "closed") for r in rows],
+    )

@@ -1,0 +1,73 @@
+"""Commands that serve: the dashboard, the demo pairs, and `drafters up`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from registry import render
+from registry.settings import get_settings
+from registry.cli.common import UserError, app, open_store
+from registry.cli.verifying import print_runs, run_with_progress
+
+
+@app.command("dashboard")
+def dashboard_command(port: Annotated[int | None, typer.Option(help="Port on 127.0.0.1.")] = None) -> None:
+    """Serve the Streamlit dashboard (read-only) on 127.0.0.1."""
+    from dashboard.launch import LaunchError, launch
+
+    settings = get_settings()
+    open_store()  # the schema is brought to head before the read-only dashboard looks at it
+    chosen = port or settings.dashboard_port
+    try:
+        process = launch(chosen, settings.resolved_database_url)
+    except LaunchError as exc:
+        raise UserError(str(exc)) from None
+    render.console.print(f"dashboard: http://127.0.0.1:{chosen}/")
+    try:
+        process.wait()
+    except KeyboardInterrupt:
+        process.terminate()
+
+
+@app.command("demo")
+def demo_command(
+    run: Annotated[bool, typer.Option("--run", help="Measure now instead of queueing for a worker.")] = False,
+) -> None:
+    """Build the tiny demo pairs (Qwen3 + draft LM + DFlash, Gemma-4 + assistant) and measure them."""
+    from verifier.demo import build_demo_models, demo_requests, enqueue_demo
+
+    store = open_store()
+    say = lambda line: render.console.print(line, soft_wrap=True, markup=False)  # noqa: E731
+    settings = get_settings()
+    if not run:
+        queued = enqueue_demo(store, settings.models_dir, say, max_new_tokens=settings.demo_max_new_tokens,
+                              repeats=settings.demo_repeats)
+        render.console.print(f"queued {queued} new jobs; `drafters worker --once` runs them")
+        return
+    models = build_demo_models(settings.models_dir, say)
+    requests = demo_requests(models, max_new_tokens=settings.demo_max_new_tokens, repeats=settings.demo_repeats)
+    records = [run_with_progress(store, request, key) for key, request in requests]
+    print_runs(records)
+
+
+@app.command("up")
+def up(
+    watch: Annotated[bool, typer.Option(help="Poll the Hub.")] = True,
+    worker: Annotated[bool, typer.Option(help="Run verification jobs.")] = True,
+    dashboard: Annotated[bool, typer.Option(help="Serve the dashboard.")] = True,
+    demo: Annotated[bool, typer.Option(help="Build the tiny demo pairs and measure them once.")] = True,
+) -> None:
+    """The main job: upgrade the database, load the catalog, then watch, deliver alerts, verify and serve."""
+    from registry.service import Service
+
+    service = Service(get_settings(), open_store(),
+                      lambda line: render.console.print(line, soft_wrap=True, markup=False, highlight=False))
+    service.start(watch=watch, worker=worker, dashboard=dashboard, demo=demo)
+    try:
+        service.stop.wait()
+    except KeyboardInterrupt:
+        render.console.print("stopping")
+    finally:
+        service.close()

@@ -1,0 +1,327 @@
+"""Commands that measure pairs: verify, compare, runs, gguf, ingest, worker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from registry import render
+from registry.local import looks_like_folder
+from registry.settings import get_settings
+from registry.store import Store
+from registry.cli.common import JsonOption, UserError, app, open_store
+
+if TYPE_CHECKING:
+    from registry.jobs import JobRecord
+    from registry.runs import RunRecord
+    from verifier.jobs import VerifyRequest
+
+
+def _verify_request(target: str, drafter: str | None, *, prompts: list[Path] | None, sets: str | None,
+                    method: str | None, max_new_tokens: int, temperature: float, seed: int, repeats: int,
+                    device: str, dtype: str, draft_length: int | None, thinking: bool,
+                    target_revision: str | None = None, drafter_revision: str | None = None,
+                    engine: str = "pytorch") -> "VerifyRequest":
+    from verifier.jobs import ENGINES, VerifyRequest
+    from verifier.prompts import BUNDLED_SET_NAMES
+
+    if engine not in ENGINES:
+        raise UserError(f"--engine takes {' or '.join(ENGINES)}, got {engine!r}")
+    if sets is None:
+        chosen = () if prompts else BUNDLED_SET_NAMES
+    else:
+        chosen = tuple(s.strip() for s in sets.split(",") if s.strip())
+        unknown = set(chosen) - set(BUNDLED_SET_NAMES)
+        if unknown:
+            raise UserError(f"unknown prompt sets {sorted(unknown)}; bundled: {', '.join(BUNDLED_SET_NAMES)}")
+    for path in prompts or []:
+        if not path.is_file():
+            raise UserError(f"prompt file {path} does not exist")
+    settings = {"max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed, "repeats": repeats,
+                "device": device, "dtype": dtype, "draft_length": draft_length, "method": method,
+                "enable_thinking": thinking}
+    return VerifyRequest(target=target, drafter=drafter, target_revision=target_revision,
+                         drafter_revision=drafter_revision, prompt_sets=chosen,
+                         prompt_files=tuple(str(p) for p in prompts or ()), settings=settings, engine=engine)
+
+
+def run_with_progress(store: Store, request: "VerifyRequest", label: str) -> "RunRecord":
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from verifier.jobs import verify_now
+
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[now]}"),
+                  TimeElapsedColumn(), console=render.error_console, transient=True) as progress:
+        task = progress.add_task(label, total=None, now="loading")
+
+        def report(done: int, total: int, now: str) -> None:
+            progress.update(task, completed=done, total=total, now=now)
+
+        return verify_now(store, request, progress=report)
+
+
+def _run_json(record: "RunRecord") -> dict:
+    metrics = record.metrics
+    return {
+        "run_id": record.run_id,
+        "status": record.status,
+        "failure_reason": record.failure_reason,
+        "engine": record.engine,
+        "engine_version": record.engine_version,
+        "target": record.target,
+        "drafter": record.drafter,
+        "method": record.method,
+        "lossless": record.lossless,
+        "tau": record.tau,
+        "acceptance_rate": record.acceptance_rate,
+        "per_position_acceptance": list(metrics.get("marginal") or []),
+        "per_position_acceptance_conditional": list((metrics.get("per_position_acceptance") or {}).get("conditional") or []),
+        "acceptance_histogram": metrics.get("acceptance_histogram"),
+        "baseline_tokens_per_s": record.baseline_tokens_per_s,
+        "tokens_per_s": record.tokens_per_s,
+        "speedup": record.speedup,
+        "ideal_speedup": metrics.get("ideal_speedup"),
+        "efficiency": record.efficiency,
+        "ttft_s": metrics.get("ttft_s"),
+        "tpot_s": metrics.get("tpot_s"),
+        "draft_time_share": metrics.get("draft_time_share"),
+        "peak_memory_bytes": record.peak_memory_bytes,
+        "target_weight_bytes": record.target_weight_bytes,
+        "drafter_weight_bytes": record.drafter_weight_bytes,
+        "per_set": {s.prompt_set: {"tau": s.tau, "acceptance_rate": s.acceptance_rate, "speedup": s.speedup,
+                                   "speedup_spread": s.speedup_spread, "lossless": s.lossless,
+                                   "per_position_acceptance": list(s.per_position_acceptance)} for s in record.sets},
+        "provenance": record.provenance,
+    }
+
+
+def _fmt(value: float | None, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _label(ref: str | None) -> str:
+    """Repo ids as they are; local folders by their last path part, so tables stay readable."""
+    if ref is None:
+        return "(baseline)"
+    return Path(ref).name if looks_like_folder(ref) else ref
+
+
+def print_runs(records: list["RunRecord"]) -> None:
+    render.table(
+        "speculative decoding, measured",
+        ["drafter", "engine", "method", "lossless", "τ", "accept", "base tok/s", "tok/s", "speedup", "efficiency", "peak mem", "run"],
+        [
+            (_label(r.drafter), r.engine, r.method, r.lossless, _fmt(r.tau), _fmt(r.acceptance_rate), _fmt(r.baseline_tokens_per_s, ".1f"),
+             _fmt(r.tokens_per_s, ".1f"), _fmt(r.speedup), _fmt(r.efficiency),
+             f"{(r.peak_memory_bytes or 0) / 2**20:.0f} MiB", r.run_id[:12])
+            if r.status == "ok" else (_label(r.drafter), r.engine, r.method, "-", "-", "-", "-", "-", "-", "-", "-", f"[red]failed:[/] {r.failure_reason}")
+            for r in records
+        ],
+    )
+    for r in records:
+        if r.status != "ok":
+            continue
+        render.table(
+            f"{_label(r.drafter)} on {_label(r.target)} ({r.engine}): per prompt set",
+            ["prompt set", "τ", "accept", "speedup (min-max spread)", "lossless", "per-position acceptance"],
+            [(s.prompt_set, _fmt(s.tau), _fmt(s.acceptance_rate), f"{_fmt(s.speedup)} (±{_fmt(s.speedup_spread)})",
+              s.lossless, " ".join(f"{m:.2f}" for m in s.per_position_acceptance[:8])) for s in r.sets],
+        )
+
+
+PromptsOption = Annotated[list[Path] | None, typer.Option("--prompts", help="JSONL prompt file (repeatable).")]
+SetsOption = Annotated[str | None, typer.Option(help="Bundled prompt sets, comma-separated (default: all four).")]
+EngineHelp = "pytorch (default) or llamacpp (llama-server; needs the llamacpp extra)."
+
+
+@app.command("verify")
+def verify_command(
+    target: str,
+    drafter: str,
+    prompts: PromptsOption = None,
+    sets: SetsOption = None,
+    method: Annotated[str | None, typer.Option(help="Override the method read from the drafter's config.")] = None,
+    max_new_tokens: Annotated[int, typer.Option()] = 64,
+    temperature: Annotated[float, typer.Option()] = 0.0,
+    seed: Annotated[int, typer.Option()] = 0,
+    repeats: Annotated[int, typer.Option()] = 3,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:1 ...")] = "auto",
+    dtype: Annotated[str, typer.Option()] = "float32",
+    draft_length: Annotated[int | None, typer.Option(help="Drafted tokens per round (default: the method's).")] = None,
+    thinking: Annotated[bool, typer.Option(help="Render chat prompts with thinking on.")] = False,
+    engine: Annotated[str, typer.Option(help=EngineHelp)] = "pytorch",
+    enqueue: Annotated[bool, typer.Option("--enqueue", help="Queue it for `drafters worker` instead.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Run real speculative decoding for one (target, drafter) pair: lossless check, τ, speedup, memory."""
+    from verifier.jobs import enqueue as enqueue_job
+
+    store = open_store()
+    request = _verify_request(target, drafter, prompts=prompts, sets=sets, method=method,
+                              max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, repeats=repeats,
+                              device=device, dtype=dtype, draft_length=draft_length, thinking=thinking,
+                              engine=engine)
+    if enqueue:
+        job = enqueue_job(store, request)
+        if as_json:
+            render.print_json({"job_id": job.id if job else None})
+        else:
+            render.console.print(f"queued job {job.id if job else '?'}; run `drafters worker` to process it")
+        return
+    record = run_with_progress(store, request, f"{Path(drafter).name} on {Path(target).name}")
+    if as_json:
+        render.print_json(_run_json(record))
+    else:
+        print_runs([record])
+    if record.status != "ok":
+        raise typer.Exit(1)
+
+
+@app.command("compare")
+def compare_command(
+    target: str,
+    drafters: Annotated[list[str], typer.Argument(help="Two or more drafters to run on the same target and prompts.")],
+    prompts: PromptsOption = None,
+    sets: SetsOption = None,
+    max_new_tokens: Annotated[int, typer.Option()] = 64,
+    temperature: Annotated[float, typer.Option()] = 0.0,
+    seed: Annotated[int, typer.Option()] = 0,
+    repeats: Annotated[int, typer.Option()] = 3,
+    device: Annotated[str, typer.Option()] = "auto",
+    dtype: Annotated[str, typer.Option()] = "float32",
+    engine: Annotated[list[str] | None, typer.Option(help=f"Repeatable: {EngineHelp}")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The priced comparison: several drafters (or engines) on one target, same prompts, τ, per-position acceptance,
+    speed, memory; each engine is its own row, never averaged with another."""
+    engines = list(dict.fromkeys(engine or ["pytorch"]))
+    if len(drafters) * len(engines) < 2:
+        raise UserError("compare needs at least two drafters, or one drafter and two engines")
+    store = open_store()
+    records = []
+    for drafter in drafters:
+        for chosen in engines:
+            request = _verify_request(target, drafter, prompts=prompts, sets=sets, method=None,
+                                      max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                                      repeats=repeats, device=device, dtype=dtype, draft_length=None, thinking=False,
+                                      engine=chosen)
+            records.append(run_with_progress(store, request, f"{Path(drafter).name} on {Path(target).name} ({chosen})"))
+    if as_json:
+        for record in records:
+            render.print_json(_run_json(record))
+    else:
+        print_runs(records)
+    if any(r.status != "ok" for r in records):
+        raise typer.Exit(1)
+
+
+@app.command("runs")
+def runs_command(
+    target: Annotated[str | None, typer.Option()] = None,
+    drafter: Annotated[str | None, typer.Option()] = None,
+    limit: Annotated[int, typer.Option()] = 50,
+    as_json: JsonOption = False,
+) -> None:
+    """Stored benchmark runs, newest first."""
+    from registry.runs import list_runs
+
+    records = list_runs(open_store(), target=target, drafter=drafter, limit=limit)
+    if as_json:
+        render.print_json([_run_json(r) for r in records])
+        return
+    print_runs(records)
+
+
+@app.command("gguf")
+def gguf_command(
+    target: Annotated[Path, typer.Argument(help="The target model folder.")],
+    drafter: Annotated[Path | None, typer.Argument(help="Its drafter's folder (optional).")] = None,
+    out: Annotated[Path, typer.Option("--out", help="Folder for the GGUF files.")] = Path("gguf"),
+    outtype: Annotated[str, typer.Option(help="f32, f16, bf16, q8_0 (llama.cpp's converter decides).")] = "f32",
+    as_json: JsonOption = False,
+) -> None:
+    """Convert a target and its drafter to GGUF with llama.cpp's own converter (a DFlash, DSpark or EAGLE-3
+    drafter with --target-model-dir: it has no embeddings or tokenizer of its own). Needs the llamacpp extra."""
+    from verifier.llamacpp import ConversionFailed, LlamaCppMissing, convert_pair
+    from verifier.loading import LoadError
+
+    for folder in (target, drafter):
+        if folder is not None and not folder.is_dir():
+            raise UserError(f"{folder} is not a model folder")
+    try:
+        files = [f for f in convert_pair(target, drafter, out, outtype=outtype) if f is not None]
+    except (ConversionFailed, LlamaCppMissing, LoadError) as exc:
+        raise UserError(str(exc)) from None
+    if as_json:
+        render.print_json([{**f.provenance(), "path": str(f.path)} for f in files])
+        return
+    render.table("GGUF files", ["file", "architecture", "quantization", "size", "sha256"],
+                 [(str(f.path), f.architecture, f.file_type, f"{f.size_bytes / 2**20:.1f} MiB", f.sha256[:16])
+                  for f in files])
+
+
+@app.command("ingest")
+def ingest_command(
+    server: Annotated[str, typer.Argument(help="llamacpp, vllm or sglang.")],
+    url: Annotated[str, typer.Option(help="The server's base URL, e.g. http://127.0.0.1:8080.")],
+    hardware: Annotated[str, typer.Option(help="What it runs on, e.g. 'RTX 3060 12GB': one series per hardware.")],
+    target: Annotated[str | None, typer.Option(help="The target's repo id (default: the model the server names).")] = None,
+    drafter: Annotated[str | None, typer.Option(help="The drafter's repo id.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Record a run from a server you already run (its speculative counters since boot), beside everyone else's."""
+    from verifier.ingest import SERVER_KINDS, ServerReadError, ingest_server
+
+    if server not in SERVER_KINDS:
+        raise UserError(f"ingest takes {', '.join(SERVER_KINDS)}, got {server!r}")
+    try:
+        record = ingest_server(open_store(), server, url, hardware=hardware, target=target, drafter=drafter)
+    except ServerReadError as exc:
+        raise UserError(str(exc)) from None
+    if as_json:
+        render.print_json(_run_json(record))
+        return
+    render.console.print(
+        f"run {record.run_id[:12]}: {record.engine} {record.engine_version or ''} on {record.hardware}, "
+        f"{record.target}: τ {_fmt(record.tau)}, acceptance {_fmt(record.acceptance_rate)}, "
+        f"{_fmt(record.tokens_per_s, '.1f')} tok/s", markup=False)
+
+
+@app.command("worker")
+def worker_command(
+    once: Annotated[bool, typer.Option("--once", help="Work until the queue is empty, then exit.")] = False,
+    executor: Annotated[str, typer.Option(help="local (default) or ray.")] = "local",
+    ray_address: Annotated[str | None, typer.Option(help="Ray cluster address for --executor ray.")] = None,
+) -> None:
+    """Claim queued verification jobs and run them (a lease with heartbeats; a dead worker's job is retried)."""
+    import threading
+
+    from verifier.jobs import Worker
+
+    store = open_store()
+    worker = Worker(store)
+    if executor == "ray":
+        from verifier.ray_executor import RayExecutor, RayUnavailable
+
+        try:
+            worker.executor = RayExecutor(address=ray_address, database_url=get_settings().resolved_database_url)
+        except RayUnavailable as exc:
+            raise UserError(str(exc)) from None
+    elif executor != "local":
+        raise UserError("--executor takes 'local' or 'ray'")
+
+    def report(job: "JobRecord") -> None:
+        render.console.print(f"job {job.id}: {job.status}" + (f" ({job.error})" if job.error else ""))
+
+    if once:
+        while (job := worker.work_once()) is not None:
+            report(job)
+        return
+    render.console.print(f"{worker.worker_id} waiting for jobs")
+    stop = threading.Event()
+    try:
+        worker.run_forever(stop, on_job=report)
+    except KeyboardInterrupt:
+        stop.set()
