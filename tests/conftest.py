@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import os
-
-# huggingface_hub reads these once, at import: set them before anything imports it.
-os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-os.environ.pop("HF_HUB_OFFLINE", None)
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+# huggingface_hub reads these once, at import: set them before anything imports it.
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.pop("HF_HUB_OFFLINE", None)
+
 import pytest
 from sqlalchemy import create_engine, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.engine import make_url
 
 from registry.settings import get_settings
@@ -78,9 +80,20 @@ def _create_pg_database() -> str:
 def _drop_pg_database(url: str) -> None:
     name = make_url(url).database
     admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    try:
+        for attempt in range(20):
+            try:
+                with admin.connect() as connection:
+                    connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+                return
+            except DBAPIError:
+                # An autovacuum worker on the database belongs to the server, which our role may not terminate;
+                # it finishes within moments.
+                if attempt == 19:
+                    raise
+                time.sleep(0.25)
+    finally:
+        admin.dispose()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
