@@ -413,12 +413,13 @@ class Watcher:
             if renamed_from is not None:
                 self.store.rename_checkpoint(renamed_from, model.repo_id)
                 known = self.store.get_checkpoint(model.repo_id)
-        if known is not None and known.head_sha == model.sha and not self.store.needs_details(model.repo_id):
+        unread = known is not None and self.store.needs_details(model.repo_id)
+        if known is not None and known.head_sha == model.sha and not unread:
             return
         # From here on this sha is a recorded head of the org (a rolled-back unit leaves it here: harmless, a
         # rename check then asks the database).
         self._head_shas.get(model.repo_id.split("/", 1)[0], set()).add(model.sha)
-        if (known is None or self.store.needs_details(model.repo_id)) and not self._interesting(model):
+        if (known is None or unread) and not self._interesting(model):
             # Outside every drafted line: remember it exists, read its config only when it becomes relevant.
             light = RevisionSpec(sha=model.sha, last_modified=model.last_modified)
             if known is None:

@@ -209,7 +209,7 @@ def run_pair(
                 if proposer is not None:
                     speculative_row.append(run(proposer, prompt, seed))
                     if settings.temperature == 0 and divergence is None:
-                        divergence = _first_divergence(
+                        divergence = first_divergence(
                             baseline_row[-1].tokens, speculative_row[-1].tokens, prompt_set.name, prompt_index, repeat
                         )
                 done += 1
@@ -301,7 +301,7 @@ def _decode_seed(seed: int, repeat: int, set_index: int, prompt_index: int) -> i
     return int.from_bytes(hashlib.sha256(material).digest()[:8], "big") >> 1
 
 
-def _first_divergence(
+def first_divergence(
     baseline: Sequence[int], speculative: Sequence[int], set_name: str, prompt_index: int, repeat: int
 ) -> Divergence | None:
     if list(baseline) == list(speculative):
@@ -385,7 +385,7 @@ def _peak_memory(device: torch.device) -> tuple[int, str]:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "process_rss_peak"
 
 
-def _snapshot_sha(folder: Path) -> str | None:
+def snapshot_sha(folder: Path) -> str | None:
     """The commit sha when `folder` is a Hugging Face cache snapshot (…/snapshots/<sha>)."""
     name = folder.resolve().name
     is_sha = len(name) == 40 and all(c in "0123456789abcdef" for c in name)
@@ -407,9 +407,9 @@ def _provenance(
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({platform.machine()})"
     drafter_path = Path(drafter_dir) if drafter_dir is not None else None
     return {
-        "target_sha": _snapshot_sha(target.path),
+        "target_sha": snapshot_sha(target.path),
         "target_files_digest": target.files_digest,
-        "drafter_sha": _snapshot_sha(drafter_path) if drafter_path else None,
+        "drafter_sha": snapshot_sha(drafter_path) if drafter_path else None,
         "drafter_files_digest": files_digest(drafter_path) if drafter_path else None,
         "prompt_sets": {s.name: s.digest for s in prompt_sets},
         "prompt_sets_digest": sets_digest,

