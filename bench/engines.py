@@ -4,8 +4,9 @@
 
 Builds (or reuses from the model cache) the tiny Qwen3 target, its trained draft LM and a trained DFlash drafter
 whose fused layers llama.cpp can read (target layers 0 and 2), then measures greedy decoding of the bundled prompts
-with `verifier.engine.run_pair` and `verifier.llamacpp.run_llamacpp_pair` (each engine against its own baseline,
-the target alone in the same engine). The table puts τ, baseline tok/s, tok/s and speedup side by side, says
+with `verifier.engine.run_pair` and `verifier.llamacpp.run_llamacpp_pair`, one harness (`verifier.harness`): each
+engine against its own baseline, the target alone in the same engine, asked prompt by prompt between the pair's
+requests, five repeats by default with the speedup's min-max over them. The table puts τ, baseline tok/s, tok/s and speedup side by side, says
 whether each engine's output was lossless, and whether the two engines' greedy outputs agree token for token.
 Needs the llamacpp extra.
 """
@@ -27,6 +28,7 @@ sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve(
 import torch  # noqa: E402
 
 from verifier.engine import PairRun, RunSettings, run_pair  # noqa: E402
+from verifier.harness import DEFAULT_REPEATS  # noqa: E402
 from verifier.llamacpp import LlamaCppOptions, find_server, run_llamacpp_pair  # noqa: E402
 from verifier.prompts import BUNDLED_SET_NAMES, bundled_set  # noqa: E402
 from verifier.tiny import cached_build  # noqa: E402
@@ -61,6 +63,10 @@ def row(engine: str, method: str, run: PairRun, seconds: float) -> dict[str, Any
         "baseline_tokens_per_s": overall.baseline_tokens_per_s.median,
         "tokens_per_s": overall.tokens_per_s.median if overall.tokens_per_s else None,
         "speedup": overall.speedup.median if overall.speedup else None,
+        "speedup_min": overall.speedup.minimum if overall.speedup else None,
+        "speedup_max": overall.speedup.maximum if overall.speedup else None,
+        "tau_emitted": overall.tau_emitted,
+        "efficiency": overall.efficiency,  # None in llama.cpp: llama-server times no single forward
         "lossless": run.lossless,
         "seconds": seconds,
     }
@@ -73,21 +79,22 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 def render(rows: list[dict[str, Any]], agreement: dict[str, bool], context: dict[str, Any]) -> None:
     print(f"engines on {context['machine']} ({context['threads']} thread(s)), {context['prompts']} prompts, "
           f"{context['max_new_tokens']} new tokens, {context['repeats']} repeat(s), greedy")
-    header = f"{'method':<9} {'engine':<17} {'τ':>5} {'accept':>7} {'base tok/s':>11} {'tok/s':>9} {'speedup':>8} " \
-             f"{'lossless':>9}"
+    header = f"{'method':<9} {'engine':<17} {'τ':>5} {'τ emit':>6} {'accept':>7} {'base tok/s':>11} {'tok/s':>9} " \
+             f"{'speedup (min-max)':>19} {'eff.':>5} {'lossless':>9}"
     print(header)
     print("-" * len(header))
     for r in rows:
-        print(f"{r['method']:<9} {r['engine']:<17} {_fmt(r['tau']):>5} {_fmt(r['acceptance_rate']):>7} "
-              f"{_fmt(r['baseline_tokens_per_s'], 1):>11} {_fmt(r['tokens_per_s'], 1):>9} {_fmt(r['speedup']):>8} "
-              f"{str(r['lossless']):>9}")
+        spread = f"{_fmt(r['speedup'])} ({_fmt(r['speedup_min'])}-{_fmt(r['speedup_max'])})"
+        print(f"{r['method']:<9} {r['engine']:<17} {_fmt(r['tau']):>5} {_fmt(r['tau_emitted']):>6} "
+              f"{_fmt(r['acceptance_rate']):>7} {_fmt(r['baseline_tokens_per_s'], 1):>11} "
+              f"{_fmt(r['tokens_per_s'], 1):>9} {spread:>19} {_fmt(r['efficiency']):>5} {str(r['lossless']):>9}")
     for method, same in agreement.items():
         print(f"{method}: PyTorch and llama.cpp greedy outputs {'agree on every prompt' if same else 'differ'}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--sets", default=",".join(BUNDLED_SET_NAMES))

@@ -7,6 +7,11 @@ client) and polls into a temporary SQLite database three times: the first poll (
 with nothing changed, and a re-poll after one model got a new commit. Prints one row per poll and the targets:
 a first poll of at most 10 s, and a re-poll without change of at most one request per org. `--profile` prints
 the first poll's cProfile hot spots.
+
+`--real-orgs` instead serves the default watched orgs at roughly their real sizes (hundreds of repos each;
+synthetic counts, see REAL_ORG_SIZES) and counts the Hub requests of a first poll, a quiet re-poll and a re-poll
+after one new release, with the drafter queries on, as `drafters up` runs: every poll must stay under the
+anonymous API limit of 500 calls per 5 minutes.
 """
 
 from __future__ import annotations
@@ -34,6 +39,13 @@ from tests.fakehub.server import FakeHub  # noqa: E402
 
 FIRST_POLL_TARGET_S = 10.0
 REPOLL_REQUESTS_PER_ORG = 1
+ANONYMOUS_API_LIMIT = 500  # calls per 5-minute window (hub-protocol.md §7)
+# Synthetic, of the order of the real orgs' model counts in 2026 (not measured).
+REAL_ORG_SIZES = {
+    "Qwen": 400, "google": 1100, "meta-llama": 80, "openai": 40, "deepseek-ai": 90, "moonshotai": 30,
+    "MiniMaxAI": 20, "zai-org": 60, "z-lab": 60, "modal-labs": 20, "RedHatAI": 700, "incoai": 10, "lmsys": 40,
+    "yuhuili": 10, "XiaomiMiMo": 20,
+}
 
 
 @dataclass(frozen=True)
@@ -64,12 +76,64 @@ def print_table(rows: list[Row], models: int, orgs: int) -> None:
               f"{r.target} [{verdict}]")
 
 
+def real_orgs() -> int:
+    """Request counts per poll for the default watched orgs at real size, drafter queries included."""
+    import json
+    from datetime import timedelta
+
+    from registry.settings import DEFAULT_WATCHED_ORGS
+    from registry.watch import DRAFTER_QUERIES
+    from tests.fakehub.state import HubState, dflash_drafter_files
+    from tests.fakehub.scenario import QWEN3_8B_DFLASH_CONFIG
+
+    state = HubState()
+    start = DAY_0 - timedelta(days=800)
+    index = 0
+    for org in DEFAULT_WATCHED_ORGS:
+        for number in range(REAL_ORG_SIZES.get(org, 50)):
+            created = start + timedelta(hours=index)
+            index += 1
+            config = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "index": index}
+            state.add_repo(f"{org}/model-{number:05d}", created_at=created, date=created + timedelta(minutes=30),
+                           files={"config.json": json.dumps(config).encode()}, library_name="transformers")
+    for number in range(150):  # drafters of publishers nobody watches
+        created = start + timedelta(hours=index + number)
+        state.add_repo(f"someone{number:03d}/Qwen3-8B-DFlash", created_at=created, date=created,
+                       files=dflash_drafter_files(QWEN3_8B_DFLASH_CONFIG, number), tags=("dflash",))
+    orgs = list(DEFAULT_WATCHED_ORGS)
+    with tempfile.TemporaryDirectory(prefix="bench-watch-") as workdir, FakeHub(state) as hub:
+        store = Store.open(f"sqlite:///{Path(workdir) / 'registry.db'}")
+        watcher = Watcher(store, HubClient(hub.url, None, Path(workdir) / "hub-cache"), orgs,
+                          drafter_queries=DRAFTER_QUERIES)
+        first = watcher.poll_once()
+        quiet = watcher.poll_once()
+        state.add_repo("Qwen/model-new", created_at=DAY_0, date=DAY_0, files={"config.json": b"{}"})
+        state.add_repo("someone-new/Qwen3-8B-DFlash", created_at=DAY_0, date=DAY_0,
+                       files=dflash_drafter_files(QWEN3_8B_DFLASH_CONFIG, 7), tags=("dflash",))
+        changed = watcher.poll_once()
+        store.engine.dispose()
+    total = sum(REAL_ORG_SIZES.get(org, 50) for org in orgs)
+    rows = [
+        row("first poll", first, f"< {ANONYMOUS_API_LIMIT} requests", first.requests < ANONYMOUS_API_LIMIT),
+        # One id listing per 1000 repos of an org (google needs two), one listing per drafter query.
+        row("re-poll, no change", quiet, "<= 1 per 1000 repos and query", quiet.requests <= sum(
+            -(-REAL_ORG_SIZES.get(org, 50) // 1000) for org in orgs) + len(DRAFTER_QUERIES)),
+        row("re-poll, two releases", changed, f"< {ANONYMOUS_API_LIMIT} requests, both found",
+            changed.requests < ANONYMOUS_API_LIMIT and len(changed.events) >= 2 and not changed.errors),
+    ]
+    print_table(rows, total, len(orgs))
+    return 0 if all(r.met for r in rows) else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", type=int, default=10_000)
     parser.add_argument("--orgs", type=int, default=10)
     parser.add_argument("--profile", action="store_true", help="print the first poll's cProfile hot spots")
+    parser.add_argument("--real-orgs", action="store_true", help="the default watched orgs at real size")
     args = parser.parse_args()
+    if args.real_orgs:
+        return real_orgs()
 
     scenario = Scenario.large(args.models, args.orgs)
     orgs = [f"org{index:02d}" for index in range(args.orgs)]

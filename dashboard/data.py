@@ -7,6 +7,7 @@ registry.queries.open_read_only), and nothing here calls a Store command.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
@@ -65,6 +66,18 @@ def require_database() -> str:
     return url
 
 
+EMPTY = "-"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Everything Streamlit's Markdown gives a meaning to: emphasis, code, links, lists, headings, tables, HTML,
+# LaTeX ($), and `:color[...]` directives (through the brackets).
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=])")
+
+
+def md(value: object) -> str:
+    """Text from the registry (Hub names, config values, reasons) shown literally inside st.markdown/st.info."""
+    return _MARKDOWN.sub(r"\\\1", _CONTROL.sub(" ", str(value)))
+
+
 def _one_line(error: BaseException) -> str:
     return " ".join(str(getattr(error, "orig", None) or error).split())
 
@@ -75,9 +88,71 @@ def guard(what: str) -> Iterator[None]:
     try:
         yield
     except SQLAlchemyError as exc:
-        st.error(f"{what}: database error: {_one_line(exc)}")
+        st.error(f"{what}: database error: {md(_one_line(exc))}")
     except Exception as exc:  # noqa: BLE001 - a page must never raise
-        st.error(f"{what} failed: {type(exc).__name__}: {_one_line(exc)}")
+        st.error(f"{what} failed: {type(exc).__name__}: {md(_one_line(exc))}")
+
+
+def _cell_text(value: object) -> str:
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else f"{value:.4g}"
+    if isinstance(value, pd.Timestamp):
+        return value.strftime("%Y-%m-%d %H:%M") if (value.hour, value.minute) != (0, 0) else value.strftime("%Y-%m-%d")
+    return str(value)
+
+
+def shown(frame: pd.DataFrame) -> pd.DataFrame:
+    """A frame for a grid: an empty cell reads as a dash, not `None`. A column with gaps becomes text (one type,
+    so Arrow takes it as it is); columns without gaps keep their type, and their sorting."""
+    frame = frame.copy()
+    for column in frame.columns:
+        values = frame[column]
+        missing = values.isna()
+        if missing.any():
+            frame[column] = [EMPTY if gap else _cell_text(value) for value, gap in zip(values, missing)]
+    return frame
+
+
+def dataframe(frame: pd.DataFrame, **kwargs: object) -> object:
+    """st.dataframe over `shown(frame)`."""
+    return st.dataframe(shown(frame), **kwargs)  # type: ignore[arg-type]
+
+
+def is_local(ref: str) -> bool:
+    """A local model folder (what `drafters verify` on folders and the demo record), not a Hub repo id."""
+    return ref.startswith(("/", "~", "./", "../"))
+
+
+def short_name(ref: str) -> str:
+    """A repo id as it is; a local folder by its last path part (the full path goes in a tooltip)."""
+    return Path(ref).name if is_local(ref) else ref
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def local_verdict(target: str, drafter: str) -> queries.PairVerdict | None:
+    """The verdict between two local folders, read from their files as `drafters check` does; None when either
+    folder is gone. Folders declare nothing, so the best they reach is "structural"."""
+    from registry import compat, configs
+    from registry.local import LocalRepoError, read_local_repo
+
+    try:
+        target_repo, drafter_repo = read_local_repo(Path(target)), read_local_repo(Path(drafter))
+    except (LocalRepoError, OSError):
+        return None
+    parsed = []
+    for repo in (drafter_repo, target_repo):
+        try:
+            parsed.append(configs.parse_config(repo.config_raw))
+        except configs.ConfigError:
+            parsed.append(None)
+    drafter_config, target_config = parsed
+    method = (configs.detect_method(drafter_config) or "draft-lm") if drafter_config else None
+    result = compat.check_pair(drafter_config, target_config, drafter_method=method, target_repo_id=None,
+                               declared_targets=(), drafter_tokenizer_digest=drafter_repo.tokenizer_digest,
+                               target_tokenizer_digest=target_repo.tokenizer_digest)
+    return queries.PairVerdict(verdict=result.verdict, reasons=result.reasons,
+                               checks=tuple({"name": c.name, "ok": c.ok, "detail": c.detail} for c in result.checks),
+                               checkpoint_sha="local folder", drafter_sha="local folder", checked_at=datetime.now(UTC))
 
 
 def empty_hint(what: str) -> None:

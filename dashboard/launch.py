@@ -13,6 +13,8 @@ from typing import IO
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from registry.processes import die_with_parent
+
 
 def app_path() -> Path:
     """app.py of the installed `dashboard` package (works from a wheel as well as from a checkout)."""
@@ -61,4 +63,6 @@ def launch(
     environment = dict(os.environ if env is None else env)
     if database_url is not None:
         environment["DRAFTERS_DATABASE_URL"] = database_url
-    return subprocess.Popen(argv, env=environment, stdout=stdout, stderr=stderr)
+    # The dashboard stops with whoever started it, even a parent killed with SIGKILL (Linux).
+    return subprocess.Popen(argv, env=environment, stdout=stdout, stderr=stderr,
+                            preexec_fn=die_with_parent)  # noqa: PLW1509 - only prctl, before exec

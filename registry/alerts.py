@@ -9,9 +9,13 @@ our commit.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import json
+import logging
+import re
+import secrets as random_secrets
 import time
 import uuid
 from dataclasses import dataclass
@@ -24,6 +28,8 @@ from sqlalchemy import func, select
 from registry.models import Delivery, Event, Subscription
 from registry.secrets import SecretBox
 from registry.store import Store, aware, utcnow
+
+log = logging.getLogger(__name__)
 
 EVENT_TYPES = ("new_checkpoint", "base_upgrade", "weights_changed", "drafter_released", "lag_closed",
                "acceptance_regressed")
@@ -67,6 +73,67 @@ def _record(row: Subscription) -> SubscriptionRecord:
     )
 
 
+def new_secret() -> str:
+    """A Standard Webhooks secret: `whsec_` + base64 of 32 random bytes, what every receiver library reads as is."""
+    return "whsec_" + base64.b64encode(random_secrets.token_bytes(32)).decode()
+
+
+def check_url(url: str) -> str:
+    """The URL when httpx can post to it; otherwise ValueError with one line (the URL itself is not echoed: it
+    may be a credential)."""
+    if not url.startswith(("http://", "https://")):
+        raise ValueError("webhook URL must be http(s)://")
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError, TypeError):
+        raise ValueError("webhook URL is not a valid URL") from None
+    if not parsed.host:
+        raise ValueError("webhook URL has no host")
+    return url
+
+
+def check_secret(secret: str) -> str:
+    """A `whsec_` secret must be base64 (what Standard Webhooks receivers decode); any other is used as raw bytes."""
+    if secret.startswith("whsec_"):
+        try:
+            key = base64.b64decode(secret.removeprefix("whsec_"), validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("a whsec_ secret must be base64 after the prefix") from None
+        if not key:
+            raise ValueError("the whsec_ secret is empty")
+    elif not secret:
+        raise ValueError("the signing secret is empty")
+    return secret
+
+
+# Leading path segments made only of letters (`/services`, `/api/webhooks`) are shown; from the first other one
+# (an id, a token) on, and always the last of several, they are masked: Slack, Discord and Teams put the
+# credential in the path.
+_PLAIN_SEGMENT = re.compile(r"[A-Za-z_-]{1,24}")
+
+
+def mask_url(url: str) -> str:
+    """A webhook URL for output: user:password@, token-like path segments, the query and fragment masked."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError, TypeError):
+        return "(invalid URL)"
+    netloc = parsed.host if ":" not in parsed.host else f"[{parsed.host}]"
+    if parsed.port is not None:
+        netloc += f":{parsed.port}"
+    if parsed.userinfo:
+        netloc = "***@" + netloc
+    segments = [seg for seg in parsed.path.split("/") if seg]
+    shown: list[str] = []
+    keeping = True
+    for index, segment in enumerate(segments):
+        last_of_several = index == len(segments) - 1 and len(segments) > 1
+        keeping = keeping and bool(_PLAIN_SEGMENT.fullmatch(segment)) and not last_of_several
+        shown.append(segment if keeping else "***")
+    path = "/" + "/".join(shown) if shown else "/"
+    return f"{parsed.scheme}://{netloc}{path}" + ("?***" if parsed.query else "")
+
+
 def subscribe(
     store: Store,
     secrets: SecretBox,
@@ -79,8 +146,9 @@ def subscribe(
     secret: str | None = None,
     include_past: bool = False,
 ) -> SubscriptionRecord:
-    if not url.startswith(("http://", "https://")):
-        raise ValueError(f"webhook URL must be http(s): {url!r}")
+    check_url(url)
+    if secret is not None:
+        check_secret(secret)
     unknown = set(event_types) - set(EVENT_TYPES)
     if unknown:
         raise ValueError(f"unknown event types {sorted(unknown)}; known: {', '.join(EVENT_TYPES)}")
@@ -157,10 +225,20 @@ def verify(secret: str, headers: dict[str, str], body: bytes, *, tolerance_s: in
     return any(hmac.compare_digest(expected, candidate) for candidate in lowered.get("webhook-signature", "").split())
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def slack_text(text: str) -> str:
+    """Text Slack shows literally: control characters out, and &, <, > escaped so that `<!channel>` or
+    `<https://…|click>` in a Hub config cannot ping a channel or make a link."""
+    text = _CONTROL.sub(" ", text)
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def event_body(event: Event) -> dict[str, Any]:
     payload = dict(event.payload)
     return {
-        "text": f"[{event.type}] {payload.get('message', event.subject)}",
+        "text": slack_text(f"[{event.type}] {payload.get('message', event.subject)}"),
         "event": {
             "id": event.id,
             "type": event.type,
@@ -216,16 +294,22 @@ def deliver_pending(store: Store, secrets: SecretBox, *, client: httpx.Client | 
             timestamp = int(time.time())
             headers = {"content-type": "application/json", "webhook-id": message_id,
                        "webhook-timestamp": str(timestamp)}
-            secret = secrets.get(uid) if has_secret else None
-            if secret:
-                headers["webhook-signature"] = sign(secret, message_id, timestamp, body)
             error: str | None = None
+            # Each delivery on its own: one subscription with a broken URL or secret fails alone, and is retried
+            # with backoff like any other failure.
             try:
+                secret = secrets.get(uid) if has_secret else None
+                if secret:
+                    headers["webhook-signature"] = sign(secret, message_id, timestamp, body)
                 response = client.post(url, content=body, headers=headers)
                 if not 200 <= response.status_code < 300:
                     error = f"HTTP {response.status_code}"
             except httpx.HTTPError as exc:
-                error = f"{exc.__class__.__name__}: {exc}"
+                # httpx's messages can carry the URL, which may be a credential.
+                error = f"{exc.__class__.__name__}: {str(exc).replace(url, mask_url(url))}"
+            except Exception as exc:  # noqa: BLE001 - a bad URL or secret must not stop the other deliveries
+                log.warning("delivery %s to %s failed: %s", delivery_id, mask_url(url), exc.__class__.__name__)
+                error = exc.__class__.__name__
             with store.session() as session:
                 row = session.get(Delivery, delivery_id)
                 row.attempts += 1

@@ -75,6 +75,13 @@ class CatalogDrafter:
     config: dict[str, Any] | None = field(hash=False)  # reconstructed config.json, stated values only
     notes: str | None
     source: str
+    # A full checkpoint that carries its drafter inside (DeepSeek-V4 DSpark, MiMo FP4 DFlash), not a drafter
+    # anyone adds to a target: it cannot lag a base.
+    built_in: bool = False
+    # Which revision the stated facts (config, block size, weight bytes) describe, when the repo was replaced.
+    facts_revision: str | None = None
+    # weight_bytes back-computed from a rounded GiB/GB figure: good to about 1%, not a byte count.
+    weight_bytes_approx: bool = False
 
 
 @dataclass(frozen=True)
@@ -199,6 +206,9 @@ def _drafter(label: str, raw: Any) -> CatalogDrafter:
             "sha",
             "config",
             "notes",
+            "built_in",
+            "facts_revision",
+            "weight_bytes_approx",
         },
     )
     repo_id = fields.repo_id("repo_id")
@@ -231,6 +241,9 @@ def _drafter(label: str, raw: Any) -> CatalogDrafter:
         config=fields.optional_object("config"),
         notes=fields.optional_text("notes"),
         source=fields.text("source"),
+        built_in=fields.optional_bool("built_in") is True,
+        facts_revision=fields.optional_text("facts_revision"),
+        weight_bytes_approx=fields.optional_bool("weight_bytes_approx") is True,
     )
 
 

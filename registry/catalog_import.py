@@ -65,6 +65,9 @@ def load_catalog(store: Store, catalog: Catalog | None = None) -> CatalogSummary
         )
         store.add_drafter_revision(
             drafter.repo_id,
+            # Facts known only from the catalog: the "catalog" revision, whatever sha the reference names. The
+            # named sha (drafter.sha) becomes a revision when the watcher reads it from the Hub with its weights,
+            # so an in-place change after it is still seen.
             RevisionSpec(sha=CATALOG_SHA, config_raw=_config_bytes(drafter.config), weight_bytes=drafter.weight_bytes),
         )
     verdicts = store.recompute_compatibility()

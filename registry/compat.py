@@ -333,6 +333,8 @@ def _eagle3_checks(pair: _Pair) -> list[Check]:
     drafter, target = pair.drafter, pair.target
     num_layers = target.num_hidden_layers
     aux_ids, note = drafter.aux_layer_ids, ""
+    if aux_ids is not None and drafter.aux_ids_from_hidden_state_indices:
+        note = f" (speculators hidden-state indices {[i + 1 for i in aux_ids]} minus 1)"
     if aux_ids is None and num_layers is not None:
         # EAGLE-3's default features: outputs of layers 1, N/2-1 and N-4.
         aux_ids, note = (1, num_layers // 2 - 1, num_layers - 4), " (EAGLE-3 default)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -153,6 +154,7 @@ _ARCHITECTURE_METHODS = {
     "Eagle3Speculator": "eagle3",
 }
 _SPECULATORS_METHODS = {"eagle3": "eagle3", "dflash": "dflash", "dspark": "dspark", "dflash2": "dflash2"}
+_METHOD_NAME = re.compile(r"[a-z][a-z0-9_-]{0,23}")
 
 
 def detect_method(config: dict) -> str | None:
@@ -163,7 +165,9 @@ def detect_method(config: dict) -> str | None:
     """
     speculators_type = config.get("speculators_model_type")
     if isinstance(speculators_type, str) and speculators_type:
-        return _SPECULATORS_METHODS.get(speculators_type.lower(), speculators_type.lower())
+        lowered = speculators_type.lower()
+        # The name reaches alerts, feeds and pages: only a plain identifier passes; anything else is "unknown".
+        return _SPECULATORS_METHODS.get(lowered, lowered if _METHOD_NAME.fullmatch(lowered) else "unknown")
     architectures = config.get("architectures")
     names = [a for a in architectures if isinstance(a, str)] if isinstance(architectures, list) else []
     for name in names:
@@ -222,6 +226,9 @@ class DrafterFacts:
     final_logit_softcapping: float | None
     model: ModelFacts
     problems: tuple[str, ...]
+    # True when aux_layer_ids came from speculators' top-level ids, which count hidden states (0 = embeddings):
+    # the facts hold them as layer ids (index - 1) like SpecForge's `eagle_config` ids.
+    aux_ids_from_hidden_state_indices: bool = False
 
     @property
     def target_width(self) -> int | None:
@@ -251,10 +258,18 @@ def drafter_facts(config: dict, method: str | None = None) -> DrafterFacts:
     dflash = _Reader.nested(config, "dflash_config", problems)
     top = _Reader([config], problems)
     nested = _Reader.nested(config, "transformer_layer_config" if speculators else "text_config", problems)
-    eagle = _Reader.nested(config, "eagle_config", problems)
+    eagle_section = _section(config, "eagle_config", problems)
+    aux_layer_ids = _Reader([eagle_section] if eagle_section else [], problems).integers("eagle_aux_hidden_state_layer_ids")
+    hidden_state_indices = None if aux_layer_ids is not None else top.integers("eagle_aux_hidden_state_layer_ids")
+    if hidden_state_indices is not None:
+        aux_layer_ids = tuple(i - 1 for i in hidden_state_indices)
 
     num_target_layers = dflash.integer("num_target_layers", maximum=MAX_LAYERS)
-    target_layer_ids = dflash.integers("target_layer_ids") or dflash.integers("aux_hidden_state_layer_ids")
+    target_layer_ids = dflash.integers("target_layer_ids")
+    if target_layer_ids is None:
+        # speculators counts hidden states (0 = embeddings): its index i is z-lab's layer id i - 1.
+        aux_indices = dflash.integers("aux_hidden_state_layer_ids")
+        target_layer_ids = None if aux_indices is None else tuple(i - 1 for i in aux_indices)
     defaulted = False
     if (
         target_layer_ids is None
@@ -281,7 +296,7 @@ def drafter_facts(config: dict, method: str | None = None) -> DrafterFacts:
         ),
         target_hidden_size=top.integer("target_hidden_size", maximum=MAX_HIDDEN_SIZE),
         backbone_hidden_size=top.integer("backbone_hidden_size", maximum=MAX_HIDDEN_SIZE),
-        aux_layer_ids=eagle.integers("eagle_aux_hidden_state_layer_ids"),
+        aux_layer_ids=aux_layer_ids,
         verifier_name=verifier_name,
         verifier_architectures=verifier_architectures,
         speculative_tokens=speculative_tokens,
@@ -292,6 +307,7 @@ def drafter_facts(config: dict, method: str | None = None) -> DrafterFacts:
         ),
         model=model,
         problems=_unique(problems),
+        aux_ids_from_hidden_state_indices=hidden_state_indices is not None,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
@@ -34,16 +35,29 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyp
     cursor.close()
 
 
+def _private_sqlite_file(path: Path) -> None:
+    """The registry (and the WAL and shm files SQLite makes with the same mode) readable by its owner only."""
+    if not path.parent.exists():
+        path.parent.mkdir(parents=True, mode=0o700)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+        if path.stat().st_mode & 0o077 and path.stat().st_uid == os.getuid():
+            path.chmod(0o600)
+    except OSError:
+        pass  # SQLite says what is wrong with the path when it opens it
+
+
 def make_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
-        raise DatabaseError(f"bad database URL {url!r}: {_one_line(exc)}") from None
+        # The URL is not echoed: it may hold a password.
+        raise DatabaseError("bad database URL (expected sqlite:///PATH or postgresql+psycopg://…)") from None
     try:
         if parsed.get_backend_name() == "sqlite":
             database = parsed.database
-            if database and database != ":memory:":
-                Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            if database and database != ":memory:" and not database.startswith("file:"):
+                _private_sqlite_file(Path(database).expanduser())
             engine = create_engine(parsed, connect_args={"timeout": 30})
             event.listen(engine, "connect", _sqlite_pragmas)
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from xml.etree import ElementTree as ET
@@ -10,6 +11,15 @@ from registry.records import EventRecord
 
 ATOM = "http://www.w3.org/2005/Atom"
 FEED_ID = "tag:drafter-registry,2026:events"
+
+
+# Characters XML 1.0 cannot hold (or discourages) and terminal controls: a Hub config value that reaches a
+# message must not make the feed ill-formed.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(value: object) -> str:
+    return _NOT_XML.sub(" ", str(value))
 
 
 def entry_id(event: EventRecord) -> str:
@@ -28,14 +38,14 @@ def render_feed(events: list[EventRecord], *, title: str = "Drafter Registry ale
         ET.SubElement(feed, f"{{{ATOM}}}link", href=link, rel="self")
     for event in sorted(events, key=lambda e: e.id, reverse=True):
         entry = ET.SubElement(feed, f"{{{ATOM}}}entry")
-        ET.SubElement(entry, f"{{{ATOM}}}id").text = entry_id(event)
-        ET.SubElement(entry, f"{{{ATOM}}}title").text = f"[{event.type}] {event.subject}"
+        ET.SubElement(entry, f"{{{ATOM}}}id").text = xml_text(entry_id(event))
+        ET.SubElement(entry, f"{{{ATOM}}}title").text = xml_text(f"[{event.type}] {event.subject}")
         ET.SubElement(entry, f"{{{ATOM}}}updated").text = event.created_at.isoformat()
-        ET.SubElement(entry, f"{{{ATOM}}}link", href=f"https://huggingface.co/{event.subject}")
+        ET.SubElement(entry, f"{{{ATOM}}}link", href=xml_text(f"https://huggingface.co/{event.subject}"))
         author = ET.SubElement(entry, f"{{{ATOM}}}author")
         ET.SubElement(author, f"{{{ATOM}}}name").text = "drafters"
-        ET.SubElement(entry, f"{{{ATOM}}}category", term=event.type)
-        ET.SubElement(entry, f"{{{ATOM}}}summary").text = str(event.payload.get("message", event.subject))
+        ET.SubElement(entry, f"{{{ATOM}}}category", term=xml_text(event.type))
+        ET.SubElement(entry, f"{{{ATOM}}}summary").text = xml_text(event.payload.get("message", event.subject))
     return ET.tostring(feed, encoding="utf-8", xml_declaration=True)
 
 

@@ -10,8 +10,16 @@ it installs, once per process, an HTTP client factory for `huggingface_hub` whos
 (Retry-After / RateLimit) and retries 5xx and transport failures with a capped exponential backoff. A final
 failure leaves the transport as a `HubError`, which `huggingface_hub`'s retry loops do not catch, so each request
 is tried at most `max_retries + 1` times in all. Outside a `HubClient` call the transport is a plain pass-through.
-Only requests to the client's own endpoint are subject to the policy and counted. (Like any httpx client given
-its own transport, the shared client ignores proxy environment variables.)
+Requests to the client's own endpoint and the redirects they lead to (the resolve cache, a CDN for LFS/Xet files)
+are subject to the policy and counted.
+
+Rate limits. The Hub counts calls in 5-minute buckets and says where a bucket stands on every response
+(`RateLimit: "api";r=<left>;t=<seconds to reset>`). The client remembers it per bucket, paces requests once few
+calls are left, and when a bucket is empty (or a 429 asks for longer than `max_rate_limit_wait`) raises
+`RateLimited` without sending anything: callers stop and come back after the reset.
+
+Proxies. The shared client honours HTTP(S)_PROXY/ALL_PROXY and NO_PROXY from the environment, as httpx's
+`trust_env` does, through per-scheme and per-host transports that all carry the policy.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import logging
 import re
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -30,9 +39,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import huggingface_hub
-from huggingface_hub import HfApi, hf_hub_download
+from huggingface_hub import HfApi, ModelInfo, hf_hub_download
 from huggingface_hub import errors as hf_errors
-from huggingface_hub.utils import httpx, parse_ratelimit_headers
+from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, httpx, parse_ratelimit_headers
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +52,18 @@ CONNECT_FAILURES = (httpx.ConnectError, httpx.ConnectTimeout)
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
 SHARD_INDEX_SUFFIXES = (".safetensors.index.json", ".bin.index.json")
 BASE_MODEL_RELATIONS = frozenset({"adapter", "merge", "quantized", "finetune"})
-# Fields a listing needs; requesting them explicitly keeps each page small (hub-protocol.md §7 budget).
-LIST_EXPAND = ["sha", "lastModified", "createdAt", "tags", "gated", "cardData", "pipeline_tag", "library_name", "config"]
+# Fields a listing needs; requesting them explicitly keeps each page small (hub-protocol.md §7 budget). No
+# cardData: the Hub turns a card's `base_model` into `base_model:<relation>:<id>` tags, which say the same.
+LIST_EXPAND = ["sha", "lastModified", "createdAt", "tags", "gated", "pipeline_tag", "library_name", "config", "private"]
+# The cheap listing of every repo of an org: enough to tell what changed, appeared or went public.
+ID_EXPAND = ["sha", "lastModified", "private"]
+LIST_PAGE = 100  # a re-poll that finds nothing new reads one page
+ID_PAGE = 1000  # the Hub's largest page
+# Small files only: anything bigger than this (or stored in LFS) is never downloaded by the watcher.
+MAX_SMALL_FILE = 20 * 1024 * 1024
+# Pace requests once a bucket has fewer than this share of its quota left (or this many, quota unknown).
+PACE_SHARE = 0.05
+PACE_MIN = 10
 
 
 class HubError(Exception):
@@ -86,6 +105,10 @@ class BudgetExhausted(HubError):
     """The client's `max_requests` budget is spent; no request was sent."""
 
 
+class InvalidToken(HubError):
+    """The Hub rejects the configured token on every call: a configuration error, not a fact about a repo."""
+
+
 @dataclass(frozen=True)
 class HubModel:
     repo_id: str
@@ -101,6 +124,25 @@ class HubModel:
     # From the listing's config summary: enough to tell a drafter from a model without downloading config.json.
     architectures: tuple[str, ...] = ()
     model_type: str | None = None
+    private: bool = False
+
+
+@dataclass(frozen=True)
+class ListedRepo:
+    """One entry of an org's cheap id listing."""
+
+    repo_id: str
+    sha: str | None
+    last_modified: datetime | None
+    private: bool
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A listing entry that could not be parsed; `repo_id` when at least that was readable."""
+
+    repo_id: str | None
+    problem: str
 
 
 @dataclass(frozen=True)
@@ -125,6 +167,16 @@ class HubRevision:
     tags: tuple[str, ...]
     architectures: tuple[str, ...] = ()
     model_type: str | None = None
+    private: bool = False
+
+    def as_model(self) -> HubModel:
+        """What a listing entry of this repo at this revision would say."""
+        return HubModel(
+            repo_id=self.repo_id, sha=self.sha, last_modified=self.last_modified, created_at=self.created_at,
+            tags=self.tags, gated=self.gated, base_models=self.base_models,
+            base_model_relation=self.base_model_relation, pipeline_tag=None, library_name=None,
+            architectures=self.architectures, model_type=self.model_type, private=self.private,
+        )
 
 
 @dataclass(frozen=True)
@@ -219,10 +271,41 @@ def _install_http_client_factory() -> None:
                 follow_redirects=True,
                 timeout=None,
                 transport=_PoliteTransport(httpx.HTTPTransport()),
+                mounts=proxy_mounts(),
             )
 
         huggingface_hub.set_client_factory(factory)
         _installed = True
+
+
+def proxy_mounts() -> dict[str, httpx.BaseTransport | None]:
+    """Transports for the environment's proxy settings (read when the shared client is built), the way httpx's
+    `trust_env` maps them: a proxy per scheme, and NO_PROXY hosts going direct. Each carries the policy."""
+    proxies = urllib.request.getproxies_environment()
+    mounts: dict[str, httpx.BaseTransport | None] = {}
+    for scheme in ("http", "https"):
+        url = proxies.get(scheme) or proxies.get("all")
+        if url:
+            if "://" not in url:
+                url = f"http://{url}"
+            mounts[f"{scheme}://"] = _PoliteTransport(httpx.HTTPTransport(proxy=url))
+    if mounts:
+        for host in (proxies.get("no") or "").split(","):
+            host = host.strip()
+            if not host:
+                continue
+            if host == "*":
+                return {}
+            if "://" in host:
+                pattern = host
+            elif host == "localhost" or re.fullmatch(r"[\d.]+", host):
+                pattern = f"all://{host}"
+            elif ":" in host and not host.startswith("["):
+                pattern = f"all://[{host}]"  # an IPv6 address
+            else:
+                pattern = f"all://*{host.lstrip('.')}"  # the domain and its subdomains
+            mounts[pattern] = _PoliteTransport(httpx.HTTPTransport())
+    return mounts
 
 
 def _wait_from_headers(headers: httpx.Headers) -> float | None:
@@ -287,6 +370,8 @@ class HubClient:
         self._count = 0
         self._budget_start = 0
         self._count_lock = threading.Lock()
+        # Per bucket ("api", "resolvers"): (calls left, monotonic time of the reset, quota or None).
+        self._buckets: dict[str, tuple[int, float, int | None]] = {}
         _install_http_client_factory()
 
     def __repr__(self) -> str:
@@ -299,9 +384,18 @@ class HubClient:
             return self._count
 
     def start_budget(self) -> None:
-        """Give `max_requests` afresh from now on (a watcher does at each poll); `request_count` keeps counting."""
+        """Give `max_requests` afresh from now on (a watcher does at each poll); `request_count` keeps counting.
+        What the Hub said about its rate-limit buckets is forgotten too: the caller waited as long as it was told
+        (PollReport.retry_after), and the next answer says where the bucket stands now."""
         with self._count_lock:
             self._budget_start = self._count
+            self._buckets.clear()
+
+    def rate_limit(self, bucket: str = "api") -> tuple[int, float] | None:
+        """(calls left, seconds to the reset) of a bucket as the Hub last reported it; None before any answer."""
+        with self._count_lock:
+            state = self._buckets.get(bucket)
+        return None if state is None else (state[0], max(0.0, state[1] - time.monotonic()))
 
     # ---- public reads ------------------------------------------------------------------------------------
     def list_org_models(
@@ -310,23 +404,93 @@ class HubClient:
         *,
         sort: Literal["last_modified", "created_at"] = "last_modified",
         stop_at: Callable[[HubModel], bool] | None = None,
+        on_unreadable: Callable[[Unreadable], None] | None = None,
     ) -> Iterator[HubModel]:
         """The org's models, newest first. Paging stops at the first model for which `stop_at` is true (that
-        model is not yielded), so a re-poll that finds nothing new reads a single page."""
+        model is not yielded), so a re-poll that finds nothing new reads a single page. An entry that cannot be
+        parsed raises BadResponse, or with `on_unreadable` is handed to it and skipped."""
         if sort not in ("last_modified", "created_at"):
             raise ValueError(f"sort must be 'last_modified' or 'created_at', got {sort!r}")
-        what = f"listing models of {org}"
-        # A lazy generator: each page is requested only when the previous one is used up.
-        pages = self._api.list_models(author=org, sort=sort, expand=LIST_EXPAND)
-        while True:
-            with self._calling(what):
-                info = next(pages, None)
-                if info is None:
+        params = [("author", org), ("sort", "lastModified" if sort == "last_modified" else "createdAt"),
+                  ("limit", str(LIST_PAGE)), *(("expand", key) for key in LIST_EXPAND)]
+        yield from self._models(params, f"listing models of {org}", stop_at, on_unreadable)
+
+    def list_tagged_models(
+        self,
+        tag: str,
+        *,
+        stop_at: Callable[[HubModel], bool] | None = None,
+        on_unreadable: Callable[[Unreadable], None] | None = None,
+    ) -> Iterator[HubModel]:
+        """Models of anyone carrying `tag` (a tag or library name: `dflash`, `eagle3`, …), newest change first."""
+        params = [("filter", tag), ("sort", "lastModified"), ("limit", str(LIST_PAGE)),
+                  *(("expand", key) for key in LIST_EXPAND)]
+        yield from self._models(params, f"listing models tagged {tag}", stop_at, on_unreadable)
+
+    def list_org_ids(self, org: str) -> list[ListedRepo]:
+        """Every repo of the org with its head sha, in pages of 1000: one call for most orgs. Entries without a
+        readable id are left out (logged); a bad sha or date reads as unknown."""
+        params = [("author", org), ("limit", str(ID_PAGE)), *(("expand", key) for key in ID_EXPAND)]
+        listed: list[ListedRepo] = []
+        for page in self._pages(params, f"listing repo ids of {org}"):
+            for entry in page:
+                repo_id = entry.get("id") if isinstance(entry, dict) else None
+                if not isinstance(repo_id, str) or repo_id.count("/") != 1:
+                    logger.warning("listing repo ids of %s: an entry without a valid id was skipped", org)
+                    continue
+                sha = entry.get("sha")
+                listed.append(ListedRepo(
+                    repo_id=repo_id,
+                    sha=sha if isinstance(sha, str) and SHA_PATTERN.fullmatch(sha) else None,
+                    last_modified=_iso_or_none(entry.get("lastModified")),
+                    # Anything but an explicit false counts as private: never announce what might be.
+                    private=entry.get("private") is not False,
+                ))
+        return listed
+
+    def _models(
+        self,
+        params: list[tuple[str, str]],
+        what: str,
+        stop_at: Callable[[HubModel], bool] | None,
+        on_unreadable: Callable[[Unreadable], None] | None,
+    ) -> Iterator[HubModel]:
+        for page in self._pages(params, what):
+            for entry in page:
+                try:
+                    model = _hub_model(ModelInfo(**entry) if isinstance(entry, dict) else entry)
+                except Exception as exc:  # noqa: BLE001 - any malformed entry is one unreadable entry
+                    repo_id = entry.get("id") if isinstance(entry, dict) else None
+                    problem = _one_line(str(exc)) if isinstance(exc, HubError) else (
+                        f"listing entry {repo_id or '?'}: unexpected shape ({type(exc).__name__})")
+                    if on_unreadable is None:
+                        raise self._scrubbed(BadResponse(problem)) from exc
+                    on_unreadable(Unreadable(repo_id if isinstance(repo_id, str) else None, problem))
+                    continue
+                if stop_at is not None and stop_at(model):
                     return
-                model = _hub_model(info)
-            if stop_at is not None and stop_at(model):
-                return
-            yield model
+                yield model
+
+    def _pages(self, params: list[tuple[str, str]], what: str) -> Iterator[list[Any]]:
+        """The pages of `/api/models` for these parameters, following the Hub's `Link: rel="next"` (an opaque
+        cursor); each page is requested only when the previous one is used up."""
+        url: str | None = f"{self.endpoint}/api/models"
+        query: list[tuple[str, str]] | None = params
+        headers = build_hf_headers(token=self._token or False, library_name="drafter-registry")
+        while url is not None:
+            with self._calling(what):
+                response = huggingface_hub.get_session().get(url, params=query, headers=headers)
+                hf_raise_for_status(response)
+                body = response.json()
+                if not isinstance(body, list):
+                    raise BadResponse(f"{what}: the listing is not a JSON array")
+                next_url = response.links.get("next", {}).get("url")
+            yield body
+            url, query = next_url, None
+
+    def fits_download(self, file: HubFile) -> bool:
+        """Whether the watcher may download this file: small and not LFS (no CDN), so one read stays cheap."""
+        return file.lfs_sha256 is None and (file.size is None or file.size <= MAX_SMALL_FILE)
 
     def revision(self, repo_id: str, revision: str | None = None) -> HubRevision:
         """The repo at `revision` (default: main) with every file's size and blob ids."""
@@ -437,19 +601,59 @@ class HubClient:
     def _backoff(self, attempt: int) -> float:
         return min(self.backoff_cap, self.backoff_base * 2**attempt)
 
+    def _bucket_of(self, request: httpx.Request) -> str | None:
+        if (request.url.scheme, request.url.host, request.url.port) != self._origin:
+            return None  # a CDN: its own limits, not the Hub's buckets
+        path = request.url.path
+        return "api" if path.startswith("/api/") and not path.startswith("/api/resolve-cache/") else "resolvers"
+
+    def _note_rate_limit(self, bucket: str | None, headers: httpx.Headers) -> None:
+        info = parse_ratelimit_headers(headers)
+        if info is None or bucket is None:
+            return
+        with self._count_lock:
+            self._buckets[bucket] = (info.remaining, time.monotonic() + info.reset_in_seconds, info.limit)
+
+    def _pace(self, bucket: str | None, what: str) -> None:
+        """Before a request: wait for the bucket's reset when it is empty, or spread what is left of it over the
+        rest of the window when little is; a wait beyond `max_rate_limit_wait` raises RateLimited instead."""
+        with self._count_lock:
+            state = self._buckets.get(bucket) if bucket else None
+        if state is None:
+            return
+        remaining, reset_at, quota = state
+        to_reset = reset_at - time.monotonic()
+        if to_reset <= 0:
+            return
+        reserve = max(PACE_MIN, int((quota or 0) * PACE_SHARE))
+        if remaining > reserve:
+            return
+        wait = to_reset + 1.0 if remaining == 0 else to_reset / remaining
+        if wait > self.max_rate_limit_wait:
+            raise RateLimited(f"{what}: the Hub's {bucket} rate limit is spent; it resets in {to_reset + 1:.0f}s",
+                              to_reset + 1.0)
+        time.sleep(wait)
+        if remaining == 0:
+            with self._count_lock:
+                self._buckets.pop(bucket, None)
+
     def _send_with_policy(self, inner: httpx.BaseTransport, request: httpx.Request) -> httpx.Response:
         """Called by the transport for each request huggingface_hub sends during one of our calls.
 
-        Only requests to our endpoint are ours to count, time out and retry; anything else huggingface_hub sends
-        meanwhile (its once-a-day agent-registry fetch from huggingface.co, a CDN download) passes through.
+        Requests to our endpoint and the redirects they lead to (resolve cache, CDN) are ours to count, pace,
+        time out and retry; huggingface_hub's own once-a-day telemetry fetch (`/api/agent-harnesses` on
+        huggingface.co) passes through.
         """
-        if (request.url.scheme, request.url.host, request.url.port) != self._origin:
+        ours = (request.url.scheme, request.url.host, request.url.port) == self._origin
+        if not ours and request.url.path.startswith("/api/agent-harnesses"):
             return inner.handle_request(request)
+        bucket = self._bucket_of(request)
         what = f"{request.method} {request.url.path}"
         # huggingface_hub sends listings with timeout=None (no limit); every request gets ours.
         request.extensions = {**request.extensions, "timeout": dict.fromkeys(
             ("connect", "read", "write", "pool"), self.timeout)}
         for attempt in range(self.max_retries + 1):
+            self._pace(bucket, what)
             self._spend_request(what)
             last_attempt = self.max_retries
             try:
@@ -463,6 +667,16 @@ class HubClient:
                 failure = HubUnavailable(f"{what}: {type(exc).__name__} after {attempt + 1} attempt(s)")
                 wait = self._backoff(attempt)
             else:
+                self._note_rate_limit(bucket, response.headers)
+                if response.status_code == 401 and "authorization" in request.headers and (
+                    not response.headers.get("x-error-code")
+                    or "invalid credentials" in response.headers.get("x-error-message", "").lower()
+                ):
+                    # Gated and private repos answer with an error code; a bare 401 to a request that carried a
+                    # token is the token itself being refused, and every other call would fail the same way.
+                    _discard(response)
+                    raise InvalidToken("the Hub rejected the configured token (HTTP 401): check HF_TOKEN / "
+                                       "DRAFTERS_HF_TOKEN or remove it to read public repos anonymously")
                 if response.status_code == 429:
                     server_wait = _wait_from_headers(response.headers)
                     _discard(response)
@@ -503,6 +717,16 @@ def _sha(value: Any, what: str) -> str:
     if not isinstance(value, str) or not SHA_PATTERN.fullmatch(value):
         raise BadResponse(f"{what}: missing or malformed commit sha")
     return value
+
+
+def _iso_or_none(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
 
 
 def _datetime(value: Any, what: str) -> datetime:
@@ -575,6 +799,8 @@ def _hub_model(info: Any) -> HubModel:
         library_name=_optional_str(info.library_name, what, "library_name"),
         architectures=_config_summary(info)[0],
         model_type=_config_summary(info)[1],
+        # Anything but an explicit false counts as private: never announce what might be.
+        private=getattr(info, "private", None) is not False,
     )
 
 
@@ -613,4 +839,5 @@ def _hub_revision(info: Any, what: str) -> HubRevision:
         tags=tags,
         architectures=_config_summary(info)[0],
         model_type=_config_summary(info)[1],
+        private=getattr(info, "private", None) is not False,
     )

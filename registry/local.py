@@ -24,7 +24,13 @@ class LocalRepo:
 
 
 def looks_like_folder(value: str) -> bool:
-    return Path(value).expanduser().is_dir()
+    # "" would be the current directory; a name too long for the file system is no folder either.
+    if not value.strip():
+        return False
+    try:
+        return Path(value).expanduser().is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def read_local_repo(path: Path) -> LocalRepo:

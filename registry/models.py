@@ -219,6 +219,43 @@ class WatchCursor(Base):
     lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
+# ---- watcher health and service status (migration 0005) -------------------------------------------
+
+
+class WatchFailure(Base):
+    """A repo the watcher failed to record: after repeated failures it is quarantined (skipped, so the org's
+    cursor moves on) until `retry_at`."""
+
+    __tablename__ = "watch_failure"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    repo_id: Mapped[str] = mapped_column(String(200), unique=True)
+    org: Mapped[str] = mapped_column(String(100), index=True)
+    failures: Mapped[int] = mapped_column(Integer)
+    last_error: Mapped[str] = mapped_column(Text)
+    failed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    retry_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class ServiceStatus(Base):
+    """What one part of `drafters up` (watcher, alerts, worker) on one host is doing, for `drafters status`
+    from another process."""
+
+    __tablename__ = "service_status"
+    __table_args__ = (UniqueConstraint("host", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    host: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(40))
+    state: Mapped[str] = mapped_column(String(40))
+    detail: Mapped[str | None] = mapped_column(Text)
+    heartbeat_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_success_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    last_error_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    restarts: Mapped[int] = mapped_column(Integer, default=0)
+
+
 class Subscription(Base):
     """A webhook receiver and the events it wants. Its secret lives outside the database (see alerts.secrets)."""
 

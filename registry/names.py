@@ -166,7 +166,8 @@ def _parse_name(org: str, name: str) -> RepoName:
         elif _is_quantized_word(lower) or lower in _FINETUNE_WORDS:
             tags.append(lower)
         elif generation is None and lower.startswith("v") and _PREFIXED_VERSION_RE.match(token):
-            generation = "V" + token[1:]  # a trailing version: "vicuna-13b-v1.3"
+            # A trailing version: "vicuna-13b-v1.3" is generation 1.3, as its drafters spell it ("Vicuna1.3-13B").
+            generation = token[1:]
         elif token.isalpha() and generation is not None and size is None:
             # Words between the generation and the size name a line of its own: Qwen3-Coder, Qwen3-VL.
             line_words.append(lower)

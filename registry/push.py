@@ -16,32 +16,138 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 log = logging.getLogger(__name__)
 MAX_BODY = 1_000_000
+# Hub payloads nest four or five levels; anything far deeper is an attack on the parser, not a webhook.
+MAX_DEPTH = 32
+# A connection that sends nothing for this long is closed, and at most this many are served at once.
+IDLE_TIMEOUT_S = 10.0
+MAX_CONNECTIONS = 32
+# Repos waiting for a read; past this the Hub hears 503 and retries later (the periodic poll catches up anyway).
+MAX_QUEUED = 1000
+
+
+def nesting_depth(body: bytes, limit: int = MAX_DEPTH) -> int:
+    """How deep the JSON in `body` nests, counted without parsing it; stops counting past `limit`."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                return deepest
+        elif byte in (0x5D, 0x7D):  # ] }
+            depth -= 1
+    return deepest
+
+
+def content_length(value: str | None) -> int | None:
+    """The Content-Length header as a count of bytes, or None when it is not one (negative, signed, text)."""
+    if value is None:
+        return 0
+    value = value.strip()
+    return int(value) if value.isascii() and value.isdigit() else None
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer with a cap on concurrent connections: past it a connection gets 503 and is closed."""
+
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], max_connections: int) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(max_connections)
+
+    def process_request(self, request, client_address) -> None:  # type: ignore[no-untyped-def]
+        if not self._slots.acquire(blocking=False):
+            try:
+                request.sendall(b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbusy")
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:  # type: ignore[no-untyped-def]
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+# Scopes that can change what the registry records about a model; `repo.content.*`-style narrower scopes the
+# Hub may add count as their parent (hub-protocol.md §8).
+REPO_SCOPES = ("repo", "repo.content", "repo.config")
+MAIN_REF = "refs/heads/main"
 
 
 def repo_from_payload(payload: object) -> str | None:
-    """The model repo a Hub webhook payload (version 3) is about, or None for anything else."""
+    """The model repo a Hub webhook payload (version 3) asks us to read, or None when it changes nothing we
+    record: other repo types and scopes (discussions), private repos, content updates that leave main alone. A
+    move names the new id (the watcher keeps one checkpoint across it); a delete names the repo, whose read then
+    finds it gone."""
     if not isinstance(payload, dict):
         return None
     repo = payload.get("repo")
-    if not isinstance(repo, dict) or repo.get("type") != "model":
+    event = payload.get("event")
+    if not isinstance(repo, dict) or repo.get("type") != "model" or not isinstance(event, dict):
         return None
-    moved = payload.get("movedTo")
-    if isinstance(moved, dict) and isinstance(moved.get("name"), str):
-        return moved["name"]
+    scope, action = event.get("scope"), event.get("action")
+    if not isinstance(scope, str) or not any(scope == s or scope.startswith(f"{s}.") for s in REPO_SCOPES):
+        return None
+    if scope.startswith("repo.content"):
+        refs = payload.get("updatedRefs")
+        if not isinstance(refs, list) or not any(isinstance(r, dict) and r.get("ref") == MAIN_REF for r in refs):
+            return None  # a PR ref, a tag, another branch: main, which the registry records, did not move
+    # Private repos are never recorded; `updatedConfig.private` says what a config change just did.
+    config = payload.get("updatedConfig")
+    private = config.get("private") if isinstance(config, dict) and "private" in config else repo.get("private")
+    if private is not False:
+        return None
+    if action == "move":
+        moved = payload.get("movedTo")
+        name = moved.get("name") if isinstance(moved, dict) else None
+        owner = moved.get("owner") if isinstance(moved, dict) else None
+        if isinstance(name, str) and "/" not in name and isinstance(owner, str):
+            name = f"{owner}/{name}"
+        return name if isinstance(name, str) and name.count("/") == 1 else None
     name = repo.get("name")
     return name if isinstance(name, str) and name.count("/") == 1 else None
+
+
+def head_sha_from_payload(payload: object) -> str | None:
+    """The pushed head of main (`repo.headSha`), when the payload carries one."""
+    repo = payload.get("repo") if isinstance(payload, dict) else None
+    sha = repo.get("headSha") if isinstance(repo, dict) else None
+    return sha if isinstance(sha, str) and len(sha) == 40 else None
 
 
 class PushServer:
     """Accepts Hub webhook calls on loopback (or behind a proxy) and hands repo ids to `on_repo` in order."""
 
-    def __init__(self, secret: str, on_repo: Callable[[str], None], host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, secret: str, on_repo: Callable[[str], None], host: str = "127.0.0.1", port: int = 0, *,
+                 max_connections: int = MAX_CONNECTIONS, idle_timeout_s: float = IDLE_TIMEOUT_S) -> None:
         self.secret = secret
         self.on_repo = on_repo
-        self.repos: queue.Queue[str | None] = queue.Queue()
+        self.repos: queue.Queue[str | None] = queue.Queue(maxsize=MAX_QUEUED)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = idle_timeout_s  # socket timeout: an idle or trickling connection is dropped
+
             def log_message(self, *_args: object) -> None:  # keep secrets and noise out of stderr
                 pass
 
@@ -50,20 +156,31 @@ class PushServer:
                 if not hmac.compare_digest(given.encode(), server.secret.encode()):
                     self._answer(401, "bad secret")
                     return
-                length = int(self.headers.get("Content-Length") or 0)
+                length = content_length(self.headers.get("Content-Length"))
+                if length is None:
+                    self._answer(400, "bad Content-Length")
+                    return
                 if length > MAX_BODY:
                     self._answer(413, "too large")
                     return
+                body = self.rfile.read(length)
+                if nesting_depth(body) > MAX_DEPTH:
+                    self._answer(400, "JSON nested too deeply")
+                    return
                 try:
-                    payload = json.loads(self.rfile.read(length) or b"null")
-                except json.JSONDecodeError:
+                    payload = json.loads(body or b"null")
+                except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
                     self._answer(400, "not JSON")
                     return
                 repo = repo_from_payload(payload)
                 if repo is None:
                     self._answer(202, "ignored")
                     return
-                server.repos.put(repo)
+                try:
+                    server.repos.put_nowait(repo)
+                except queue.Full:
+                    self._answer(503, "busy")
+                    return
                 self._answer(202, "queued")
 
             def _answer(self, status: int, text: str) -> None:
@@ -74,7 +191,7 @@ class PushServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd = _BoundedServer((host, port), Handler, max_connections)
         self.port = self.httpd.server_address[1]
         self._threads = [
             threading.Thread(target=self.httpd.serve_forever, daemon=True),
@@ -96,6 +213,9 @@ class PushServer:
         return self
 
     def stop(self) -> None:
-        self.repos.put(None)
+        try:
+            self.repos.put(None, timeout=5)  # a full queue drains while the reader works through it
+        except queue.Full:
+            log.warning("push queue still full at stop; the reader stops with the process")
         self.httpd.shutdown()
         self.httpd.server_close()

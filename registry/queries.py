@@ -98,7 +98,9 @@ def schema_problem(engine: Engine) -> str | None:
 def _frame(engine: Engine, query: Select[Any]) -> pd.DataFrame:
     with engine.connect() as connection:
         result = connection.execute(query)
-        return pd.DataFrame(result.all(), columns=list(result.keys()))
+        # Plain tuples: pandas reads Row objects column by column with one shared dtype, which can make it
+        # coerce a text column to float ("job4").
+        return pd.DataFrame([tuple(row) for row in result.all()], columns=list(result.keys()))
 
 
 def _utc(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
@@ -577,6 +579,11 @@ def benchmark_pairs(engine: Engine) -> pd.DataFrame:
     return _utc(_frame(engine, query), "last_run")
 
 
+def _metric_version() -> Any:
+    """The metric definitions a run was measured under (runs stored before versions existed are version 1)."""
+    return func.coalesce(BenchmarkRun.metrics["metric_version"].as_integer(), 1)
+
+
 def benchmark_summary(engine: Engine, *, target: str | None = None, drafter: str | None = None) -> pd.DataFrame:
     """Speedup and τ per pair, hardware, engine and prompt set over successful runs: mean, std, min, max.
 
@@ -584,7 +591,7 @@ def benchmark_summary(engine: Engine, *, target: str | None = None, drafter: str
     stddev); within_run_spread is the mean of the spread each run measured over its own repeats.
     """
     columns = (BenchmarkRun.target, BenchmarkRun.drafter, BenchmarkRun.method, BenchmarkRun.hardware,
-               BenchmarkRun.engine, RunSetResult.prompt_set)
+               BenchmarkRun.engine, RunSetResult.prompt_set, _metric_version().label("metric_version"))
     query = (
         select(
             *columns,
@@ -618,19 +625,20 @@ def benchmark_summary(engine: Engine, *, target: str | None = None, drafter: str
 
 
 HISTORY_COLUMNS = [
-    "run_id", "created_at", "series", "hardware", "engine", "engine_version", "prompt_set", "speedup",
+    "run_id", "created_at", "series", "hardware", "engine", "engine_version", "metric_version", "prompt_set", "speedup",
     "speedup_spread", "tau", "tau_spread", "target_revision", "drafter_revision",
 ]
 
 
 def benchmark_history(engine: Engine, target: str, drafter: str | None) -> pd.DataFrame:
-    """Every successful run of one pair per prompt set, oldest first; `series` never mixes hardware, engines
-    or prompt sets."""
+    """Every successful run of one pair per prompt set, oldest first; `series` never mixes hardware, engines,
+    metric definitions or prompt sets."""
     query = (
         select(
             BenchmarkRun.run_id, BenchmarkRun.created_at, BenchmarkRun.hardware, BenchmarkRun.engine,
-            BenchmarkRun.engine_version, RunSetResult.prompt_set, RunSetResult.speedup, RunSetResult.speedup_spread,
-            RunSetResult.tau, RunSetResult.tau_spread, BenchmarkRun.target_revision, BenchmarkRun.drafter_revision,
+            BenchmarkRun.engine_version, _metric_version().label("metric_version"), RunSetResult.prompt_set,
+            RunSetResult.speedup, RunSetResult.speedup_spread, RunSetResult.tau, RunSetResult.tau_spread,
+            BenchmarkRun.target_revision, BenchmarkRun.drafter_revision,
         )
         .join(RunSetResult, RunSetResult.run_pk == BenchmarkRun.id)
         .where(BenchmarkRun.status == "ok", BenchmarkRun.target == target, _drafter_is(drafter))
@@ -639,7 +647,8 @@ def benchmark_history(engine: Engine, target: str, drafter: str | None) -> pd.Da
     frame = _frame(engine, query)
     frame["series"] = [
         " · ".join(str(part) if part is not None else "?" for part in parts)
-        for parts in zip(frame["hardware"], frame["engine"], frame["prompt_set"])
+        for parts in zip(frame["hardware"], frame["engine"], [f"metrics v{v}" for v in frame["metric_version"]],
+                         frame["prompt_set"], strict=True)
     ]
     return _utc(frame[HISTORY_COLUMNS], "created_at")
 
@@ -693,6 +702,7 @@ RUN_COLUMNS = [
     "run_id", "created_at", "status", "failure_reason", "method", "hardware", "engine", "engine_version",
     "target_revision", "drafter_revision", "draft_length", "temperature", "dtype", "lossless", "tau",
     "acceptance_rate", "speedup", "tokens_per_s", "baseline_tokens_per_s", "peak_memory_bytes",
+    "target_weight_bytes", "drafter_weight_bytes",
 ]
 
 

@@ -171,3 +171,34 @@ class EventRecord:
     payload: dict[str, Any]
     dedupe_key: str
     created_at: datetime
+
+
+@dataclass(frozen=True)
+class WatchFailureRecord:
+    repo_id: str
+    org: str
+    failures: int
+    last_error: str
+    failed_at: datetime
+    retry_at: datetime | None  # set while quarantined
+
+
+@dataclass(frozen=True)
+class ServiceStatusRecord:
+    host: str
+    name: str
+    state: str
+    detail: str | None
+    heartbeat_at: datetime
+    last_success_at: datetime | None
+    last_error: str | None
+    last_error_at: datetime | None
+    restarts: int
+
+
+@dataclass(frozen=True)
+class WatchCursorRecord:
+    org: str  # an org, or tag:<tag> for a drafter query
+    polled_at: datetime | None
+    last_error: str | None
+    lease_owner: str | None

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from datetime import date, datetime
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 console = Console()
 error_console = Console(stderr=True)
@@ -34,17 +37,48 @@ def print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, default=_default, indent=2, sort_keys=False) + "\n")
 
 
-def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    out = Table(title=title, show_lines=False)
+# C0 and C1 control characters (ESC, BEL, DEL, CSI ...): text from the Hub or a config file must never move the
+# cursor, clear the screen or retitle the terminal.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+EMPTY = "-"
+
+
+def strip_control(text: str, replacement: str = " ") -> str:
+    return _CONTROL.sub(replacement, text)
+
+
+def plain(text: object) -> str:
+    """Text from outside (Hub configs, repo ids, error messages) made safe to print with markup on: one line,
+    no control characters, Rich markup escaped."""
+    return escape(strip_control(str(text)))
+
+
+def cell(value: Any) -> Text:
+    """A table cell: a dash for nothing, Rich Text as it is (styled on purpose), anything else literally."""
+    if isinstance(value, Text):
+        return value
+    if value is None or value == "":
+        return Text(EMPTY)
+    return Text(strip_control(str(value)))
+
+
+def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]], *,
+          no_wrap: Sequence[str] = ()) -> None:
+    out = Table(title=None if title is None else plain(title), show_lines=False)
     for column in columns:
-        out.add_column(column, overflow="fold")
+        out.add_column(column, overflow="fold", no_wrap=column in no_wrap)
     for row in rows:
-        out.add_row(*["" if cell is None else str(cell) for cell in row])
+        out.add_row(*[cell(value) for value in row])
     console.print(out)
 
 
 VERDICT_STYLE = {"exact": "green", "structural": "cyan", "incompatible": "red", "unknown": "yellow"}
 
 
-def verdict(text: str) -> str:
-    return f"[{VERDICT_STYLE.get(text, 'white')}]{text}[/]"
+def verdict(text: str) -> Text:
+    return Text(strip_control(text), style=VERDICT_STYLE.get(text, "white"))
+
+
+def styled(markup: str, *values: object) -> Text:
+    """Markup written here with outside values filled in literally: styled("[red]failed:[/] {}", reason)."""
+    return Text.from_markup(markup.format(*(plain(v) for v in values)))

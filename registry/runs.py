@@ -18,6 +18,15 @@ from registry.store import Store, aware, utcnow
 
 # τ falling by more than this fraction against the previous comparable run is a regression worth an alert.
 REGRESSION_FRACTION = 0.10
+# Metric definitions (verifier.metrics METRIC_VERSION) a run's numbers were measured under; runs stored before
+# versions existed are version 1. An ok run's `metrics` hold, from version 2: "metric_version", "tau_emitted",
+# "decode_speedup", "speedup_spread", and "forward_costs" = {"context_length", "gamma", "target_step_s" (T(1)),
+# "verify_step_s" (T(γ+1)), "draft_step_s", "repeats", "spread"} (None where the engine cannot time forwards).
+FIRST_METRIC_VERSION = 1
+
+
+def metric_version(run: RunSpec) -> int:
+    return int(run.metrics.get("metric_version") or FIRST_METRIC_VERSION)
 
 
 @dataclass(frozen=True)
@@ -179,8 +188,9 @@ def _run_record(row: BenchmarkRun) -> RunRecord:
 def regression_event(store: Store, run: RunRecord) -> EventSpec | None:
     """An `acceptance_regressed` event when τ fell against the previous comparable run of the same pair.
 
-    Comparable = same target, drafter, engine, hardware, method, temperature and prompt sets; runs on other
-    hardware or prompts are a different series and never compared.
+    Comparable = same target, drafter, engine, hardware, method, temperature, prompt sets and metric version; runs
+    on other hardware or prompts, or measured under other metric definitions, are a different series and never
+    compared.
     """
     if run.status != "ok" or run.tau is None or run.drafter is None:
         return None
@@ -192,6 +202,7 @@ def regression_event(store: Store, run: RunRecord) -> EventSpec | None:
         for r in recent
         if r.run_id != run.run_id
         and r.temperature == run.temperature
+        and metric_version(r) == metric_version(run)
         and {s.prompt_set: s.prompt_set_digest for s in r.sets} == {s.prompt_set: s.prompt_set_digest for s in run.sets}
         and r.tau is not None
         and r.created_at is not None

@@ -1,7 +1,9 @@
 """`drafters up`: the long-running service on one machine — watcher, alert delivery, feed, worker, dashboard.
 
 Each part runs in its own thread (the dashboard in its own process) and survives the others' failures; parts
-whose extras are not installed are skipped with one line saying so.
+whose extras are not installed are skipped with one line saying so. A part that dies is said, recorded and
+restarted after a growing pause; each part writes what it is doing, when it last succeeded and its last error to
+the database (`service_status`), which `drafters status` reads from any process.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from registry.settings import Settings
 from registry.store import Store
 
 log = logging.getLogger(__name__)
+# Pauses before restarting a part that died: its first death is retried quickly, a crash loop slowly.
+RESTART_DELAYS_S = (1.0, 5.0, 30.0, 120.0)
 
 
 @dataclass
@@ -31,10 +35,28 @@ class Service:
     threads: list[threading.Thread] = field(default_factory=list)
     dashboard: object | None = None  # subprocess.Popen when started
     hub_reachable: bool | None = None
+    restart_delays_s: tuple[float, ...] = RESTART_DELAYS_S
+
+    @property
+    def instance(self) -> str:
+        """This host and home: the key of this service's status rows and the owner of its watch leases, the same
+        after a restart so the new process takes its own orgs back at once."""
+        from registry.watch import stable_owner
+
+        return stable_owner(self.settings.home_dir)
+
+    def status(self, name: str, state: str, *, detail: str | None = None, success: bool = False,
+               error: str | None = None, restarted: bool = False) -> None:
+        """Record a part's state; a database that cannot take it now is logged, never fatal."""
+        try:
+            self.store.set_service_status(self.instance, name, state, detail=detail, success=success, error=error,
+                                          restarted=restarted)
+        except Exception as exc:  # noqa: BLE001 - status is advisory
+            log.warning("could not record the %s status: %s", name, type(exc).__name__)
 
     def start(self, *, watch: bool = True, worker: bool = True, dashboard: bool = True, demo: bool = True) -> None:
         summary = load_catalog(self.store)
-        self.say(f"database {self.settings.resolved_database_url} at head; catalog: {summary.drafters} drafters "
+        self.say(f"database {self.settings.shown_database_url} at head; catalog: {summary.drafters} drafters "
                  f"({summary.dflash_21} DFlash v1), {summary.targets} targets")
         if dashboard:
             self._start_dashboard()
@@ -50,14 +72,28 @@ class Service:
             self._thread("demo", self._demo)
 
     def _thread(self, name: str, target: Callable[[], None]) -> None:
-        def guarded() -> None:
-            try:
-                target()
-            except Exception as exc:  # noqa: BLE001 - one part failing must not take the service down
-                log.exception("%s stopped", name)
-                self.say(f"{name} stopped: {exc}")
+        def supervised() -> None:
+            deaths = 0
+            restarted = False
+            while not self.stop.is_set():
+                self.status(name, "running", restarted=restarted)
+                try:
+                    target()
+                except Exception as exc:  # noqa: BLE001 - one part failing must not take the service down
+                    log.exception("%s died", name)
+                    delay = self.restart_delays_s[min(deaths, len(self.restart_delays_s) - 1)]
+                    deaths += 1
+                    error = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+                    self.say(f"{name} died ({error}); restarting in {delay:g}s")
+                    self.status(name, "restarting", detail=f"restart {deaths} in {delay:g}s", error=error)
+                    if self.stop.wait(delay):
+                        break
+                    restarted = True
+                    continue
+                break  # a part that returns has finished (the demo) or was told to stop
+            self.status(name, "stopped")
 
-        thread = threading.Thread(target=guarded, name=name, daemon=True)
+        thread = threading.Thread(target=supervised, name=name, daemon=True)
         thread.start()
         self.threads.append(thread)
 
@@ -75,25 +111,46 @@ class Service:
         from registry.hub import HubClient
         from registry.watch import Watcher
 
+        from registry.watch import DRAFTER_QUERIES
+
         client = HubClient(self.settings.hub_endpoint, self.settings.token_value(), self.settings.hub_cache_dir,
                            timeout=self.settings.hub_timeout_s)
-        watcher = Watcher(self.store, client, list(self.settings.watched_orgs),
-                          on_pair=self._on_pair if importlib.util.find_spec("torch") else None)
+        watcher = Watcher(self.store, client, list(self.settings.watched_orgs), owner=self.instance,
+                          on_pair=self._on_pair if importlib.util.find_spec("torch") else None,
+                          drafter_queries=DRAFTER_QUERIES)
         while not self.stop.is_set():
             # Another watcher on the same database that polled an org this interval spares us that org.
+            self.status("watcher", "polling")
             report = watcher.poll_once(skip_if_polled_within_s=self.settings.watch_interval_s / 2)
+            wait = max(self.settings.watch_interval_s, report.retry_after or 0.0)
+            failed = sum(len(o.failed) for o in report.orgs)
+            detail = (f"last poll: {len(report.orgs)} orgs and queries, {report.requests} Hub requests, "
+                      f"{len(report.events)} events" + (f", {failed} repos failed" if failed else "")
+                      + f"; next in {wait:.0f}s")
+            if report.config_error is not None:
+                # A refused token fails every call: say it once and wait to be restarted with a new one.
+                self.say(f"watcher: {report.config_error}")
+                self.status("watcher", "stopped", detail="configuration error", error=report.config_error)
+                self.stop.wait()
+                return
+            trouble = report.unreachable or report.stopped or next((e for e in report.errors), None)
+            self.status("watcher", "waiting", detail=detail, success=not (report.unreachable or report.stopped),
+                        error=trouble)
+            if report.stopped:
+                self.say(f"watcher: {report.stopped}; next poll in {wait:.0f}s")
             reachable = not report.unreachable
             # Said once per change, not once per poll: an offline machine hears it one time.
             if reachable != self.hub_reachable:
                 if reachable:
-                    self.say(f"watching {len(report.orgs)} orgs on {self.settings.hub_endpoint}")
+                    self.say(f"watching {len(self.settings.watched_orgs)} orgs on {self.settings.hub_endpoint} "
+                             f"and drafters tagged {', '.join(DRAFTER_QUERIES)} from anyone")
                 else:
                     self.say(f"the Hub at {self.settings.hub_endpoint} cannot be reached ({report.unreachable}); "
                              "going on with what the registry has")
                 self.hub_reachable = reachable
             for event in report.events:
                 self.say(f"[{event.type}] {event.payload.get('message', event.subject)}")
-            self.stop.wait(self.settings.watch_interval_s)
+            self.stop.wait(wait)
 
     def _on_pair(self, drafter: str, drafter_sha: str, target: str, target_sha: str, verdict: str) -> None:
         from verifier.jobs import enqueue_cached_pair
@@ -106,8 +163,16 @@ class Service:
         secrets = SecretBox(self.settings.home_dir / "secrets.json")
         feed_path = self.settings.home_dir / "feed.atom"
         while not self.stop.is_set():
-            alerts.deliver_pending(self.store, secrets)
-            write_feed(self.store.events(), feed_path)
+            # A bad round (database away, disk full) is said and retried; it never ends the loop.
+            try:
+                alerts.deliver_pending(self.store, secrets)
+                write_feed(self.store.events(), feed_path)
+                self.status("alerts", "waiting", detail="delivered pending alerts; next round in 30s", success=True)
+            except Exception as exc:  # noqa: BLE001 - alerts keep going for the life of the service
+                log.exception("alerts round failed")
+                self.say(f"alerts: this round failed ({exc.__class__.__name__}); retrying in 30 s")
+                self.status("alerts", "waiting", detail="round failed; retrying in 30s",
+                            error=f"{exc.__class__.__name__}: {exc}")
             self.stop.wait(30.0)
 
     def _worker_loop(self) -> None:
@@ -117,6 +182,8 @@ class Service:
 
         def report(job: object) -> None:
             self.say(f"verify job {job.id}: {job.status}" + (f" ({job.error})" if job.error else ""))  # type: ignore[attr-defined]
+            self.status("worker", "running", detail=f"last job {job.id}: {job.status}",  # type: ignore[attr-defined]
+                        success=not job.error, error=job.error or None)  # type: ignore[attr-defined]
 
         worker.run_forever(self.stop, on_job=report)
 
@@ -129,8 +196,9 @@ class Service:
             self.say(f"queued {queued} verification jobs on the tiny demo pairs")
 
     def close(self) -> None:
+        from registry.processes import stop as stop_process
+
         self.stop.set()
-        if self.dashboard is not None:
-            self.dashboard.terminate()  # type: ignore[attr-defined]
+        stop_process(self.dashboard)  # type: ignore[arg-type]
         for thread in self.threads:
             thread.join(timeout=5)

@@ -1,7 +1,12 @@
-"""Settings from the environment (prefix DRAFTERS_) and an optional .env file."""
+"""Settings from the environment (prefix DRAFTERS_) and an optional $DRAFTERS_HOME/.env file.
+
+The .env file is read from $DRAFTERS_HOME only, never from the current directory: a `.env` in a checkout
+someone else wrote could otherwise point the Hub endpoint (and with it HF_TOKEN) at their server.
+"""
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -29,11 +34,13 @@ DEFAULT_WATCHED_ORGS: tuple[str, ...] = (
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="DRAFTERS_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="DRAFTERS_", env_file=None, extra="ignore")
 
     home: Path = Field(default=Path("~/.drafters"))
     database_url: str | None = None
     hub_endpoint: str = "https://huggingface.co"
+    # HF_TOKEN goes to the Hub's own endpoint; to a mirror or proxy only when this says so explicitly.
+    send_token_to_endpoint: bool = False
     # Read from HF_TOKEN like every Hugging Face tool; SecretStr keeps it out of reprs and logs.
     hf_token: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("HF_TOKEN", "DRAFTERS_HF_TOKEN")
@@ -59,6 +66,28 @@ class Settings(BaseSettings):
         return f"sqlite:///{self.home_dir / 'registry.db'}"
 
     @property
+    def shown_database_url(self) -> str:
+        """The database URL for output and logs: the password masked."""
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            return make_url(self.resolved_database_url).render_as_string(hide_password=True)
+        except ArgumentError:
+            return "(not a database URL)"
+
+    def ensure_home(self) -> Path:
+        """$DRAFTERS_HOME, created 0700 (it holds the registry, webhook secrets and .env) and kept so."""
+        home = self.home_dir
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            if home.stat().st_mode & 0o077 and home.stat().st_uid == os.getuid():
+                home.chmod(0o700)
+        except OSError:
+            pass
+        return home
+
+    @property
     def hub_cache_dir(self) -> Path:
         return self.home_dir / "hub-cache"
 
@@ -67,9 +96,22 @@ class Settings(BaseSettings):
         return (self.models_path or self.home_dir / "models").expanduser()
 
     def token_value(self) -> str | None:
-        return self.hf_token.get_secret_value() if self.hf_token else None
+        """The token to send to `hub_endpoint`, or None when that endpoint is not the Hub and nobody allowed it."""
+        if self.hf_token is None:
+            return None
+        if self.hub_endpoint.rstrip("/") != OFFICIAL_HUB and not self.send_token_to_endpoint:
+            return None
+        return self.hf_token.get_secret_value()
+
+
+OFFICIAL_HUB = "https://huggingface.co"
+
+
+def home_from_environment() -> Path:
+    """$DRAFTERS_HOME from the process environment (not from any .env: that file lives in it)."""
+    return Path(os.environ.get("DRAFTERS_HOME") or "~/.drafters").expanduser()
 
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return Settings()
+    return Settings(_env_file=home_from_environment() / ".env")  # type: ignore[call-arg]

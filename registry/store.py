@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, select
@@ -25,6 +25,9 @@ from registry.models import (
     DrafterRevision,
     DrafterTarget,
     Event,
+    ServiceStatus,
+    WatchCursor,
+    WatchFailure,
 )
 from registry.records import (
     CheckpointRecord,
@@ -37,6 +40,9 @@ from registry.records import (
     EventSpec,
     RevisionRecord,
     RevisionSpec,
+    ServiceStatusRecord,
+    WatchCursorRecord,
+    WatchFailureRecord,
 )
 
 
@@ -383,7 +389,10 @@ class Store:
                 raise NotFound(checkpoint_repo_id)
             checkpoints = [checkpoint]
         else:
-            checkpoints = list(session.scalars(select(Checkpoint)))
+            # Loaded with their revisions and bases in three queries, not two per checkpoint: a drafter found by
+            # a Hub-wide query is compared with every checkpoint of a registry that has thousands.
+            checkpoints = list(session.scalars(select(Checkpoint).options(
+                selectinload(Checkpoint.revisions), selectinload(Checkpoint.bases))))
         pairs = []
         for drafter in drafters:
             drafter_head = self._head(drafter.revisions, drafter.head_sha)
@@ -590,6 +599,111 @@ class Store:
             if limit:
                 query = query.limit(limit)
             return [_event_record(r) for r in session.scalars(query)]
+
+    # ---- watcher health -------------------------------------------------------------------------
+
+    def known_heads(self, org: str) -> dict[str, str | None]:
+        """Repo id -> recorded head sha of every checkpoint and drafter of the org."""
+        with self.session() as session:
+            heads: dict[str, str | None] = dict(
+                session.execute(select(Checkpoint.repo_id, Checkpoint.head_sha).where(Checkpoint.org == org)).all())
+            prefix = f"{org}/"
+            for repo_id, head in session.execute(
+                select(Drafter.repo_id, Drafter.head_sha).where(Drafter.repo_id.startswith(prefix, autoescape=True))
+            ):
+                heads[repo_id] = head
+            return heads
+
+    def record_watch_failure(self, repo_id: str, org: str, error: str, *, quarantine_after: int,
+                             quarantine_s: float) -> WatchFailureRecord:
+        """Count one more failure of the repo; at `quarantine_after` failures it is quarantined for
+        `quarantine_s` seconds (doubling with each further failure)."""
+        now = utcnow()
+        with self.session() as session:
+            row = session.scalar(select(WatchFailure).where(WatchFailure.repo_id == repo_id))
+            if row is None:
+                row = WatchFailure(repo_id=repo_id, org=org, failures=0, last_error="", failed_at=now)
+                session.add(row)
+            row.failures += 1
+            row.last_error = error[:2000]
+            row.failed_at = now
+            if row.failures >= quarantine_after:
+                factor = 2 ** min(row.failures - quarantine_after, 6)
+                row.retry_at = now + timedelta(seconds=quarantine_s * factor)
+            session.flush()
+            return _failure_record(row)
+
+    def clear_watch_failure(self, repo_id: str) -> None:
+        with self.session() as session:
+            row = session.scalar(select(WatchFailure).where(WatchFailure.repo_id == repo_id))
+            if row is not None:
+                session.delete(row)
+
+    def release_quarantine(self, repo_id: str | None = None) -> int:
+        """End the quarantine of one repo (or all) now: the next poll tries it again. Returns how many."""
+        now = utcnow()
+        with self.session() as session:
+            query = select(WatchFailure).where(WatchFailure.retry_at.is_not(None))
+            if repo_id is not None:
+                query = query.where(WatchFailure.repo_id == repo_id)
+            rows = list(session.scalars(query))
+            for row in rows:
+                row.retry_at = now
+            return len(rows)
+
+    def quarantined(self, org: str) -> set[str]:
+        """Repos of the org the watcher skips for now."""
+        now = utcnow()
+        with self.session() as session:
+            return set(session.scalars(select(WatchFailure.repo_id).where(
+                WatchFailure.org == org, WatchFailure.retry_at.is_not(None), WatchFailure.retry_at > now)))
+
+    def watch_cursors(self) -> list[WatchCursorRecord]:
+        with self.session() as session:
+            return [WatchCursorRecord(org=r.org, polled_at=aware(r.polled_at), last_error=r.last_error,
+                                      lease_owner=r.lease_owner)
+                    for r in session.scalars(select(WatchCursor).order_by(WatchCursor.org))]
+
+    def watch_failures(self) -> list[WatchFailureRecord]:
+        with self.session() as session:
+            return [_failure_record(r) for r in session.scalars(select(WatchFailure).order_by(WatchFailure.repo_id))]
+
+    def set_service_status(self, host: str, name: str, state: str, *, detail: str | None = None,
+                           success: bool = False, error: str | None = None, restarted: bool = False) -> None:
+        """Heartbeat of one part of `drafters up`: what it does now, and when it last succeeded or failed."""
+        now = utcnow()
+        for attempt in range(2):
+            try:
+                with self.session() as session:
+                    row = session.scalar(select(ServiceStatus).where(ServiceStatus.host == host,
+                                                                     ServiceStatus.name == name))
+                    if row is None:
+                        row = ServiceStatus(host=host, name=name, state=state, heartbeat_at=now, restarts=0)
+                        session.add(row)
+                    row.state, row.detail, row.heartbeat_at = state, detail, now
+                    if success:
+                        row.last_success_at = now
+                    if error is not None:
+                        row.last_error, row.last_error_at = error[:2000], now
+                    if restarted:
+                        row.restarts = (row.restarts or 0) + 1
+                return
+            except IntegrityError:
+                if attempt:
+                    raise  # two writers created the row at once; the second try updates it
+
+    def service_statuses(self) -> list[ServiceStatusRecord]:
+        with self.session() as session:
+            rows = session.scalars(select(ServiceStatus).order_by(ServiceStatus.host, ServiceStatus.name))
+            return [ServiceStatusRecord(host=r.host, name=r.name, state=r.state, detail=r.detail,
+                                        heartbeat_at=aware(r.heartbeat_at), last_success_at=aware(r.last_success_at),
+                                        last_error=r.last_error, last_error_at=aware(r.last_error_at),
+                                        restarts=r.restarts or 0) for r in rows]
+
+
+def _failure_record(row: WatchFailure) -> WatchFailureRecord:
+    return WatchFailureRecord(repo_id=row.repo_id, org=row.org, failures=row.failures, last_error=row.last_error,
+                              failed_at=aware(row.failed_at), retry_at=aware(row.retry_at))
 
 
 def _checkpoint_record(row: Checkpoint) -> CheckpointRecord:

@@ -2,23 +2,48 @@
 
 Each listed model is one unit of work (one transaction, cursor included), so a poll that is killed or cut off
 leaves the database as it was or with whole units, and the next poll resumes where the last unit ended.
+
+Per org, a poll reads the org's cheap id listing first (ids, head shas, visibility: one call for up to 1000 repos)
+and compares it with what the registry knows. Nothing changed: done. Otherwise the detailed listing is read
+newest change first down to the cursor, and repos that changed without a newer commit (a private release made
+public, a rename or transfer of an older repo) are read one by one. Private repos are never recorded or announced.
+Then one listing per drafter tag finds drafters of publishers nobody watches.
+
+A failure that belongs to one repo (a malformed entry, a bad response, an unexpected error) is logged in one line
+and counted; the org goes on without it, and after QUARANTINE_AFTER failures the repo is quarantined so the cursor
+moves past it, to be retried later. Failures of the Hub itself (unreachable, rate limited, a refused token) stop
+the org or the whole poll instead.
 """
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import logging
+import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from registry import configs, hub, names
-from registry.hub import HubClient, HubError, HubModel, HubUnreachable
+from registry.hub import (
+    BudgetExhausted,
+    HubClient,
+    HubError,
+    HubModel,
+    HubUnavailable,
+    HubUnreachable,
+    InvalidToken,
+    RateLimited,
+    Unreadable,
+)
 from registry.models import Checkpoint, WatchCursor
 from registry.records import CheckpointSpec, DrafterSpec, EventRecord, EventSpec, RevisionSpec
 from registry.store import Store, aware, utcnow
@@ -37,8 +62,21 @@ DRAFTER_ARCHITECTURES = frozenset(
         "DFlashSpeculator",
     }
 )
+# Listed by tag or library once per poll, so drafters of publishers nobody watches are found too.
+DRAFTER_QUERIES = ("dflash", "eagle3", "speculators", "speculative-decoding")
+QUERY_PREFIX = "tag:"  # cursor rows of drafter queries are named tag:<tag>
+# A drafter query's first poll records this many of the newest tagged repos (each costs a few reads), not all.
+QUERY_BASELINE = 50
+# A repo that failed this many polls in a row is skipped (the cursor moves on) for QUARANTINE_S, doubling after.
+QUARANTINE_AFTER = 3
+QUARANTINE_S = 6 * 3600.0
+# Failures of the Hub or of the poll's budget, not of one repo: they stop the org (or the poll), never count
+# against a repo.
+SYSTEMIC = (HubUnavailable, RateLimited, BudgetExhausted, InvalidToken)
 # Most models that need no Hub read recorded in one transaction (see Watcher._record_unit).
 UNIT_BATCH = 200
+# Most repos read one by one per org and poll (changed without a newer commit); the rest wait for the next poll.
+MAX_UNSEEN_READS = 50
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json")
 
 
@@ -51,6 +89,10 @@ class OrgReport:
     error: str | None = None
     unreachable: bool = False
     cut: bool = False  # stopped by the poll's time or request budget
+    failed: list[str] = field(default_factory=list)  # repos that failed this poll (each logged once)
+    quarantined: list[str] = field(default_factory=list)  # of those, the ones now skipped for a while
+    stop_poll: bool = False  # rate limited beyond the wait budget, or the token refused: no other org will do
+    retry_after: float | None = None
 
 
 @dataclass
@@ -61,6 +103,11 @@ class PollReport:
     seconds: float = 0.0
     # Set when the Hub could not be reached at all: the orgs after the failing one were not tried.
     unreachable: str | None = None
+    # Set when the Hub's rate limit or a refused token stopped the poll; retry_after: seconds until it is worth
+    # polling again (the bucket's reset plus a second).
+    stopped: str | None = None
+    retry_after: float | None = None
+    config_error: str | None = None  # the token is refused: nothing will work until the configuration changes
 
     @property
     def errors(self) -> list[str]:
@@ -69,6 +116,22 @@ class PollReport:
 
 class PollCut(Exception):
     """The poll hit its request or time budget; the current org stops after its last whole unit."""
+
+
+class RepoFailed(Exception):
+    """Recording one repo failed for a reason of its own; the org goes on without it."""
+
+    def __init__(self, model: HubModel, cause: BaseException) -> None:
+        message = str(cause) if isinstance(cause, HubError) else f"{type(cause).__name__}: {cause}"
+        super().__init__(" ".join(f"{model.repo_id}: {message}".split())[:500])
+        self.model = model
+
+
+def stable_owner(home: Path) -> str:
+    """A lease owner that survives a restart of `drafters up` on the same host and home, so a restarted process
+    takes its own orgs back at once instead of waiting out the dead one's leases."""
+    digest = hashlib.sha256(f"{socket.gethostname()}\0{Path(home).resolve()}".encode()).hexdigest()[:12]
+    return f"{socket.gethostname()[:60]}-{digest}"
 
 
 def _looks_like_drafter(model: HubModel) -> bool:
@@ -81,7 +144,16 @@ def _looks_like_drafter(model: HubModel) -> bool:
     return any(marker in lowered for marker in ("dflash", "dspark", "eagle3", "speculator", "-assistant"))
 
 
+def _is_official_release(model: HubModel) -> bool:
+    """An org's instruct release declares its own pretrained parent: `<org>/<name>-Base` (or `-base`)."""
+    org, name = model.repo_id.split("/", 1)
+    return model.base_model_relation == "finetune" and any(
+        base.lower() == f"{org}/{name}-base".lower() for base in model.base_models)
+
+
 def _kind(model: HubModel) -> str:
+    if _is_official_release(model):
+        return "base"
     if model.base_model_relation in ("quantized", "finetune", "adapter", "merge"):
         return model.base_model_relation
     guess = names.derivative_kind(model.repo_id.split("/", 1)[1])
@@ -89,6 +161,10 @@ def _kind(model: HubModel) -> str:
         return guess
     # An official release tagged finetune of its own org's -Base model is still the family's base release.
     return "base"
+
+
+def _capped(value: datetime, ceiling: datetime | None) -> datetime:
+    return value if ceiling is None else min(value, ceiling)
 
 
 class Watcher:
@@ -102,10 +178,13 @@ class Watcher:
         lease_s: float = 600.0,
         deadline_s: float | None = None,
         on_pair: Callable[[str, str, str, str, str], None] | None = None,
+        drafter_queries: tuple[str, ...] = (),
     ) -> None:
         self.store = store
         self.client = client
         self.orgs = orgs
+        # Tags listed Hub-wide each poll (`drafters watch` and `drafters up` pass DRAFTER_QUERIES).
+        self.drafter_queries = drafter_queries
         self.owner = owner or f"watcher-{uuid.uuid4().hex[:8]}"
         self.lease_s = lease_s
         self.deadline_s = deadline_s
@@ -122,6 +201,7 @@ class Watcher:
         # Per org, the head shas of its recorded checkpoints (read once a poll): a listed model whose sha is not
         # among them cannot be a renamed one, and needs no query to say so.
         self._head_shas: dict[str, set[str]] = {}
+        self._failing: set[str] = set()  # repos of the org being polled with failures on record
 
     # ---- the loop -----------------------------------------------------------------------------
 
@@ -137,19 +217,32 @@ class Watcher:
         self.client.start_budget()
         first_request = self.client.request_count
         self._units_this_poll = 0
-        start = self.orgs.index(self._resume_at) if self._resume_at in self.orgs else 0
+        units = self.orgs + [f"{QUERY_PREFIX}{tag}" for tag in self.drafter_queries]
+        start = units.index(self._resume_at) if self._resume_at in units else 0
         self._resume_at = None
-        for org in self.orgs[start:] + self.orgs[:start]:
-            if report.unreachable is not None:
+        for org in units[start:] + units[:start]:
+            reason = report.unreachable or report.stopped
+            if reason is not None:
                 # Every org would fail the same way after its own retries: say so once, quickly.
-                report.orgs.append(OrgReport(org=org, error=f"not polled: {report.unreachable}"))
+                report.orgs.append(OrgReport(org=org, error=f"not polled: {reason}"))
                 continue
-            org_report = self.poll_org(org, skip_if_polled_within_s=skip_if_polled_within_s)
+            try:
+                org_report = self.poll_org(org, skip_if_polled_within_s=skip_if_polled_within_s)
+            except Exception as exc:  # noqa: BLE001 - the watcher outlives any one org's surprise
+                log.warning("poll of %s failed unexpectedly: %s: %s", org, type(exc).__name__, exc)
+                org_report = OrgReport(org=org, error=f"unexpected {type(exc).__name__}: {exc}")
             report.orgs.append(org_report)
             if org_report.cut and self._resume_at is None:
                 self._resume_at = org
             if org_report.unreachable:
                 report.unreachable = org_report.error
+            if org_report.stop_poll:
+                report.stopped = org_report.error
+                report.retry_after = org_report.retry_after
+                if self._resume_at is None:
+                    self._resume_at = org
+                if org_report.retry_after is None:
+                    report.config_error = org_report.error
         report.events = self.store.events(after_id=first_event)
         report.requests = self.client.request_count - first_request
         report.seconds = time.monotonic() - started
@@ -158,8 +251,11 @@ class Watcher:
     def run_forever(self, interval_s: float, stop: threading.Event, on_report: Callable[[PollReport], None]) -> None:
         while not stop.is_set():
             # Half an interval: another watcher's poll in this interval counts, its poll of the last one does not.
-            on_report(self.poll_once(skip_if_polled_within_s=interval_s / 2))
-            stop.wait(interval_s)
+            report = self.poll_once(skip_if_polled_within_s=interval_s / 2)
+            on_report(report)
+            if report.config_error is not None:
+                return  # a refused token: polling again changes nothing
+            stop.wait(max(interval_s, report.retry_after or 0.0))
 
     def _last_event_id(self) -> int:
         events = self.store.events()
@@ -220,94 +316,205 @@ class Watcher:
             raise PollCut("poll time budget spent")
 
     def poll_org(self, org: str, *, skip_if_polled_within_s: float = 0.0) -> OrgReport:
+        """Poll one org, or one drafter query (`tag:<tag>`), under its lease."""
         report = OrgReport(org=org)
         got, cursor, baseline = self._acquire(org, skip_if_polled_within_s)
         if not got:
             report.skipped_lease = True
             return report
+        query = org[len(QUERY_PREFIX):] if org.startswith(QUERY_PREFIX) else None
         completed = False
         try:
-            self._check_budget()  # a spent deadline costs no listing request
-            # Collect the changes first: a listing cut off half-way must not move the cursor past unseen models.
-            changed = list(
-                self.client.list_org_models(
-                    org, sort="last_modified", stop_at=(lambda m: m.last_modified < cursor) if cursor else None
+            # A spent deadline costs no listing request, once this poll has recorded something (a poll always
+            # gets one unit done, however loaded the machine, so that polls move on).
+            self._check_budget(before_unit=True)
+            quarantined = self.store.quarantined(org)
+            self._failing = {f.repo_id for f in self.store.watch_failures() if f.org == org}
+            # Repos the id listing shows changed, new or newly public: what the detailed listing must cover, and
+            # what it does not (an older repo that went public or was renamed) gets read on its own.
+            unseen: dict[str, None] = {}
+            if query is None and not baseline:
+                known = self.store.known_heads(org)
+                unseen = dict.fromkeys(
+                    r.repo_id for r in self.client.list_org_ids(org)
+                    if not r.private and r.repo_id not in quarantined and (r.sha is None or known.get(r.repo_id) != r.sha)
                 )
-            )
+                if not unseen:
+                    completed = True
+                    return report
+
+            def unreadable(entry: Unreadable) -> None:
+                log.warning("%s: unreadable listing entry skipped: %s", org, entry.problem)
+                if entry.repo_id is not None and entry.repo_id not in quarantined:
+                    unseen.pop(entry.repo_id, None)
+                    self._count_failure(org, entry.repo_id, entry.problem, report)
+
+            stop_at = (lambda m: m.last_modified < cursor) if cursor else None
+            listing: Iterator[HubModel]
+            if query is None:
+                listing = self.client.list_org_models(org, sort="last_modified", stop_at=stop_at,
+                                                      on_unreadable=unreadable)
+            else:
+                listing = self.client.list_tagged_models(query, stop_at=stop_at, on_unreadable=unreadable)
+                if baseline:  # the Hub's whole back catalogue of a tag is not news: its newest few will do
+                    listing = itertools.islice(listing, QUERY_BASELINE)
+            # Collect the changes first: a listing cut off half-way must not move the cursor past unseen models.
+            changed = list(listing)
             report.listed = len(changed)
-            pending = [m for m in sorted(changed, key=lambda m: (m.last_modified, m.repo_id))
-                       if cursor is None or m.last_modified >= cursor]
+            for model in changed:
+                unseen.pop(model.repo_id, None)
+            pending = [
+                m for m in sorted(changed, key=lambda m: (m.last_modified, m.repo_id))
+                if (cursor is None or m.last_modified >= cursor) and not m.private and m.repo_id not in quarantined
+                and (query is None or m.repo_id.split("/", 1)[0] not in self.orgs)
+            ]
+            # A repo that failed (not yet quarantined) keeps the cursor at its lastModified, so the next poll
+            # lists it again; the models after it are recorded meanwhile.
+            ceiling: datetime | None = None
             while pending:
                 # The deadline is checked between units only: a unit cut half-way would roll back, and a unit
                 # longer than the deadline would then never be recorded.
                 self._check_budget(before_unit=True)
-                done = self._record_unit(org, pending, baseline=baseline, report=report)
+                try:
+                    done = self._record_unit(org, pending, baseline=baseline, report=report, ceiling=ceiling)
+                except RepoFailed as failed:
+                    index = next(i for i, m in enumerate(pending) if m is failed.model)
+                    if not self._count_failure(org, failed.model.repo_id, str(failed), report) and ceiling is None:
+                        ceiling = failed.model.last_modified
+                    pending = pending[index + 1:]
+                    continue
                 pending = pending[done:]
                 report.processed += done
+                self._units_this_poll += 1
+            for repo_id in list(unseen)[:MAX_UNSEEN_READS]:
+                self._check_budget(before_unit=True)
+                self._record_unseen(org, repo_id, baseline=baseline, report=report)
                 self._units_this_poll += 1
             completed = True
         except (HubError, PollCut) as exc:
             report.error = str(exc)
             report.unreachable = isinstance(exc, HubUnreachable)
-            report.cut = isinstance(exc, (PollCut, hub.BudgetExhausted))
+            report.cut = isinstance(exc, (PollCut, BudgetExhausted))
+            report.stop_poll = isinstance(exc, (RateLimited, InvalidToken))
+            report.retry_after = exc.retry_after + 1.0 if isinstance(exc, RateLimited) else None
             # The cache may hold drafters of the unit that just rolled back.
             self._drafted_cache = None
             log.warning("poll of %s stopped: %s", org, exc)
         finally:
-            self._release(org, report.error, completed)
+            error = report.error
+            if error is None and report.failed:
+                error = f"{len(report.failed)} repo(s) failed: {', '.join(report.failed[:5])}"
+            self._release(org, error, completed)
         return report
 
-    def _record_unit(self, org: str, pending: list[HubModel], *, baseline: bool, report: OrgReport) -> int:
+    def _count_failure(self, org: str, repo_id: str, message: str, report: OrgReport) -> bool:
+        """Log and count one repo's failure; True when it is now quarantined (skipped for a while)."""
+        self._drafted_cache = None  # may hold what just rolled back
+        record = self.store.record_watch_failure(repo_id, org, message, quarantine_after=QUARANTINE_AFTER,
+                                                 quarantine_s=QUARANTINE_S)
+        report.failed.append(repo_id)
+        quarantined = record.retry_at is not None
+        if quarantined:
+            report.quarantined.append(repo_id)
+        log.warning("%s (failure %d%s)", message, record.failures,
+                    f"; quarantined until {record.retry_at:%Y-%m-%d %H:%M} UTC" if record.retry_at else "")
+        return quarantined
+
+    def _record_unseen(self, org: str, repo_id: str, *, baseline: bool, report: OrgReport) -> None:
+        """A repo that changed without appearing in the detailed listing: read its head on its own."""
+        try:
+            revision = self.client.revision(repo_id)
+        except (hub.RepoNotFound, hub.GatedRepo):
+            return  # gone, or private again, since the id listing
+        except SYSTEMIC:
+            raise
+        except HubError as exc:
+            self._count_failure(org, repo_id, f"{repo_id}: {exc}", report)
+            return
+        model = revision.as_model()
+        if model.private:
+            return
+        try:
+            with self.store.unit():
+                self._process_listed(model, baseline=baseline)
+        except (PollCut, *SYSTEMIC):
+            self._drafted_cache = None
+            raise
+        except Exception as exc:  # noqa: BLE001 - one repo's failure is that repo's
+            self._count_failure(org, repo_id, str(RepoFailed(model, exc)), report)
+            return
+        self._succeeded(model.repo_id)
+        report.processed += 1
+
+    def _succeeded(self, repo_id: str) -> None:
+        if repo_id in self._failing:
+            self.store.clear_watch_failure(repo_id)
+            self._failing.discard(repo_id)
+
+    def _process_listed(self, model: HubModel, *, baseline: bool) -> None:
+        """Process a listed model; a listing sha the Hub no longer has (it lags a force-push) is re-read from
+        refs and tried once more, never stored as a missing revision."""
+        try:
+            self.process_model(model, baseline=baseline)
+        except hub.RevisionNotFound:
+            head = self.client.head_sha(model.repo_id)
+            if head == model.sha:
+                raise
+            log.info("%s: listed sha %s is gone; main is now %s", model.repo_id, model.sha[:12], head[:12])
+            self.process_model(replace(model, sha=head), baseline=baseline)
+
+    def _record_unit(self, org: str, pending: list[HubModel], *, baseline: bool, report: OrgReport,
+                     ceiling: datetime | None = None) -> int:
         """Record the next models of `pending` as one unit, cursor included; returns how many.
 
         Models that cost no Hub request (most of a big org's first poll: recorded from the listing alone) share a
         unit, up to UNIT_BATCH of them, as one commit each would dominate the poll. A model that reads the Hub
         closes its unit, so a later failure never throws those reads away; if it fails, the models before it
-        are recorded on their own before the error goes up, so the next poll starts at the failed one.
+        are recorded on their own before the error goes up (as RepoFailed when the repo itself is at fault), so
+        the next poll starts at the failed one.
         """
         cheap = 0
+        current = pending[0]
         try:
             with self.store.unit():
                 done = 0
                 for model in pending[:UNIT_BATCH]:
+                    current = model
                     requests_before = self.client.request_count
-                    self.process_model(model, baseline=baseline)
+                    self._process_listed(model, baseline=baseline)
                     done += 1
                     if self.client.request_count != requests_before:
                         break
                     cheap = done
-                self._advance_cursor(org, pending[done - 1].last_modified)
+                self._advance_cursor(org, _capped(pending[done - 1].last_modified, ceiling))
+            for model in pending[:done]:
+                self._succeeded(model.repo_id)
             return done
-        except (HubError, PollCut):
+        except Exception as exc:
             if cheap:
                 self._drafted_cache = None  # may hold what just rolled back
                 with self.store.unit():
                     for model in pending[:cheap]:
                         self.process_model(model, baseline=baseline)  # reads nothing from the Hub, as before
-                    self._advance_cursor(org, pending[cheap - 1].last_modified)
+                    self._advance_cursor(org, _capped(pending[cheap - 1].last_modified, ceiling))
                 report.processed += cheap
                 self._units_this_poll += 1
-            raise
+            if isinstance(exc, (PollCut, *SYSTEMIC)):
+                raise
+            raise RepoFailed(current, exc) from exc
 
     def poll_repo(self, repo_id: str) -> None:
-        """A push hint (Hub webhook) for one repo: read its head now, as the listing would."""
-        revision = self.client.revision(repo_id)
-        model = HubModel(
-            repo_id=revision.repo_id,
-            sha=revision.sha,
-            last_modified=revision.last_modified,
-            created_at=revision.created_at,
-            tags=revision.tags,
-            gated=revision.gated,
-            base_models=revision.base_models,
-            base_model_relation=revision.base_model_relation,
-            pipeline_tag=None,
-            library_name=None,
-            architectures=revision.architectures,
-            model_type=revision.model_type,
-        )
+        """A push hint (Hub webhook) for one repo: read its head now, as the listing would. Private repos (and
+        repos gone or private since the hint) are left alone."""
+        try:
+            revision = self.client.revision(repo_id)
+        except hub.RepoNotFound:
+            return
+        model = revision.as_model()
+        if model.private:
+            return
         with self.store.unit():
-            self.process_model(model, baseline=False)
+            self._process_listed(model, baseline=False)
 
     # ---- one model ----------------------------------------------------------------------------
 
@@ -336,15 +543,20 @@ class Watcher:
         """Read a repo at a pinned sha. A gated or missing repo becomes a revision with its problem recorded."""
         try:
             revision = self.client.revision(repo_id, sha)
-            config_raw = self.client.download(repo_id, "config.json", sha)
+            listed = {f.path: f for f in revision.files}
+            # Listed sizes first: nothing big or stored in LFS is downloaded, and an absent file costs no request.
+            config_file = listed.get("config.json")
+            config_raw = (self.client.download(repo_id, "config.json", sha)
+                          if config_file is not None and self.client.fits_download(config_file) else None)
         except hub.GatedRepo as exc:
             return RevisionSpec(sha=sha, last_modified=last_modified, config_problem=f"gated: {exc}")
-        except (hub.RepoNotFound, hub.RevisionNotFound) as exc:
+        except hub.RepoNotFound as exc:
             return RevisionSpec(sha=sha, last_modified=last_modified, config_problem=f"missing: {exc}")
+        # RevisionNotFound goes up: a listed sha the Hub no longer has is re-read, never stored as missing.
         tokenizer = None
         if with_tokenizer:
-            present = {f.path for f in revision.files}
-            files = {name: self.client.download(repo_id, name, sha) for name in TOKENIZER_FILES if name in present}
+            files = {name: self.client.download(repo_id, name, sha) for name in TOKENIZER_FILES
+                     if name in listed and self.client.fits_download(listed[name])}
             try:
                 tokenizer = configs.tokenizer_digest({k: v for k, v in files.items() if v is not None}) or None
             except configs.ConfigError:
@@ -352,7 +564,8 @@ class Watcher:
         return RevisionSpec(
             sha=sha,
             config_raw=config_raw,
-            config_problem=None if config_raw is not None else "no config.json in the repo",
+            config_problem=None if config_raw is not None else (
+                "no config.json in the repo" if config_file is None else "config.json too large to read"),
             last_modified=last_modified,
             tokenizer_digest=tokenizer,
             weight_bytes=sum(f.size or 0 for f in revision.files if hub.is_weight_file(f.path)) or None,
@@ -441,7 +654,9 @@ class Watcher:
             return
         if known is None:
             self._new_checkpoint_event(model)
-            predecessors = self._predecessors(model.repo_id) if _kind(model) == "base" else []
+            # A pretrained `-Base` parent is not what drafters are trained for: its instruct release is the upgrade.
+            pretrained = names.parse_repo_id(model.repo_id).variant == "base"
+            predecessors = self._predecessors(model.repo_id) if _kind(model) == "base" and not pretrained else []
             if predecessors:
                 names_ = [p for p, _ in predecessors]
                 drafters = sorted({d for _, ds in predecessors for d in ds})
@@ -538,7 +753,10 @@ class Watcher:
         for repo_id in dict.fromkeys(related):
             if self.store.get_checkpoint(repo_id) is not None and self.store.needs_details(repo_id):
                 head = self.store.head_revision(repo_id)
-                spec = self._revision_spec(head.repo_id, head.sha, head.last_modified, with_tokenizer=True)
+                try:
+                    spec = self._revision_spec(head.repo_id, head.sha, head.last_modified, with_tokenizer=True)
+                except hub.RevisionNotFound:
+                    continue  # its recorded head was force-pushed away: the target's own listing updates it
                 # A target first read here (say, gated) gets the same status as one read from the listing.
                 self._set_checkpoint_status(head.repo_id, spec)
                 self.store.add_checkpoint_revision(head.repo_id, spec)

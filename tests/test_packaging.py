@@ -25,6 +25,8 @@ def test_wheel_carries_data_files(tmp_path: Path) -> None:
         "migrations/script.py.mako",
         "migrations/versions/0001_core_registry_schema.py",
         "registry/data/catalog.json",
+        "registry/data/gpus.json",
+        "registry/data/published_acceptance.json",
         "verifier/prompt_sets/code.jsonl",
         "verifier/tiny/corpus.txt",
         "dashboard/app.py",

@@ -80,14 +80,14 @@ def test_up_shows_drafters_lag_speedups_and_alerts(tmp_path: Path, hub: FakeHub,
         output.wait_for(r"\[weights_changed\] .*z-lab/Qwen3-8B-DFlash-b16", 60)
         store = Store.open(database_url)
         deadline = time.monotonic() + RUNS_TIMEOUT_S
-        while len([r for r in list_runs(store) if r.status == "ok"]) < 4 and time.monotonic() < deadline:
+        while len([r for r in list_runs(store) if r.status == "ok"]) < 5 and time.monotonic() < deadline:
             assert process.poll() is None, "\n".join(output.lines[-40:])
             time.sleep(2)
         runs = list_runs(store)
-        assert len(runs) == 4 and all(r.status == "ok" and r.lossless for r in runs), [
+        assert len(runs) == 5 and all(r.status == "ok" and r.lossless for r in runs), [
             (r.drafter, r.status, r.failure_reason) for r in runs
         ]
-        assert {r.method for r in runs} == {"draft-lm", "dflash", "gemma4-assistant"}
+        assert {r.method for r in runs} == {"draft-lm", "dflash", "eagle3", "gemma4-assistant"}
         assert sum(1 for d in store.drafters() if d.in_21) == 21
         store.engine.dispose()
         _screenshots(url)

@@ -1,6 +1,6 @@
 """The tiny demo pairs `drafters up` measures on a fresh machine: real models the project builds itself.
 
-A tiny Qwen3 target with a draft LM and a DFlash drafter in z-lab's layout, and a tiny Gemma-4 target with its
+A tiny Qwen3 target with a draft LM, a DFlash drafter in z-lab's layout and an EAGLE-3 head in yuhuili's, and a tiny Gemma-4 target with its
 assistant drafter — the seed article's DFlash-versus-assistant question in miniature. Each build is cached (a
 rerun rebuilds nothing) and each job has a dedupe key, so a restarted service queues nothing twice.
 """
@@ -21,6 +21,7 @@ class DemoModels:
     qwen3_target: Path
     qwen3_draft_lm: Path
     qwen3_dflash: Path
+    qwen3_eagle3: Path
     gemma4_target: Path
     gemma4_assistant: Path
     gemma4_dflash: Path
@@ -28,6 +29,7 @@ class DemoModels:
 
 def build_demo_models(cache_root: Path, say: Callable[[str], None] = lambda _line: None) -> DemoModels:
     from verifier.tiny.dflash import cached_dflash_drafter
+    from verifier.tiny.eagle3 import cached_eagle3_head
     from verifier.tiny.gemma4 import cached_gemma4_assistant, cached_gemma4_target
     from verifier.tiny.qwen3 import cached_draft_lm, cached_target
 
@@ -41,6 +43,7 @@ def build_demo_models(cache_root: Path, say: Callable[[str], None] = lambda _lin
         qwen3_target=qwen3,
         qwen3_draft_lm=cached_draft_lm(cache_root, qwen3, trained=True),
         qwen3_dflash=cached_dflash_drafter(cache_root, qwen3, trained=True),
+        qwen3_eagle3=cached_eagle3_head(cache_root, qwen3, trained=True),
         gemma4_target=gemma4,
         gemma4_assistant=cached_gemma4_assistant(cache_root, gemma4, trained=True),
         gemma4_dflash=cached_dflash_drafter(cache_root, gemma4, trained=True),
@@ -51,6 +54,7 @@ def demo_requests(models: DemoModels, *, max_new_tokens: int = 48, repeats: int 
     pairs = [
         ("draft-lm", models.qwen3_target, models.qwen3_draft_lm),
         ("dflash", models.qwen3_target, models.qwen3_dflash),
+        ("eagle3", models.qwen3_target, models.qwen3_eagle3),
         # The seed article's question: a DFlash drafter against Gemma's own assistant on one Gemma-4 target.
         ("gemma4-assistant", models.gemma4_target, models.gemma4_assistant),
         ("dflash", models.gemma4_target, models.gemma4_dflash),

@@ -13,11 +13,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from registry import jobs as queue
 from registry.runs import RunRecord, RunSpec, SetResult, record_run, regression_event
 from registry.store import Store
+
+if TYPE_CHECKING:
+    from verifier.harness import PairRun
 
 log = logging.getLogger(__name__)
 VERIFY = "verify"
@@ -87,7 +90,8 @@ def _prompt_sets(request: VerifyRequest) -> list[Any]:
     return sets
 
 
-def run_engine(request: VerifyRequest, progress: Callable[[int, int, str], None] | None = None) -> Any:
+def run_engine(request: VerifyRequest, progress: Callable[[int, int, str], None] | None = None) -> PairRun:
+    """Either engine, driven by the one harness (`verifier.harness`): the same result type from both."""
     from verifier.engine import RunSettings, run_pair
 
     settings = RunSettings(**request.settings)
@@ -108,8 +112,10 @@ def _hardware(provenance: dict[str, Any]) -> str:
     return str(provenance.get("device") or "unknown")
 
 
-def run_spec(request: VerifyRequest, run: Any, *, job_id: int | None, run_id: str | None = None) -> RunSpec:
-    """The engine's PairRun as a stored run: overall numbers, per-set results, provenance."""
+def run_spec(request: VerifyRequest, run: PairRun, *, job_id: int | None, run_id: str | None = None) -> RunSpec:
+    """The harness's PairRun as a stored run: overall numbers, per-set results, provenance. `metrics` carries the
+    metric version and, from version 2, the forward costs a run's efficiency is recomputed from
+    (`verifier.metrics.recompute_efficiency`)."""
     summary = run.to_dict()
     provenance = dict(run.provenance)
     marginal = (summary.get("per_position_acceptance") or {}).get("marginal") or []

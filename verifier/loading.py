@@ -116,17 +116,36 @@ def refuse_remote_code(folder: Path, config: dict[str, Any]) -> None:
         raise LoadError(f"{folder}: model_type {model_type!r} is not supported by the installed transformers")
 
 
+def _auto_class(folder: Path, config: dict[str, Any]) -> Any:
+    """AutoModelForCausalLM, or AutoModelForImageTextToText for publications whose only generating class is the
+    multimodal one (Kimi-K2.5: a DeepSeek-V3 text model under a vision wrapper); both take text-only input."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+    )
+
+    model_type = config.get("model_type")
+    if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return AutoModelForCausalLM
+    if model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES:
+        return AutoModelForImageTextToText
+    raise LoadError(
+        f"{folder}: model_type {model_type!r} has no text-generating model class in the installed transformers"
+    )
+
+
 def load_causal_lm(folder: Path, *, device: torch.device, dtype: torch.dtype) -> Any:
     """A transformers causal LM from `folder`, safetensors only, remote code refused, in eval mode."""
-    from transformers import AutoModelForCausalLM
     from transformers.utils import logging as transformers_logging
 
     config = read_config(folder)
     refuse_remote_code(folder, config)
     weight_files(folder)
+    auto_class = _auto_class(folder, config)
     # A progress bar per load would bury the CLI's own progress and tables.
     transformers_logging.disable_progress_bar()
-    model = AutoModelForCausalLM.from_pretrained(
+    model = auto_class.from_pretrained(
         folder, trust_remote_code=False, use_safetensors=True, dtype=dtype, local_files_only=True
     )
     return model.to(device).eval()

@@ -1,22 +1,35 @@
-"""Speculative-decoding metrics: pure functions over per-round records (no I/O, no torch).
+"""Speculative-decoding metrics: pure functions over per-round records and step counts (no I/O, no torch).
 
-Definitions (see /work/shared/reference/specdec.md §4):
-- τ (mean acceptance length) = tokens committed per target step including the bonus, pooled over all steps
-  = mean(accepted + 1); plain decoding gives exactly 1.
+The one place the definitions live; both engines (PyTorch, llama.cpp) report against them. METRIC_VERSION 2:
+- verification step: one target forward after the first token (a plain decode step counts too: it verifies no
+  drafts). The first token comes from the prefill and is no step.
+- τ (mean acceptance length) = 1 + accepted drafts / verification steps. Accepted drafts are counted as the target
+  verified them, so τ includes drafts accepted past EOS or max_new_tokens in the final step, which are never output.
+  Plain decoding gives exactly 1. llama.cpp: steps = its drafting steps (`/metrics` spec_decode_num_drafts) plus
+  plain steps (emitted − accepted − drafting steps, when positive); accepted = `timings.draft_n_accepted`.
+- τ_emitted = tokens output after the first / verification steps: what the decode actually gained per target step.
 - acceptance rate = accepted drafts / drafted tokens.
-- marginal m_i = rounds whose first i drafts were all accepted / rounds that drafted at least i tokens;
-  conditional c_i = P(draft i accepted | drafts 1..i-1 accepted, round drafted >= i).
-  τ = 1 + Σ m_i holds exactly when every round drafts the same k; `Acceptance.identity_gap` records the check.
-- speedup = speculative tok/s ÷ baseline tok/s (same prompts, same token accounting).
-- ideal speedup S = τ · T_t(1) / (T_draft + T_verify) from measured per-round costs; efficiency = realized ÷ ideal.
+- marginal m_i = steps whose first i drafts were all accepted / steps that drafted at least i tokens;
+  conditional c_i = P(draft i accepted | drafts 1..i-1 accepted, step drafted >= i).
+  τ = 1 + Σ m_i holds exactly when every step drafts the same k; `Acceptance.identity_gap` records the check.
+- speedup = speculative tok/s ÷ baseline tok/s (same prompts, same token accounting, prefill included);
+  decode speedup = baseline time per output token after the first ÷ speculative time per such token (TTFT out).
+- forward costs, measured outside the decode loop at the run's context length after a warm-up (synchronised on
+  CUDA), the fastest of several repeats: T(1) = target forward on 1 token, T(γ+1) = target forward on γ+1 tokens,
+  T_draft = one drafting step (one block forward for DFlash, γ draft-model steps for a draft LM).
+- ideal speedup S = τ_emitted · T(1) / (T(γ+1) + T_draft); efficiency = decode speedup ÷ S. The loop's overheads
+  (and anything slowing a drafter inside the loop) lower the efficiency; nothing in it is measured by the loop.
+  Runs stored before version 2 built S from the loop's own rounds (efficiency ≈ 1 by construction).
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+METRIC_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -134,12 +147,148 @@ def speedup(speculative_tokens_per_s: float, baseline_tokens_per_s: float) -> fl
     return speculative_tokens_per_s / baseline_tokens_per_s
 
 
-def ideal_speedup(tau: float, baseline_step_seconds: float, draft_seconds: float, verify_seconds: float) -> float:
-    """S = τ · T_t(1) / (T_draft + T_verify): what the measured tokens per target step and per-round costs allow,
-    without overheads. Pass tokens emitted per step when comparing with a realized speedup."""
-    if draft_seconds + verify_seconds <= 0:
-        raise ValueError("per-round draft + verify time must be positive")
-    return tau * baseline_step_seconds / (draft_seconds + verify_seconds)
+def ideal_speedup(tau: float, target_step_s: float, verify_step_s: float, draft_step_s: float) -> float:
+    """S = τ · T(1) / (T(γ+1) + T_draft) from bare forward costs. Pass τ_emitted when comparing with a realized
+    (decode-only) speedup, which counts emitted tokens."""
+    if verify_step_s + draft_step_s <= 0:
+        raise ValueError("verify + draft step time must be positive")
+    return tau * target_step_s / (verify_step_s + draft_step_s)
+
+
+def decode_speedup(speculative: Throughput, baseline: Throughput) -> float | None:
+    """Baseline time per output token after the first ÷ speculative time per such token; None when either side
+    made no token after its first."""
+    if speculative.tpot_s is None or baseline.tpot_s is None or speculative.tpot_s <= 0:
+        return None
+    return baseline.tpot_s / speculative.tpot_s
+
+
+@dataclass(frozen=True)
+class ForwardCosts:
+    """Bare forward costs of a pair at one context length: the fastest of `repeats` timings, in seconds."""
+
+    context_length: int
+    gamma: int  # drafted tokens per step
+    target_step_s: float  # T(1)
+    verify_step_s: float  # T(γ+1)
+    draft_step_s: float  # one drafting step
+    repeats: int
+    spread: dict[str, dict[str, float]] = field(default_factory=dict)  # per cost: min, max, q1, q3
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"context_length": self.context_length, "gamma": self.gamma, "target_step_s": self.target_step_s,
+                "verify_step_s": self.verify_step_s, "draft_step_s": self.draft_step_s, "repeats": self.repeats,
+                "spread": {k: dict(v) for k, v in self.spread.items()}}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ForwardCosts:
+        return cls(context_length=int(data["context_length"]), gamma=int(data["gamma"]),
+                   target_step_s=float(data["target_step_s"]), verify_step_s=float(data["verify_step_s"]),
+                   draft_step_s=float(data["draft_step_s"]), repeats=int(data["repeats"]),
+                   spread=dict(data.get("spread") or {}))
+
+    @classmethod
+    def from_timings(cls, context_length: int, gamma: int, target: Sequence[float], verify: Sequence[float],
+                     draft: Sequence[float]) -> ForwardCosts:
+        def summary(values: Sequence[float]) -> dict[str, float]:
+            s = spread(values)
+            return {"min": s.minimum, "q1": s.q1, "median": s.median, "q3": s.q3, "max": s.maximum}
+
+        # The fastest repeat is the bare cost: interference (other processes, the OS) only ever adds to it.
+        return cls(context_length=context_length, gamma=gamma, target_step_s=min(target),
+                   verify_step_s=min(verify), draft_step_s=min(draft),
+                   repeats=len(target), spread={"target_step_s": summary(target),
+                                                "verify_step_s": summary(verify), "draft_step_s": summary(draft)})
+
+
+def recompute_efficiency(metrics: dict[str, Any]) -> float | None:
+    """A stored (version 2) run's efficiency from its stored forward costs, τ_emitted and decode speedup."""
+    costs, tau_emitted, realized = metrics.get("forward_costs"), metrics.get("tau_emitted"), metrics.get(
+        "decode_speedup")
+    if not costs or tau_emitted is None or realized is None:
+        return None
+    c = ForwardCosts.from_dict(costs)
+    return realized / ideal_speedup(tau_emitted, c.target_step_s, c.verify_step_s, c.draft_step_s)
+
+
+@dataclass(frozen=True)
+class StepCounts:
+    """Token accounting of decodes after the first token, the same in every engine (definitions above)."""
+
+    steps: int  # verification steps
+    drafting_steps: int  # steps that verified at least one draft
+    drafted: int
+    accepted: int  # drafts accepted by the target, past the end of generation included
+    emitted: int  # tokens output after the first
+    accepted_per_position: tuple[int, ...] = ()  # [i] = drafting steps that accepted at least i + 1 drafts
+
+    @property
+    def tau(self) -> float | None:
+        return 1.0 + self.accepted / self.steps if self.steps else None
+
+    @property
+    def tau_emitted(self) -> float | None:
+        return self.emitted / self.steps if self.steps else None
+
+    @classmethod
+    def from_rounds(cls, rounds: Sequence[RoundRecord]) -> StepCounts:
+        longest = max((r.drafted for r in rounds), default=0)
+        return cls(
+            steps=len(rounds),
+            drafting_steps=sum(1 for r in rounds if r.drafted > 0),
+            drafted=sum(r.drafted for r in rounds),
+            accepted=sum(r.accepted for r in rounds),
+            emitted=sum(r.emitted for r in rounds),
+            accepted_per_position=tuple(sum(1 for r in rounds if r.accepted > i) for i in range(longest)),
+        )
+
+    @classmethod
+    def total(cls, counts: Sequence[StepCounts]) -> StepCounts:
+        positions = max((len(c.accepted_per_position) for c in counts), default=0)
+        return cls(
+            steps=sum(c.steps for c in counts),
+            drafting_steps=sum(c.drafting_steps for c in counts),
+            drafted=sum(c.drafted for c in counts),
+            accepted=sum(c.accepted for c in counts),
+            emitted=sum(c.emitted for c in counts),
+            accepted_per_position=tuple(
+                sum(c.accepted_per_position[i] for c in counts if i < len(c.accepted_per_position))
+                for i in range(positions)
+            ),
+        )
+
+
+def counts_acceptance(counts: StepCounts) -> Acceptance | None:
+    """Acceptance from step counts alone (an engine that reports counters, not rounds); None without steps.
+
+    Marginal acceptance is over drafting steps (how llama.cpp and vLLM report it); τ is over all verification steps.
+    """
+    if counts.steps <= 0:
+        return None
+    drafting = max(counts.drafting_steps, 1)
+    reached = (counts.steps, *counts.accepted_per_position)  # a plain step accepted 0 drafts
+    histogram = (
+        tuple(reached[n] - reached[n + 1] for n in range(len(reached) - 1)) + (reached[-1],)
+        if counts.accepted_per_position else ()
+    )
+    marginal = tuple(count / drafting for count in counts.accepted_per_position)
+    offered = (counts.drafting_steps, *counts.accepted_per_position)
+    conditional = tuple(
+        (count / offered[i] if offered[i] else None) for i, count in enumerate(counts.accepted_per_position)
+    )
+    tau = 1.0 + counts.accepted / counts.steps
+    return Acceptance(
+        rounds=counts.steps,
+        drafted=counts.drafted,
+        accepted=counts.accepted,
+        tau=tau,
+        acceptance_rate=counts.accepted / counts.drafted if counts.drafted else None,
+        histogram=histogram,
+        marginal=marginal,
+        conditional=conditional,
+        uniform_draft_length=bool(marginal) and counts.drafted == counts.steps * len(marginal),
+        identity_gap=tau - (1.0 + sum(marginal)),
+    )
 
 
 @dataclass(frozen=True)

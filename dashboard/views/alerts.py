@@ -23,7 +23,7 @@ with data.guard("Events"):
         st.info("No event matches these filters.")
     else:
         st.caption(f"{len(shown)} events, newest first")
-        st.dataframe(shown, hide_index=True, width="stretch")
+        data.dataframe(shown, hide_index=True, width="stretch")
 
 st.subheader("Atom feed")
 with data.guard("Feed"):

@@ -27,16 +27,16 @@ with data.guard("Search"):
                 found = st.selectbox("Matching checkpoints", matches, key="search_match")
             else:
                 st.warning(
-                    f"{query} is not in the registry: `drafters watch --once` picks up new checkpoints of watched "
+                    f"{data.md(query)} is not in the registry: `drafters watch --once` picks up new checkpoints of watched "
                     "orgs, `drafters catalog load` loads the bundled catalog."
                 )
         if found is not None:
             fits = data.drafters_for(url, found)
             if fits.empty:
-                st.info(f"No drafter in the registry has a verdict for {found}.")
+                st.info(f"No drafter in the registry has a verdict for {data.md(found)}.")
             else:
-                st.markdown(f"**{found}**: {len(fits)} drafters with a verdict, best first")
-                st.dataframe(fits, hide_index=True, width="stretch", key="search_result")
+                st.markdown(f"**{data.md(found)}**: {len(fits)} drafters with a verdict, best first")
+                data.dataframe(fits, hide_index=True, width="stretch", key="search_result")
 
 st.subheader("Checkpoints × drafter methods")
 with data.guard("Availability"):
@@ -56,7 +56,7 @@ with data.guard("Availability"):
             f"{checkpoints} checkpoints; each cell: best verdict (exact, structural, unknown, incompatible, or "
             "none) · the drafter holding it · its lag in days after the checkpoint's release"
         )
-        st.dataframe(availability_matrix(cells), hide_index=True, width="stretch", key="matrix")
+        data.dataframe(availability_matrix(cells), hide_index=True, width="stretch", key="matrix")
         tally = cells.assign(method=cells["method"].map(METHOD_LABELS)).groupby(["method", "verdict"]).size()
         tally = tally.rename("checkpoints").reset_index()
         chart = (

@@ -1,5 +1,5 @@
 """Benchmarks: speedup and τ per pair and prompt set, their history with revision changes, and acceptance by
-draft position. A series is one (hardware, engine, prompt set): different ones are never drawn as one line."""
+draft position. A series is one (hardware, engine, metric version, prompt set): different ones are never drawn as one line."""
 
 from __future__ import annotations
 
@@ -34,9 +34,11 @@ with data.guard("Benchmarks"):
     if summary.empty:
         st.info("This pair has no successful run yet; its failed runs are listed below.")
     else:
+        # Runs measured under other metric definitions are another series, never one line or bar with these.
         summary = summary.assign(series=summary["hardware"].fillna("?") + " · " + summary["engine"].fillna("?")
+                                 + " · metrics v" + summary["metric_version"].astype(str)
                                  + " · " + summary["prompt_set"])
-        st.dataframe(summary, hide_index=True, width="stretch", key="summary")
+        data.dataframe(summary, hide_index=True, width="stretch", key="summary")
         bars = alt.Chart(summary).encode(
             y=alt.Y("series:N", title=None, axis=alt.Axis(labelLimit=400)),
             tooltip=["series", "runs", "speedup_mean", "speedup_std", "tau_mean", "tau_std"],
@@ -73,7 +75,7 @@ with data.guard("Benchmarks"):
         st.altair_chart(lines + rules, width="stretch")
         if not changes.empty:
             st.caption("Dashed rules: a run whose target or drafter revision differs from the run before it.")
-            st.dataframe(changes, hide_index=True, width="stretch", key="changes")
+            data.dataframe(changes, hide_index=True, width="stretch", key="changes")
 
         st.subheader("Acceptance by draft position")
         run_ids = history.sort_values("created_at", ascending=False)["run_id"].drop_duplicates().tolist()
@@ -98,11 +100,11 @@ with data.guard("Benchmarks"):
     failed = data.runs(url, target, drafter, status="failed")
     if not failed.empty:
         st.subheader("Failed runs")
-        st.dataframe(failed[["run_id", "created_at", "failure_reason", "hardware", "engine"]], hide_index=True,
+        data.dataframe(failed[["run_id", "created_at", "failure_reason", "hardware", "engine"]], hide_index=True,
                      width="stretch", key="failed")
 
 with data.guard("All pairs"):
     st.subheader("All pairs")
     # Summarising every run of every pair is the costliest read on a big registry: only on request.
     if st.toggle("Summarise every pair", key="all_pairs"):
-        st.dataframe(data.benchmark_summary(url), hide_index=True, width="stretch")
+        data.dataframe(data.benchmark_summary(url), hide_index=True, width="stretch")

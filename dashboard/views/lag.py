@@ -62,7 +62,7 @@ with data.guard("Lag"):
         if waiting.empty:
             st.success("Every target with a declared drafter has an exact one.")
         else:
-            st.dataframe(
+            data.dataframe(
                 waiting[["target_repo_id", "org", "family", "released", "lag_days"]],
                 hide_index=True, width="stretch", key="open_lags",
             )
@@ -82,10 +82,10 @@ with data.guard("Lag"):
                         .encode(x=alt.X("lag_days:Q", title="days"), y=alt.Y(f"{key}:N", title=None))
                     )
                     st.altair_chart(box, width="stretch")
-                st.dataframe(frame, hide_index=True, width="stretch", key=f"lag_by_{key}")
+                data.dataframe(frame, hide_index=True, width="stretch", key=f"lag_by_{key}")
 
         st.subheader("All targets")
-        st.dataframe(targets.drop(columns=["exact_drafters"]), hide_index=True, width="stretch", key="lag_targets")
+        data.dataframe(targets.drop(columns=["exact_drafters"]), hide_index=True, width="stretch", key="lag_targets")
 
 st.subheader("Base upgrades waiting for a drafter")
 with data.guard("Upgrades"):
@@ -95,4 +95,4 @@ with data.guard("Upgrades"):
     else:
         st.caption("A successor of a model that had drafters, open until it gets an exact drafter of its own; "
                    "longest wait first.")
-        st.dataframe(upgrades, hide_index=True, width="stretch", key="upgrades")
+        data.dataframe(upgrades, hide_index=True, width="stretch", key="upgrades")

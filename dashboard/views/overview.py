@@ -28,7 +28,7 @@ with data.guard("Measured speedups"):
     if speedups.empty:
         st.info("No measurements yet: `drafters verify TARGET DRAFTER` or `drafters demo` measures a pair.")
     else:
-        st.dataframe(speedups, hide_index=True, width="stretch")
+        data.dataframe(speedups, hide_index=True, width="stretch")
 
 st.subheader("The DFlash v1 drafters and their targets' lag")
 with data.guard("DFlash v1 drafters"):
@@ -36,7 +36,7 @@ with data.guard("DFlash v1 drafters"):
     if v1.empty:
         st.info("The catalog is not loaded: `drafters catalog load`.")
     else:
-        st.dataframe(v1, hide_index=True, width="stretch")
+        data.dataframe(v1, hide_index=True, width="stretch")
 
 st.subheader("Latest events")
 with data.guard("Latest events"):
@@ -44,6 +44,6 @@ with data.guard("Latest events"):
     if latest.empty:
         st.info("No events yet: `drafters watch --once` records new drafters, revisions and lags as events.")
     else:
-        st.dataframe(latest, hide_index=True, width="stretch")
+        data.dataframe(latest, hide_index=True, width="stretch")
 
 st.caption(f"database: {data.shown_url(url)}")

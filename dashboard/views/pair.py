@@ -1,5 +1,5 @@
-"""Pair: one (target, drafter): the verdict with its reasons and checks, the revisions, every run, and whether
-the two fit on a card."""
+"""Pair: one (target, drafter): the verdict with its reasons and checks, the revisions, every run, whether the two
+fit on a card, and the predicted tokens/s across GPU classes (registry.pricing)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import data
-from registry import memory
+from registry import gpus, memory, pricing
 
 st.title("Pair")
 url = data.require_database()
@@ -27,11 +27,16 @@ def choose_pair() -> tuple[str, str] | None:
         return None
     targets = sorted(choices["target"].unique())
     wanted = st.query_params.get("target")
-    target = st.selectbox("Target", targets, index=targets.index(wanted) if wanted in targets else 0, key="target")
+    # Local folders show by their last path part; the full path is in the tooltip below each choice.
+    target = st.selectbox("Target", targets, index=targets.index(wanted) if wanted in targets else 0, key="target",
+                          format_func=data.short_name)
     drafters = choices[choices["target"] == target]["drafter"].tolist()
     wanted = st.query_params.get("drafter")
     drafter = st.selectbox("Drafter", drafters, index=drafters.index(wanted) if wanted in drafters else 0,
-                           key="drafter")
+                           key="drafter", format_func=data.short_name)
+    for role, ref in (("target", target), ("drafter", drafter)):
+        if data.is_local(ref):
+            st.caption(f"{role} {data.md(data.short_name(ref))} is a local folder", help=ref)
     return target, drafter
 
 
@@ -43,45 +48,56 @@ with data.guard("Pair"):
 
     st.subheader("Verdict")
     verdict = data.pair_verdict(url, target, drafter)
+    if verdict is None and data.is_local(target) and data.is_local(drafter):
+        verdict = data.local_verdict(target, drafter)  # read from the folders, as `drafters check` does
     if verdict is None:
         st.info("No verdict between the head revisions of this pair (it only has runs).")
     else:
-        st.markdown(f"**{verdict.verdict}** between `{target}@{verdict.checkpoint_sha[:12]}` and "
-                    f"`{drafter}@{verdict.drafter_sha[:12]}` (checked {verdict.checked_at:%Y-%m-%d %H:%M} UTC)")
+        st.markdown(f"**{data.md(verdict.verdict)}** between {data.md(data.short_name(target))}@"
+                    f"{data.md(verdict.checkpoint_sha[:12])} and {data.md(data.short_name(drafter))}@"
+                    f"{data.md(verdict.drafter_sha[:12])} (checked {verdict.checked_at:%Y-%m-%d %H:%M} UTC)")
         for reason in verdict.reasons:
-            st.markdown(f"- {reason}")
+            st.markdown(f"- {data.md(reason)}")
         if verdict.checks:
-            st.dataframe(pd.DataFrame(list(verdict.checks)), hide_index=True, width="stretch", key="checks")
+            data.dataframe(pd.DataFrame(list(verdict.checks)), hide_index=True, width="stretch", key="checks")
 
     st.subheader("Revisions")
     left, right = st.columns(2)
     with left:
-        st.caption(f"target {target}")
-        st.dataframe(data.checkpoint_revisions(url, target), hide_index=True, width="stretch", key="target_revs")
+        st.caption(f"target {data.md(data.short_name(target))}", help=target)
+        data.dataframe(data.checkpoint_revisions(url, target), hide_index=True, width="stretch", key="target_revs")
     with right:
-        st.caption(f"drafter {drafter}")
-        st.dataframe(data.drafter_revisions(url, drafter), hide_index=True, width="stretch", key="drafter_revs")
+        st.caption(f"drafter {data.md(data.short_name(drafter))}", help=drafter)
+        data.dataframe(data.drafter_revisions(url, drafter), hide_index=True, width="stretch", key="drafter_revs")
 
     st.subheader("Runs")
     pair_runs = data.runs(url, target, drafter)
     if pair_runs.empty:
-        st.info(f"No run of this pair yet: `drafters verify {target} {drafter}` measures it.")
+        st.info(f"No run of this pair yet: drafters verify {data.md(target)} {data.md(drafter)} measures it.")
     else:
-        st.dataframe(pair_runs.drop(columns=["target", "drafter"]), hide_index=True, width="stretch", key="runs")
+        data.dataframe(pair_runs.drop(columns=["target", "drafter"]), hide_index=True, width="stretch", key="runs")
 
 with data.guard("Memory budget"):
     st.subheader("Memory budget")
     target_facts = data.checkpoint_weights(url, target)
     drafter_facts = data.drafter_weights(url, drafter)
+    # Local folders are not in the registry's revisions; the newest run measured their weight files.
+    measured = data.runs(url, target, drafter)
+    measured = measured[measured["status"] == "ok"] if not measured.empty else measured
+
+    def run_bytes(column: str) -> int | None:
+        values = measured[column].dropna() if column in measured.columns else []
+        return int(values.iloc[0]) if len(values) else None
+
     target_estimate = memory.estimate_parameters(
         parameter_count=target_facts.parameter_count if target_facts else None,
-        weight_bytes=target_facts.weight_bytes if target_facts else None,
+        weight_bytes=(target_facts.weight_bytes if target_facts else None) or run_bytes("target_weight_bytes"),
         config=target_facts.config if target_facts else None,
         size_label=target_facts.size_label if target_facts else None,
     )
     drafter_estimate = memory.estimate_parameters(
         parameter_count=None,
-        weight_bytes=drafter_facts.weight_bytes if drafter_facts else None,
+        weight_bytes=(drafter_facts.weight_bytes if drafter_facts else None) or run_bytes("drafter_weight_bytes"),
         config=drafter_facts.config if drafter_facts else None,
         size_label=None,
     )
@@ -116,7 +132,7 @@ with data.guard("Memory budget"):
         order = [q.name for q in memory.QUANTIZATIONS]
         table = table.loc[order, [f"{gb} GB" for gb in memory.CARD_SIZES_GB]]
         totals = budget.drop_duplicates("quantization").set_index("quantization")["total_bytes"].map(gib)
-        st.dataframe(table.assign(total_GiB=totals).reset_index(), hide_index=True, width="stretch", key="budget")
+        data.dataframe(table.assign(total_GiB=totals).reset_index(), hide_index=True, width="stretch", key="budget")
         parts = budget.drop_duplicates("quantization").melt(
             id_vars=["quantization"], value_vars=["target_bytes", "drafter_bytes", "kv_cache_bytes"],
             var_name="part", value_name="bytes",
@@ -140,3 +156,58 @@ with data.guard("Memory budget"):
         cards = pd.DataFrame({"GiB": shown_cards, "card": [f"{gb} GB card" for gb in shown_cards]})
         lines = alt.Chart(cards).mark_rule(strokeDash=[3, 3], color="#616161").encode(y="GiB:Q", tooltip=["card"])
         st.altair_chart(stacked + lines, width="stretch")
+
+with data.guard("Price across GPU classes"):
+    st.subheader("Price across GPU classes")
+    measured = pair_runs[pair_runs["status"] == "ok"] if not pair_runs.empty else pair_runs
+    acceptance, source_run = None, None
+    for run in measured.itertuples():  # newest first: the newest run with per-position acceptance prices it
+        positions = data.acceptance_by_position(url, run.run_id)
+        if not positions.empty:
+            # Mean over prompt sets, up to the positions every set measured.
+            width = int(positions.groupby("prompt_set")["position"].max().min())
+            means = positions[positions["position"] <= width].groupby("position")["acceptance"].mean()
+            acceptance = pricing.Acceptance(tuple(float(v) for v in means), f"run {run.run_id[:12]}", run.run_id,
+                                            tuple(sorted(positions["prompt_set"].unique())))
+            source_run = run
+            break
+    if acceptance is None or target_estimate.parameters is None:
+        st.info(f"No measured per-position acceptance for this pair (or no target size): drafters verify "
+                f"{data.md(target)} {data.md(drafter)} measures it, then every GPU class is priced here.")
+    else:
+        quant_names = [q.name for q in pricing.QUANTIZATIONS]
+        chosen_quant = st.selectbox("Target quantization", quant_names, index=quant_names.index("Q4_K_M"),
+                                    key="price_quant")
+        context_tokens = int(st.session_state.get("context", memory.DEFAULT_CONTEXT_TOKENS))
+        shape = pricing.pair_shape(
+            target_facts.config if target_facts else None, drafter_facts.config if drafter_facts else None,
+            source_run.method, target_parameters=target_estimate.parameters,
+            drafter_parameters=drafter_estimate.parameters)
+        priced = [pricing.price(shape, acceptance, pricing.device_for(card), quant=pricing.quantization(chosen_quant),
+                                context=context_tokens) for card in gpus.load_gpus()]
+        points = pd.DataFrame([
+            {"GPU": p.device, "series": series, "tok/s": round(value, 1), "fits": bool(p.fit.fits),
+             "speedup": round(p.speedup, 2), "best γ": p.best_gamma,
+             "fit": "fits" if p.fit.fits else f"does not fit (fits at {p.fit.would_fit_at or 'no quantization'})"}
+            for p in priced
+            for series, value in (("alone", p.baseline_tokens_per_s), ("with drafter", p.tokens_per_s))
+        ])
+        order = [p.device for p in priced]
+        bars = (
+            alt.Chart(points)
+            .mark_bar()
+            .encode(
+                x=alt.X("GPU:N", sort=order, title=None),
+                xOffset=alt.XOffset("series:N"),
+                y=alt.Y("tok/s:Q", title="predicted tokens/s"),
+                color=alt.Color("series:N"),
+                opacity=alt.condition(alt.datum.fits, alt.value(1.0), alt.value(0.3)),
+                tooltip=["GPU", "series", "tok/s", "speedup", "best γ", "fit"],
+            )
+        )
+        st.altair_chart(bars, width="stretch")
+        data.dataframe(points[points["series"] == "with drafter"].drop(columns=["series"]), hide_index=True,
+                     width="stretch", key="price")
+        st.caption(f"Acceptance from {acceptance.source} ({', '.join(acceptance.prompt_sets)}); context "
+                   f"{context_tokens} tokens; pale bars do not fit the card. A memory-bound model at assumed "
+                   "efficiencies (docs/pricing.md): `drafters price --calibration` shows its error on measured runs.")

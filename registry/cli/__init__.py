@@ -10,11 +10,18 @@ import sys
 import typer
 
 from registry import render
-from registry.cli import lookup, serving, verifying, watching  # noqa: F401 - registers the commands
-from registry.cli.common import UserError, app
+from registry.cli import lookup, pricing, serving, verifying, watching  # noqa: F401 - registers the commands
+from registry.cli.common import Failed, UserError, app
 from registry.db import DatabaseError
 from registry.local import LocalRepoError
 from registry.store import NotFound
+
+
+def _fail(message: str, code: int) -> None:
+    """One line on stderr, then the exit status: what scripts and cron jobs read."""
+    render.error_console.print(f"[red]error:[/] {render.plain(message)}", soft_wrap=True, highlight=False)
+    sys.exit(code)
+
 
 def main() -> None:
     import logging
@@ -24,19 +31,22 @@ def main() -> None:
     logging.basicConfig(level=os.environ.get("DRAFTERS_LOG_LEVEL", "ERROR").upper(),
                         format="%(asctime)s %(name)s %(levelname)s %(message)s", force=True)
     try:
-        app(standalone_mode=False)
-    except (DatabaseError, NotFound, UserError, LocalRepoError) as exc:
+        # Non-standalone mode hands back typer.Exit's code (and a command's return value) instead of exiting.
+        result = app(standalone_mode=False)
+    except (DatabaseError, NotFound, UserError, LocalRepoError, Failed) as exc:
         message = exc.args[0] if exc.args else str(exc)
-        render.error_console.print(f"[red]error:[/] {message}", soft_wrap=True, highlight=False)
-        sys.exit(2 if isinstance(exc, UserError) else 1)
+        _fail(str(message), 2 if isinstance(exc, UserError) else 1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
         sys.exit(130)
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
+    except Exception as exc:  # usage errors arrive here in non-standalone mode
+        # Typer ships its own copy of click, so its ClickException is recognised by what it can do.
+        if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+        if os.environ.get("DRAFTERS_LOG_LEVEL", "").upper() == "DEBUG":
+            raise
+        # Anything unforeseen is still one line; DRAFTERS_LOG_LEVEL=DEBUG shows the traceback.
+        _fail(f"{type(exc).__name__}: {exc} (DRAFTERS_LOG_LEVEL=DEBUG shows the traceback)", 1)
+    sys.exit(result if isinstance(result, int) and not isinstance(result, bool) else 0)

@@ -23,8 +23,29 @@ class UserError(Exception):
     """A mistake the user can fix: printed as one line, exit status 2."""
 
 
+class Failed(Exception):
+    """The command ran and did not succeed (a failed run, every org unreachable): one line, exit status 1."""
+
+
+# Repo ids are at most 96 characters on the Hub; paths are bounded by the file system's PATH_MAX.
+MAX_REF_CHARS = 4096
+
+
+def checked_ref(value: str, what: str) -> str:
+    """A repo id or folder path given on the command line, refused early when it cannot be either.
+
+    An empty string would otherwise resolve to the current directory."""
+    if not value.strip():
+        raise UserError(f"{what} is empty: give a repo id (org/name) or a model folder")
+    if len(value) > MAX_REF_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise UserError(f"{what} is not a repo id or a folder path ({len(value)} characters)")
+    return value
+
+
 def open_store() -> Store:
-    return Store.open(get_settings().resolved_database_url)
+    settings = get_settings()
+    settings.ensure_home()
+    return Store.open(settings.resolved_database_url)
 
 
 def today() -> datetime:

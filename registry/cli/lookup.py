@@ -13,7 +13,7 @@ from registry.db import current_revision, head_revision
 from registry.local import looks_like_folder, read_local_repo
 from registry.reports import find_for_checkpoint, lag_by, lag_table, upgrade_table
 from registry.store import NotFound, Store
-from registry.cli.common import JsonOption, UserError, app, catalog_app, db_app, open_store, today
+from registry.cli.common import JsonOption, UserError, app, catalog_app, checked_ref, db_app, open_store, today
 
 
 @db_app.command("upgrade")
@@ -58,24 +58,67 @@ def catalog_load(as_json: JsonOption = False) -> None:
     )
 
 
+@catalog_app.command("coverage")
+def catalog_coverage(as_json: JsonOption = False) -> None:
+    """Which bundled catalog drafters each engine (pytorch, llama.cpp) can run, by method and weight layout."""
+    from rich.text import Text
+
+    from registry.catalog import load_catalog_data
+    from registry.coverage import ENGINES, coverage
+
+    drafters = load_catalog_data().drafters
+    rows = [(d, coverage(d.method, d.config, d.repo_id)) for d in drafters]
+    if as_json:
+        render.print_json(
+            [{"drafter": d.repo_id, "method": c.method, "layout": c.layout, "engines": list(c.engines)} for d, c in rows]
+        )
+        return
+    marks = {True: Text("✓", style="green"), False: Text("✗", style="red")}
+    render.table(
+        "catalog coverage",
+        ["drafter", "method", "layout", *ENGINES],
+        [(d.repo_id, c.method, c.layout, *(marks[e in c.engines] for e in ENGINES)) for d, c in rows],
+    )
+    counts = ", ".join(f"{e} {sum(e in c.engines for _, c in rows)}/{len(rows)}" for e in ENGINES)
+    render.console.print(f"runnable: {counts}; by none: {sum(not c.runnable for _, c in rows)}")
+
+
 @app.command("find")
 def find(repo_id: str, as_json: JsonOption = False) -> None:
     """Every drafter that fits a checkpoint, with its verdict, reasons and lag."""
+    from rich.padding import Padding
+
     store = open_store()
-    checkpoint, rows = find_for_checkpoint(store, repo_id)
+    checkpoint, rows = find_for_checkpoint(store, checked_ref(repo_id, "the checkpoint"))
+    runs = {r.drafter_repo_id: _coverage_of(store, r.drafter_repo_id, r.method) for r in rows}
     if as_json:
-        render.print_json({"checkpoint": checkpoint, "drafters": rows})
+        drafters = [{**render.to_jsonable(r), "engines": list(runs[r.drafter_repo_id].engines)} for r in rows]
+        render.print_json({"checkpoint": checkpoint, "drafters": drafters})
         return
-    render.table(
-        f"drafters for {checkpoint.repo_id}",
-        ["drafter", "method", "verdict", "released", "reasons"],
-        [
-            (r.drafter_repo_id, r.method, render.verdict(r.verdict), r.drafter_released, "; ".join(r.reasons))
-            for r in rows
-        ],
-    )
     if not rows:
-        render.console.print("no drafter in the registry fits this checkpoint")
+        render.console.print(f"no drafter in the registry fits {render.plain(checkpoint.repo_id)}")
+        return
+    # Four short columns fit an 80-column terminal; the reasons, the long part, fold under their row.
+    render.console.print(f"drafters for {render.plain(checkpoint.repo_id)}", style="bold")
+    for r in rows:
+        line = render.verdict(r.verdict)
+        line.pad_right(13 - len(line))
+        line.append(render.strip_control(f"{r.method or render.EMPTY:<16} {r.drafter_released or render.EMPTY!s:<10}  "))
+        line.append(render.strip_control(r.drafter_repo_id))
+        render.console.print(line)
+        if r.reasons:
+            render.console.print(Padding(render.cell("; ".join(r.reasons)), (0, 0, 0, 4)), style="dim")
+        not_runnable = runs[r.drafter_repo_id].note()
+        if not_runnable:
+            render.console.print(Padding(render.cell(f"✗ {not_runnable}"), (0, 0, 0, 4)), style="red")
+
+
+def _coverage_of(store: Store, repo_id: str, method: str | None):
+    """Which engines run this drafter, from its newest stored config (or its repo id when none is stored)."""
+    from registry.coverage import coverage
+
+    head = store.drafter_head_revision(repo_id)
+    return coverage(method, head.config if head else None, repo_id)
 
 
 def _resolve_side(store: Store, value: str, *, drafter: bool) -> tuple[dict | None, str | None, str | None, tuple[str, ...], str | None, str | None]:
@@ -114,11 +157,15 @@ def _resolve_side(store: Store, value: str, *, drafter: bool) -> tuple[dict | No
 @app.command("check")
 def check(drafter: str, target: str, as_json: JsonOption = False) -> None:
     """The verdict for one pair; each side is a repo id the registry knows or a local folder with config.json."""
+    checked_ref(drafter, "the drafter")
+    checked_ref(target, "the target")
     store = open_store()
     d_config, d_tok, d_repo, declared, method, d_problem = _resolve_side(store, drafter, drafter=True)
     t_config, t_tok, t_repo, _, _, t_problem = _resolve_side(store, target, drafter=False)
     if d_problem and d_config is None:
         raise UserError(f"drafter config unusable: {d_problem}")
+    if t_problem and t_config is None:
+        raise UserError(f"target config unusable: {t_problem}")
     result = compat.check_pair(
         d_config,
         t_config,
@@ -132,10 +179,13 @@ def check(drafter: str, target: str, as_json: JsonOption = False) -> None:
     if as_json:
         render.print_json({"drafter": drafter, "target": target, "method": method, **render.to_jsonable(result)})
         return
-    render.console.print(f"{drafter} -> {target}: {render.verdict(result.verdict)} ({method})")
+    line = render.styled("{} -> {}: ", drafter, target)
+    line.append(render.verdict(result.verdict))
+    line.append(render.strip_control(f" ({method or render.EMPTY})"))
+    render.console.print(line)
     for check_ in result.checks:
-        mark = {True: "[green]ok[/]", False: "[red]FAIL[/]", None: "[yellow]unchecked[/]"}[check_.ok]
-        render.console.print(f"  {mark:>20} {check_.name}: {check_.detail}")
+        mark = {True: "[green]       ok[/]", False: "[red]     FAIL[/]", None: "[yellow]unchecked[/]"}[check_.ok]
+        render.console.print(render.styled(f"  {mark} {{}}: {{}}", check_.name, check_.detail))
 
 
 @app.command("lag")
@@ -176,6 +226,6 @@ def lag_command(
     render.table(
         f"drafter lag as of {now}",
         ["target", "released", "first exact drafter", "drafter released", "lag (days)", "status"],
-        [(r.target_repo_id, f"{r.released}{'' if r.released_precision in (None, 'day') else ' ≈'}",
+        [(r.target_repo_id, None if r.released is None else f"{r.released}{'' if r.released_precision in (None, 'day') else ' ≈'}",
           r.first_drafter_repo_id, r.first_drafter_released, r.lag_days, "open" if r.open else "closed") for r in rows],
     )

@@ -8,7 +8,7 @@ import typer
 
 from registry import render
 from registry.settings import get_settings
-from registry.cli.common import UserError, app, open_store
+from registry.cli.common import Failed, UserError, app, open_store
 from registry.cli.verifying import print_runs, run_with_progress
 
 
@@ -25,10 +25,29 @@ def dashboard_command(port: Annotated[int | None, typer.Option(help="Port on 127
     except LaunchError as exc:
         raise UserError(str(exc)) from None
     render.console.print(f"dashboard: http://127.0.0.1:{chosen}/")
-    try:
-        process.wait()
-    except KeyboardInterrupt:
+    import signal
+    import time
+
+    from registry.processes import stop as stop_process
+
+    stopping: list[float] = []
+
+    def on_sigterm(*_: object) -> None:
+        # Only a signal here: waiting inside a handler would contend with the wait below for Popen's lock.
+        stopping.append(time.monotonic())
         process.terminate()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        while (code := process.poll()) is None:
+            if stopping and time.monotonic() - stopping[0] > 10:
+                process.kill()
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        stop_process(process)
+        return
+    if code != 0 and not stopping:
+        raise Failed(f"the dashboard (streamlit) exited with status {code}; its output is above")
 
 
 @app.command("demo")
@@ -60,14 +79,22 @@ def up(
     demo: Annotated[bool, typer.Option(help="Build the tiny demo pairs and measure them once.")] = True,
 ) -> None:
     """The main job: upgrade the database, load the catalog, then watch, deliver alerts, verify and serve."""
+    import signal
+
     from registry.service import Service
 
     service = Service(get_settings(), open_store(),
-                      lambda line: render.console.print(line, soft_wrap=True, markup=False, highlight=False))
-    service.start(watch=watch, worker=worker, dashboard=dashboard, demo=demo)
+                      lambda line: render.console.print(render.strip_control(line), soft_wrap=True, markup=False,
+                                                        highlight=False))
+    # SIGTERM (systemd, docker stop, kill) stops the service as Ctrl-C does, so its children stop with it.
+    previous = {sig: signal.signal(sig, lambda *_: service.stop.set()) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
+        service.start(watch=watch, worker=worker, dashboard=dashboard, demo=demo)
         service.stop.wait()
+        render.console.print("stopping")
     except KeyboardInterrupt:
         render.console.print("stopping")
     finally:
         service.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -9,9 +9,11 @@ import typer
 
 from registry import render
 from registry.local import looks_like_folder
+from registry.runs import metric_version
 from registry.settings import get_settings
 from registry.store import Store
-from registry.cli.common import JsonOption, UserError, app, open_store
+from registry.cli.common import Failed, JsonOption, UserError, app, open_store
+from verifier.harness import DEFAULT_REPEATS  # a light module: no torch at CLI start
 
 if TYPE_CHECKING:
     from registry.jobs import JobRecord
@@ -36,9 +38,15 @@ def _verify_request(target: str, drafter: str | None, *, prompts: list[Path] | N
         unknown = set(chosen) - set(BUNDLED_SET_NAMES)
         if unknown:
             raise UserError(f"unknown prompt sets {sorted(unknown)}; bundled: {', '.join(BUNDLED_SET_NAMES)}")
+    from verifier.prompts import PromptFileError, load_prompt_file
+
     for path in prompts or []:
         if not path.is_file():
             raise UserError(f"prompt file {path} does not exist")
+        try:
+            load_prompt_file(path)  # a bad line is the user's to fix before any model loads
+        except PromptFileError as exc:
+            raise UserError(str(exc)) from None
     settings = {"max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed, "repeats": repeats,
                 "device": device, "dtype": dtype, "draft_length": draft_length, "method": method,
                 "enable_thinking": thinking}
@@ -82,8 +90,14 @@ def _run_json(record: "RunRecord") -> dict:
         "baseline_tokens_per_s": record.baseline_tokens_per_s,
         "tokens_per_s": record.tokens_per_s,
         "speedup": record.speedup,
+        "speedup_spread": metrics.get("speedup_spread"),
+        "decode_speedup": metrics.get("decode_speedup"),
+        "tau_emitted": metrics.get("tau_emitted"),
         "ideal_speedup": metrics.get("ideal_speedup"),
         "efficiency": record.efficiency,
+        "forward_costs": metrics.get("forward_costs"),
+        "metric_version": metric_version(record),
+        "repeats": metrics.get("repeats"),
         "ttft_s": metrics.get("ttft_s"),
         "tpot_s": metrics.get("tpot_s"),
         "draft_time_share": metrics.get("draft_time_share"),
@@ -95,6 +109,14 @@ def _run_json(record: "RunRecord") -> dict:
                                    "per_position_acceptance": list(s.per_position_acceptance)} for s in record.sets},
         "provenance": record.provenance,
     }
+
+
+def _speedup_cell(record: "RunRecord") -> str:
+    """The median with its min-max over repeats, when the run stored it."""
+    spread = record.metrics.get("speedup_spread") or {}
+    if record.speedup is None or spread.get("minimum") is None:
+        return _fmt(record.speedup)
+    return f"{_fmt(record.speedup)} ({spread['minimum']:.2f}-{spread['maximum']:.2f}, n={spread.get('n')})"
 
 
 def _fmt(value: float | None, spec: str = ".2f") -> str:
@@ -111,12 +133,15 @@ def _label(ref: str | None) -> str:
 def print_runs(records: list["RunRecord"]) -> None:
     render.table(
         "speculative decoding, measured",
-        ["drafter", "engine", "method", "lossless", "τ", "accept", "base tok/s", "tok/s", "speedup", "efficiency", "peak mem", "run"],
+        ["drafter", "engine", "method", "lossless", "τ", "τ emitted", "accept", "base tok/s", "tok/s",
+         "speedup (min-max)", "efficiency", "peak mem", "metrics v", "run"],
         [
-            (_label(r.drafter), r.engine, r.method, r.lossless, _fmt(r.tau), _fmt(r.acceptance_rate), _fmt(r.baseline_tokens_per_s, ".1f"),
-             _fmt(r.tokens_per_s, ".1f"), _fmt(r.speedup), _fmt(r.efficiency),
-             f"{(r.peak_memory_bytes or 0) / 2**20:.0f} MiB", r.run_id[:12])
-            if r.status == "ok" else (_label(r.drafter), r.engine, r.method, "-", "-", "-", "-", "-", "-", "-", "-", f"[red]failed:[/] {r.failure_reason}")
+            (_label(r.drafter), r.engine, r.method, r.lossless, _fmt(r.tau), _fmt(r.metrics.get("tau_emitted")),
+             _fmt(r.acceptance_rate), _fmt(r.baseline_tokens_per_s, ".1f"),
+             _fmt(r.tokens_per_s, ".1f"), _speedup_cell(r), _fmt(r.efficiency),
+             f"{r.peak_memory_bytes / 2**20:.0f} MiB" if r.peak_memory_bytes else None, metric_version(r), r.run_id[:12])
+            if r.status == "ok" else (_label(r.drafter), r.engine, r.method, "-", "-", "-", "-", "-", "-", "-", "-", "-",
+                                      metric_version(r), render.styled("[red]failed:[/] {}", r.failure_reason))
             for r in records
         ],
     )
@@ -146,7 +171,7 @@ def verify_command(
     max_new_tokens: Annotated[int, typer.Option()] = 64,
     temperature: Annotated[float, typer.Option()] = 0.0,
     seed: Annotated[int, typer.Option()] = 0,
-    repeats: Annotated[int, typer.Option()] = 3,
+    repeats: Annotated[int, typer.Option(help="Measured repeats (speed spread is over them).")] = DEFAULT_REPEATS,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:1 ...")] = "auto",
     dtype: Annotated[str, typer.Option()] = "float32",
     draft_length: Annotated[int | None, typer.Option(help="Drafted tokens per round (default: the method's).")] = None,
@@ -176,7 +201,7 @@ def verify_command(
     else:
         print_runs([record])
     if record.status != "ok":
-        raise typer.Exit(1)
+        raise Failed(f"the run failed: {record.failure_reason or 'no reason recorded'}")
 
 
 @app.command("compare")
@@ -188,7 +213,7 @@ def compare_command(
     max_new_tokens: Annotated[int, typer.Option()] = 64,
     temperature: Annotated[float, typer.Option()] = 0.0,
     seed: Annotated[int, typer.Option()] = 0,
-    repeats: Annotated[int, typer.Option()] = 3,
+    repeats: Annotated[int, typer.Option(help="Measured repeats (speed spread is over them).")] = DEFAULT_REPEATS,
     device: Annotated[str, typer.Option()] = "auto",
     dtype: Annotated[str, typer.Option()] = "float32",
     engine: Annotated[list[str] | None, typer.Option(help=f"Repeatable: {EngineHelp}")] = None,
@@ -213,8 +238,9 @@ def compare_command(
             render.print_json(_run_json(record))
     else:
         print_runs(records)
-    if any(r.status != "ok" for r in records):
-        raise typer.Exit(1)
+    failed = [r for r in records if r.status != "ok"]
+    if failed:
+        raise Failed(f"{len(failed)} of {len(records)} runs failed: {failed[0].failure_reason or 'no reason recorded'}")
 
 
 @app.command("runs")
@@ -313,7 +339,8 @@ def worker_command(
         raise UserError("--executor takes 'local' or 'ray'")
 
     def report(job: "JobRecord") -> None:
-        render.console.print(f"job {job.id}: {job.status}" + (f" ({job.error})" if job.error else ""))
+        render.console.print(render.strip_control(f"job {job.id}: {job.status}" + (f" ({job.error})" if job.error else "")),
+                             markup=False, highlight=False)
 
     if once:
         while (job := worker.work_once()) is not None:

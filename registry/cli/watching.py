@@ -11,7 +11,7 @@ import typer
 from registry import render
 from registry.settings import get_settings
 from registry.store import NotFound, Store
-from registry.cli.common import JsonOption, UserError, app, open_store
+from registry.cli.common import Failed, JsonOption, UserError, app, open_store
 
 if TYPE_CHECKING:
     from registry.secrets import SecretBox
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def make_watcher(store: Store, *, max_requests: int | None = None, deadline_s: float | None = None) -> "Watcher":
     from registry.hub import HubClient
-    from registry.watch import Watcher
+    from registry.watch import DRAFTER_QUERIES, Watcher
 
     settings = get_settings()
     client = HubClient(
@@ -30,16 +30,24 @@ def make_watcher(store: Store, *, max_requests: int | None = None, deadline_s: f
         timeout=settings.hub_timeout_s,
         max_requests=max_requests,
     )
-    return Watcher(store, client, list(settings.watched_orgs), deadline_s=deadline_s)
+    return Watcher(store, client, list(settings.watched_orgs), deadline_s=deadline_s,
+                   drafter_queries=DRAFTER_QUERIES)
 
 
 def _print_poll(report: "PollReport") -> None:
     for org in report.orgs:
-        state = "busy (another watcher)" if org.skipped_lease else (f"[red]{org.error}[/]" if org.error else "ok")
-        render.console.print(f"  {org.org:<14} listed {org.listed:>5}  processed {org.processed:>5}  {state}")
+        state = "busy (another watcher)" if org.skipped_lease else (f"[red]{render.plain(org.error)}[/]" if org.error else "ok")
+        render.console.print(f"  {render.plain(org.org):<14} listed {org.listed:>5}  processed {org.processed:>5}  {state}")
     render.console.print(f"poll: {len(report.events)} new events, {report.requests} Hub requests, {report.seconds:.1f}s")
+    failed = [repo for org in report.orgs for repo in org.failed]
+    if failed:
+        render.console.print(render.plain(f"  {len(failed)} repo(s) failed and are retried later: {', '.join(failed[:10])}"),
+                             markup=False, highlight=False)
+    if report.stopped:
+        render.console.print(render.plain(f"  stopped: {report.stopped}"), markup=False, highlight=False)
     for event in report.events:
-        render.console.print(f"  {event.type}: {event.payload.get('message', event.subject)}", markup=False)
+        render.console.print(render.strip_control(f"  {event.type}: {event.payload.get('message', event.subject)}"),
+                             markup=False, highlight=False)
 
 
 @app.command("watch")
@@ -60,8 +68,11 @@ def watch(
             render.print_json({"orgs": report.orgs, "events": report.events, "requests": report.requests})
         else:
             _print_poll(report)
+        if report.config_error is not None:
+            raise Failed(report.config_error)
         if report.errors and all(o.error for o in report.orgs):
-            raise typer.Exit(1)
+            raise Failed(f"no watched org could be read ({len(report.orgs)} unreachable): the Hub at "
+                         f"{get_settings().hub_endpoint} did not answer")
         return
     stop = threading.Event()
     try:
@@ -114,10 +125,17 @@ def subscribe_command(
     family: Annotated[str | None, typer.Option()] = None,
     repo: Annotated[str | None, typer.Option()] = None,
     secret_env: Annotated[
-        str | None, typer.Option(help="Name of an environment variable holding the signing secret.")
+        str | None, typer.Option(help="Name of an environment variable holding the signing secret (whsec_… or raw).")
     ] = None,
+    secret_out: Annotated[
+        Path | None, typer.Option(help="Write the generated whsec_ signing secret to this file (mode 0600).")
+    ] = None,
+    unsigned: Annotated[bool, typer.Option("--unsigned", help="Send without a signature.")] = False,
 ) -> None:
-    """Deliver matching events to a webhook (Slack-compatible JSON, Standard Webhooks signature)."""
+    """Deliver matching events to a webhook (Slack-compatible JSON, Standard Webhooks signature).
+
+    Without --secret-env a new whsec_ secret is generated; it is never printed: --secret-out writes it to a file
+    for the receiver."""
     import os
 
     from registry import alerts
@@ -127,22 +145,54 @@ def subscribe_command(
         secret = os.environ.get(secret_env)
         if not secret:
             raise UserError(f"environment variable {secret_env} is empty or unset")
+    elif not unsigned:
+        secret = alerts.new_secret()
     types = tuple(t.strip() for t in events.split(",") if t.strip()) if events else ()
+    try:
+        alerts.check_url(url)
+        if secret is not None:
+            alerts.check_secret(secret)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    if secret_out is not None and secret is not None:
+        _write_private(secret_out, secret)
     try:
         record = alerts.subscribe(open_store(), _secret_box(), url, event_types=types, org=org, family=family,
                                   repo=repo, secret=secret)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    render.console.print(f"subscription {record.uid} -> {record.url} ({', '.join(record.event_types) or 'all events'})"
-                         f"{' signed' if record.has_secret else ''}")
+    render.console.print(
+        f"subscription {record.uid} -> {render.plain(alerts.mask_url(record.url))} "
+        f"({', '.join(record.event_types) or 'all events'})"
+        + (" signed" if record.has_secret else " unsigned")
+        + (f"; its secret is in {render.plain(secret_out)}" if secret_out is not None and record.has_secret else "")
+        + (f"; generated whsec_ secret kept in {render.plain(_secret_box().path)} under its id"
+           if secret_env is None and secret_out is None and record.has_secret else ""),
+        soft_wrap=True, highlight=False)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Created 0600 before the secret is written; an existing file is not overwritten."""
+    import os
+
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise UserError(f"{path} exists; choose a new file for the secret") from None
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text + "\n")
 
 
 @app.command("subscriptions")
 def subscriptions_command(as_json: JsonOption = False) -> None:
-    """Webhook subscriptions."""
+    """Webhook subscriptions (URLs masked: a webhook URL can be a credential)."""
+    import dataclasses
+
     from registry import alerts
 
-    records = alerts.subscriptions(open_store())
+    records = [dataclasses.replace(r, url=alerts.mask_url(r.url)) for r in alerts.subscriptions(open_store())]
     if as_json:
         render.print_json(records)
         return
@@ -198,3 +248,84 @@ def push_server(
         threading.Event().wait()
     except KeyboardInterrupt:
         server.stop()
+
+
+@app.command("status")
+def status_command(as_json: JsonOption = False) -> None:
+    """What each part of `drafters up` is doing, when it last succeeded and its last error; the watcher's orgs
+    and quarantined repos. Reads the database, so it works from any process."""
+    store = open_store()
+    statuses = store.service_statuses()
+    failures = store.watch_failures()
+    cursors = store.watch_cursors()
+    if as_json:
+        render.print_json({"services": statuses, "orgs": cursors, "failures": failures})
+        return
+    if not statuses:
+        render.console.print("no `drafters up` has recorded a status in this database")
+    for s in statuses:
+        line = (f"{s.name:<8} {s.state:<10} heartbeat {_ago(s.heartbeat_at)}, last success "
+                f"{_ago(s.last_success_at)}" + (f", restarted {s.restarts}x" if s.restarts else "")
+                + f"  [{s.host}]")
+        render.console.print(render.plain(line), markup=False, highlight=False)
+        if s.detail:
+            render.console.print(render.plain(f"         {s.detail}"), markup=False, highlight=False)
+        if s.last_error:
+            render.console.print(render.plain(f"         last error ({_ago(s.last_error_at)}): {s.last_error}"),
+                                 markup=False, highlight=False)
+    for c in cursors:
+        line = f"  {c.org:<28} polled {_ago(c.polled_at)}" + (f"  error: {c.last_error}" if c.last_error else "")
+        render.console.print(render.plain(line), markup=False, highlight=False)
+    for f in failures:
+        state = f"quarantined until {f.retry_at:%Y-%m-%d %H:%M} UTC" if f.retry_at else "will be retried"
+        render.console.print(render.plain(f"  {f.repo_id}: {f.failures} failure(s), {state}: {f.last_error}"),
+                             markup=False, highlight=False)
+
+
+def _ago(when: datetime | None) -> str:
+    if when is None:
+        return "never"
+    seconds = max(0, int((datetime.now(UTC) - when).total_seconds()))
+    if seconds < 120:
+        return f"{seconds}s ago"
+    if seconds < 7200:
+        return f"{seconds // 60}m ago"
+    return f"{seconds // 3600}h ago"
+
+
+@app.command("hub-webhooks")
+def hub_webhooks_command(
+    url: Annotated[str, typer.Option(help="Public HTTPS URL of `drafters push-server` (behind a TLS proxy).")],
+    secret_env: Annotated[str, typer.Option(help="Env var with the webhook's shared secret.")] = "DRAFTERS_HUB_WEBHOOK_SECRET",
+    create: Annotated[bool, typer.Option("--create", help="Create the webhook on the Hub with the configured token.")] = False,
+) -> None:
+    """The Hub webhook that watches every watched org (repo changes only), so that polling is the safety net.
+
+    Prints the settings to enter at huggingface.co/settings/webhooks; with --create (and a token) creates it."""
+    import os
+
+    settings = get_settings()
+    if not url.startswith("https://"):
+        raise UserError("the Hub delivers webhooks to public https:// URLs only")
+    watched = [{"type": "org", "name": org} for org in settings.watched_orgs]
+    render.console.print(render.plain(f"target URL: {url}"), markup=False, highlight=False)
+    render.console.print(render.plain("watched: " + ", ".join(f"org {org}" for org in settings.watched_orgs)),
+                         markup=False, highlight=False)
+    render.console.print(f"domains: repo   secret: the value of ${secret_env} (sent as X-Webhook-Secret)")
+    if not create:
+        return
+    token = settings.token_value()
+    secret = os.environ.get(secret_env)
+    if not token:
+        raise UserError("creating a webhook needs a Hub token (HF_TOKEN or DRAFTERS_HF_TOKEN)")
+    if not secret:
+        raise UserError(f"set {secret_env} to the webhook's secret first")
+    from huggingface_hub import HfApi
+
+    try:
+        info = HfApi(endpoint=settings.hub_endpoint, token=token).create_webhook(
+            url=url, watched=watched, domains=["repo"], secret=secret)
+    except Exception as exc:  # noqa: BLE001 - one line, never the token
+        raise Failed(f"the Hub refused the webhook: {type(exc).__name__}: "
+                     f"{' '.join(str(exc).replace(token, '***').split())[:300]}") from None
+    render.console.print(f"created webhook {info.id}")

@@ -17,10 +17,10 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.exc import SQLAlchemyError
 from streamlit.testing.v1 import AppTest
 
-from dashboard import launch
+from dashboard import data, launch
 from registry import memory, queries, reports
 from registry.db import head_revision
-from registry.runs import list_runs
+from registry.runs import RunSpec, SetResult, list_runs, record_run
 from registry.store import Store
 from tests.conftest import REPO_ROOT
 from tests.dashboard.conftest import (
@@ -140,17 +140,31 @@ def test_history_keeps_series_apart_and_marks_the_revision_change(seeded: Seeded
     assert len(history) == 6 * 2
     by_series: dict[str, list[float]] = defaultdict(list)
     for row in history.itertuples():
-        assert row.series == f"{row.hardware} · {row.engine} · {row.prompt_set}"
+        assert row.series == f"{row.hardware} · {row.engine} · metrics v1 · {row.prompt_set}"
         by_series[row.series].append(row.speedup)
     for (hardware, prompt_set), speedups in seeded.speedups.items():
-        assert by_series[f"{hardware} · pytorch · {prompt_set}"] == pytest.approx(speedups)
+        assert by_series[f"{hardware} · pytorch · metrics v1 · {prompt_set}"] == pytest.approx(speedups)
 
     changes = queries.revision_changes(history)
     # One change per H200 series, at the fourth run, and none on the RTX 3090 whose revision never changed.
-    assert sorted(changes["series"]) == ["H200 · pytorch · gsm8k", "H200 · pytorch · mt-bench"]
+    assert sorted(changes["series"]) == ["H200 · pytorch · metrics v1 · gsm8k", "H200 · pytorch · metrics v1 · mt-bench"]
     assert set(changes["run_id"]) == {seeded.run_ids[3]}
     assert set(changes["side"]) == {"target"}
     assert set(changes["change"]) == {f"target revision {TARGET_SHA_1[:10]} → {TARGET_SHA_2[:10]}"}
+
+
+def test_runs_under_another_metric_definition_are_another_series(seeded: Seeded, store: Store,  # type: ignore[no-untyped-def]
+                                                                   engine) -> None:
+    record_run(store, RunSpec(target=QWEN3_8B, drafter=DFLASH_8B, method="dflash", hardware="H200", engine="pytorch",
+                              speedup=9.0, tau=9.0, metrics={"metric_version": 2},
+                              sets=(SetResult(prompt_set="gsm8k", prompt_set_digest="d", speedup=9.0, tau=9.0),)))
+    history = queries.benchmark_history(engine, QWEN3_8B, DFLASH_8B)
+    newest = history[history["speedup"] == 9.0]
+    assert list(newest["series"]) == ["H200 · pytorch · metrics v2 · gsm8k"]
+    assert 9.0 not in list(history[history["series"] == "H200 · pytorch · metrics v1 · gsm8k"]["speedup"])
+    summary = queries.benchmark_summary(engine, target=QWEN3_8B, drafter=DFLASH_8B)
+    h200 = summary[(summary["hardware"] == "H200") & (summary["prompt_set"] == "gsm8k")]
+    assert sorted(zip(h200["metric_version"], h200["runs"])) == [(1, len(seeded.speedups[("H200", "gsm8k")])), (2, 1)]
 
 
 def test_acceptance_by_position_is_the_stored_rates(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
@@ -389,7 +403,7 @@ def test_benchmarks_summary_history_and_acceptance(dashboard_db: Seeded) -> None
     history = next(frame for frame in charts[1] if "series" in frame.columns and "speedup" in frame.columns)
     assert len(history) == 12
     for (hardware, prompt_set), speedups in dashboard_db.speedups.items():
-        series = history[history["series"] == f"{hardware} · pytorch · {prompt_set}"]
+        series = history[history["series"] == f"{hardware} · pytorch · metrics v1 · {prompt_set}"]
         assert list(series["speedup"]) == pytest.approx(speedups)
     rules = next(frame for frame in charts[1] if "change" in frame.columns)
     assert set(rules["run_id"]) == {dashboard_db.run_ids[3]}
@@ -438,7 +452,7 @@ def test_pair_page_shows_verdict_revisions_runs_and_memory(dashboard_db: Seeded)
     markdown = " ".join(m.value for m in app.markdown)
     assert f"**{stored.verdict}**" in markdown
     for reason in stored.reasons:
-        assert reason in markdown
+        assert data.md(reason) in markdown  # shown literally: Markdown characters escaped
     runs = frame_with(app, "failure_reason")
     assert set(runs["run_id"]) == {*dashboard_db.run_ids, dashboard_db.failed_run_id}
 

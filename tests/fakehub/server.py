@@ -7,7 +7,13 @@ See /work/shared/reference/hub-protocol.md §5. Routes:
   GET  /api/models/{org}/{name}/refs                 list_repo_refs
   GET  /api/models/{org}/{name}/commits/{rev}        list_repo_commits, newest first, Link pagination
   HEAD/GET /{org}/{name}/resolve/{rev}/{path}        file metadata and bytes (Range, If-None-Match)
-Renamed repos answer 307 with a relative Location; every response carries X-Request-Id.
+  HEAD/GET /api/resolve-cache/models/{org}/{name}/{commit}/{path}   where a branch resolve of a small file goes
+  GET  /cdn/{sha256}                                 where an LFS download goes (another host: `localhost`)
+Renamed repos answer 307 with a relative Location; every response carries X-Request-Id and the API bucket's
+`RateLimit` header; a spent bucket answers 429 to every /api/ call until its window resets. A revoked token gets
+401 everywhere; private repos exist only for their org members' tokens (listings included). The `author` filter
+is case-sensitive, `limit` is the page size (at most 1000) and the next page's `cursor` is an opaque keyset
+position, as on the Hub.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 from tests.fakehub.state import FakeCommit, FakeRepo, Fault, HubState, safetensors_parameters
 
 DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
 DEFAULT_COMMITS_PAGE_SIZE = 50
 
 LIST_EXPAND_KEYS = frozenset({
@@ -107,34 +114,40 @@ def _single(query: dict[str, list[str]], name: str) -> str | None:
     return values[-1] if values else None
 
 
-def _encode_cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"offset": offset}).encode()).decode().rstrip("=")
+def _encode_cursor(after_id: str) -> str:
+    """A keyset cursor: the last repo id served. Opaque to clients; insertions while paging neither repeat nor
+    skip entries before it."""
+    return base64.urlsafe_b64encode(json.dumps({"after": after_id}).encode()).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: str) -> int:
+def _decode_cursor(cursor: str) -> str:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
-        offset = json.loads(base64.urlsafe_b64decode(padded))["offset"]
+        after = json.loads(base64.urlsafe_b64decode(padded))["after"]
     except (ValueError, KeyError, TypeError) as exc:
         raise HubError(400, None, "Invalid cursor") from exc
-    if not isinstance(offset, int) or offset < 0:
+    if not isinstance(after, str):
         raise HubError(400, None, "Invalid cursor")
-    return offset
+    return after
 
 
 class HubApp:
     """Turns a request into a Reply. Pure routing over a HubState snapshot; the HTTP plumbing is elsewhere."""
 
-    def __init__(self, state: HubState, base_url: Callable[[], str], page_size: int, commits_page_size: int):
+    def __init__(self, state: HubState, base_url: Callable[[], str], page_size: int, commits_page_size: int,
+                 max_page_size: int = MAX_PAGE_SIZE):
         self.state = state
         self.base_url = base_url
         self.page_size = page_size
+        self.max_page_size = max_page_size
         self.commits_page_size = commits_page_size
         self._sorted_cache: dict[tuple[str, int], list[FakeRepo]] = {}
         self._cache_lock = threading.Lock()
 
     def handle(self, method: str, raw_path: str, query: dict[str, list[str]], headers: dict[str, str]) -> Reply:
         try:
+            if self.state.is_revoked(_bearer(headers.get("authorization"))):
+                raise HubError(401, None, "Invalid credentials in Authorization header")
             return self._route(method, raw_path, query, headers)
         except HubError as error:
             return error.reply()
@@ -142,17 +155,26 @@ class HubApp:
     # ---- routing -----------------------------------------------------------------------------------------
     def _route(self, method: str, raw_path: str, query: dict[str, list[str]], headers: dict[str, str]) -> Reply:
         segments = raw_path.strip("/").split("/")
+        token = _bearer(headers.get("authorization"))
+        if segments[:3] == ["api", "resolve-cache", "models"] and len(segments) >= 7:
+            if method not in ("GET", "HEAD"):
+                raise HubError(405, None, "Method not allowed")
+            repo = self._visible_repo(f"{unquote(segments[3])}/{unquote(segments[4])}", token)
+            return self._resolve(repo, unquote(segments[5]), unquote("/".join(segments[6:])), method, headers,
+                                 cached=True)
+        if segments[0] == "cdn" and len(segments) == 2:
+            return self._cdn(unquote(segments[1]), method, headers)
         if segments[:2] == ["api", "models"]:
             if method != "GET":
                 raise HubError(405, None, "Method not allowed")
             if len(segments) == 2:
-                return self._list_models(query)
+                return self._list_models(query, token)
             if len(segments) < 4:
                 raise HubError(404, "RepoNotFound", "Repository not found")
             repo_id = f"{unquote(segments[2])}/{unquote(segments[3])}"
             rest = segments[4:]
             suffix = "".join(f"/{segment}" for segment in rest)
-            repo = self._repo_or_redirect(repo_id, lambda new_id: f"/api/models/{new_id}{suffix}", query)
+            repo = self._repo_or_redirect(repo_id, lambda new_id: f"/api/models/{new_id}{suffix}", query, token)
             if not rest:
                 return self._model_info(repo, "main", query)
             if rest[0] == "revision" and len(rest) == 2:
@@ -167,15 +189,23 @@ class HubApp:
                 raise HubError(405, None, "Method not allowed")
             repo_id = f"{unquote(segments[0])}/{unquote(segments[1])}"
             tail = "/".join(segments[2:])
-            repo = self._repo_or_redirect(repo_id, lambda new_id: f"/{new_id}/{tail}", query)
+            repo = self._repo_or_redirect(repo_id, lambda new_id: f"/{new_id}/{tail}", query, token)
             return self._resolve(repo, unquote(segments[3]), unquote("/".join(segments[4:])), method, headers)
         raise HubError(404, None, "Not found")
 
+    def _visible_repo(self, repo_id: str, token: str | None) -> FakeRepo:
+        repo = self.state.repo(repo_id)
+        if repo is None or not self.state.visible(repo, token):
+            raise HubError(404, "RepoNotFound", "Repository not found")
+        return repo
+
     def _repo_or_redirect(
-        self, repo_id: str, location_for: Callable[[str], str], query: dict[str, list[str]]
+        self, repo_id: str, location_for: Callable[[str], str], query: dict[str, list[str]], token: str | None
     ) -> FakeRepo:
         repo = self.state.repo(repo_id)
         if repo is not None:
+            if not self.state.visible(repo, token):
+                raise HubError(404, "RepoNotFound", "Repository not found")
             return repo
         moved_to = self.state.renamed_to(repo_id)
         if moved_to is not None:
@@ -201,7 +231,7 @@ class HubApp:
             self._sorted_cache = {cache_key: repos}
         return repos
 
-    def _list_models(self, query: dict[str, list[str]]) -> Reply:
+    def _list_models(self, query: dict[str, list[str]], token: str | None) -> Reply:
         expand = query.get("expand", [])
         full, with_config, with_card = _flag(query, "full"), _flag(query, "config"), _flag(query, "cardData")
         if expand and (full or with_config or with_card):
@@ -219,7 +249,9 @@ class HubApp:
         gated = _single(query, "gated")
 
         def keep(repo: FakeRepo) -> bool:
-            if author is not None and repo.author.lower() != author.lower():
+            if not self.state.visible(repo, token):
+                return False
+            if author is not None and repo.author != author:  # case-sensitive, as on the Hub
                 return False
             if search and search not in repo.repo_id.lower():
                 return False
@@ -231,23 +263,28 @@ class HubApp:
             return True
 
         matches = [repo for repo in self._sorted(sort) if keep(repo)]
-        if limit is not None:
-            matches = matches[:limit]
+        # `limit` is the page size, not a total: the Hub still links the next page (the client stops itself).
+        page_size = min(limit, self.max_page_size) if limit else self.page_size
         cursor = _single(query, "cursor")
-        offset = _decode_cursor(cursor) if cursor else (self._int_param(query, "skip") or 0)
-        page = matches[offset:offset + self.page_size]
+        if cursor:
+            after = _decode_cursor(cursor)
+            ids = [repo.repo_id for repo in matches]
+            offset = ids.index(after) + 1 if after in ids else len(matches)
+        else:
+            offset = self._int_param(query, "skip") or 0
+        page = matches[offset:offset + page_size]
         if expand:
             fields: tuple[str, ...] = ("_id", "id", *expand)
         elif full:
             fields = LIST_FULL_FIELDS + (("config",) if with_config else ()) + (("cardData",) if with_card else ())
         else:
             fields = LIST_DEFAULT_FIELDS + (("config",) if with_config else ()) + (("cardData",) if with_card else ())
-        body = [self._model_json(repo, repo.head, fields, blobs=False) for repo in page]
+        body = [self._model_json(repo, repo.head, fields, blobs=False, listing=True) for repo in page]
         headers = {"X-Total-Count": str(len(matches))}
         next_offset = offset + len(page)
         if next_offset < len(matches):
             pairs = [(k, v) for k, values in query.items() if k not in ("cursor", "skip") for v in values]
-            pairs.append(("cursor", _encode_cursor(next_offset)))
+            pairs.append(("cursor", _encode_cursor(page[-1].repo_id)))
             headers["Link"] = f'<{self.base_url()}/api/models?{urlencode(pairs)}>; rel="next"'
         return json_reply(body, 200, headers)
 
@@ -282,16 +319,18 @@ class HubApp:
             body["securityRepoStatus"] = {"scansDone": True, "filesWithIssues": []}
         return json_reply(body)
 
-    def _model_json(self, repo: FakeRepo, commit: FakeCommit, fields: tuple[str, ...], *, blobs: bool) -> dict:
+    def _model_json(self, repo: FakeRepo, commit: FakeCommit, fields: tuple[str, ...], *, blobs: bool,
+                    listing: bool = False) -> dict:
+        malformed = self.state.malformed(repo.repo_id)
         values: dict[str, Callable[[], Any]] = {
             "_id": lambda: hashlib.md5(repo.commits[0].sha.encode()).hexdigest()[:24],  # stable across renames
             "id": lambda: repo.repo_id,
             "modelId": lambda: repo.repo_id,
             "author": lambda: repo.author,
-            "sha": lambda: commit.sha,
-            "lastModified": lambda: iso(commit.date),
+            "sha": lambda: self.state.listing_sha(repo) if listing else commit.sha,
+            "lastModified": lambda: "yesterday" if listing and "last_modified" in malformed else iso(commit.date),
             "createdAt": lambda: iso(repo.created_at),
-            "private": lambda: False,
+            "private": lambda: repo.private,
             "gated": lambda: repo.gated,
             "disabled": lambda: False,
             "downloads": lambda: 0,
@@ -303,7 +342,7 @@ class HubApp:
             "tags": lambda: repo.hub_tags_at(commit),
             "cardData": lambda: FakeRepo.card_data_at(commit) or None,
             "config": lambda: _config_summary(commit),
-            "siblings": lambda: [_sibling(blob, blobs) for blob in commit.blobs()],
+            "siblings": lambda: [_sibling(blob, blobs and "blob_ids" not in malformed) for blob in commit.blobs()],
             "spaces": lambda: [],
             "safetensors": lambda: _safetensors_summary(repo, commit),
             "usedStorage": lambda: sum(blob.size for blob in commit.blobs()),
@@ -350,7 +389,8 @@ class HubApp:
         return json_reply(body, 200, headers)
 
     # ---- files -------------------------------------------------------------------------------------------
-    def _resolve(self, repo: FakeRepo, revision: str, path: str, method: str, headers: dict[str, str]) -> Reply:
+    def _resolve(self, repo: FakeRepo, revision: str, path: str, method: str, headers: dict[str, str], *,
+                 cached: bool = False) -> Reply:
         if repo.gated is not False:
             token = _bearer(headers.get("authorization"))
             if token is None:
@@ -366,6 +406,19 @@ class HubApp:
             "X-Repo-Commit": commit.sha, "ETag": f'"{blob.etag}"', "Accept-Ranges": "bytes",
             "Content-Type": "application/octet-stream",
         }
+        if blob.lfs_sha256 is not None:
+            # LFS/Xet files live on a CDN (another host): a 302 with the file's metadata in X-Linked-* headers.
+            cdn = self.base_url().replace("127.0.0.1", "localhost")
+            return Reply(302, {
+                "X-Repo-Commit": commit.sha, "X-Linked-Etag": f'"{blob.lfs_sha256}"',
+                "X-Linked-Size": str(blob.size), "ETag": f'"{blob.lfs_sha256}"',
+                "Location": f"{cdn}/cdn/{blob.lfs_sha256}?repo={repo.repo_id}&commit={commit.sha}",
+                **({"X-Xet-Hash": blob.lfs_sha256} if self.state.xet_headers else {}),
+            })
+        if not cached and not re.fullmatch(r"[0-9a-f]{40}", revision):
+            # Small files on a branch: the Hub sends the client to a commit-pinned, cacheable URL.
+            return Reply(307, {**common, "Location": f"/api/resolve-cache/models/{repo.repo_id}/{commit.sha}/"
+                                                     f"{path}?etag={blob.etag}"})
         if_none_match = headers.get("if-none-match", "").strip().strip('"').removeprefix("W/").strip('"')
         if if_none_match and if_none_match == blob.etag:
             return Reply(304, common)
@@ -380,6 +433,24 @@ class HubApp:
             return Reply(206, {**common, "Content-Range": f"bytes {start}-{end}/{len(content)}"},
                          content[start:end + 1])
         return Reply(200, common, content)
+
+
+    def _cdn(self, sha256: str, method: str, headers: dict[str, str]) -> Reply:
+        for repo in self.state.repos():
+            for commit in repo.commits:
+                for blob in commit.blobs():
+                    if blob.lfs_sha256 == sha256:
+                        common = {"ETag": f'"{sha256}"', "Accept-Ranges": "bytes",
+                                  "Content-Type": "application/octet-stream"}
+                        content = blob.content
+                        match = re.fullmatch(r"bytes=(\d+)-(\d*)", (headers.get("range") or "").strip())
+                        if match and method == "GET" and int(match.group(1)) < len(content):
+                            start = int(match.group(1))
+                            end = min(int(match.group(2)) if match.group(2) else len(content) - 1, len(content) - 1)
+                            return Reply(206, {**common, "Content-Range": f"bytes {start}-{end}/{len(content)}"},
+                                         content[start:end + 1])
+                        return Reply(200, common, content)
+        raise HubError(404, None, "Not found")
 
 
 def _bearer(authorization: str | None) -> str | None:
@@ -518,6 +589,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.requests.append(
                 RecordedRequest(method, split.path, query, headers.get("authorization"), time.monotonic())
             )
+        self._ratelimit: dict[str, str] = {}
+        if split.path.startswith("/api/") and not split.path.startswith("/api/resolve-cache/"):
+            allowed, remaining, reset = self.server.app.state.take_api_call(time.monotonic())
+            quota, window = self.server.app.state.quota, int(self.server.app.state.window_s)
+            self._ratelimit = {"RateLimit": f'"api";r={remaining};t={reset}',
+                               "RateLimit-Policy": f'"fixed window";"api";q={quota};w={window}'}
+            if not allowed:
+                self._send(json_reply({"error": "Too Many Requests: you have reached your 'api' rate limit"},
+                                      429), method)
+                return
         fault = self.server.app.state.take_fault(split.path)
         if fault is not None and self._apply_fault(fault):
             return
@@ -557,7 +638,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _write_head(self, reply: Reply, content_length: int) -> None:
         self.send_response(reply.status)
-        for name, value in reply.headers.items():
+        for name, value in {**getattr(self, "_ratelimit", {}), **reply.headers}.items():
             self.send_header(name, value)
         self.send_header("X-Request-Id", f"fakehub-{next(self.server.request_ids)}")
         self.send_header("Content-Length", str(content_length))
@@ -587,11 +668,14 @@ class FakeHub:
     """`with FakeHub(state) as hub:` serves `state` at `hub.url` from a background thread."""
 
     def __init__(self, state: HubState, *, page_size: int = DEFAULT_PAGE_SIZE,
-                 commits_page_size: int = DEFAULT_COMMITS_PAGE_SIZE) -> None:
-        if page_size < 1 or commits_page_size < 1:
+                 commits_page_size: int = DEFAULT_COMMITS_PAGE_SIZE, max_page_size: int = MAX_PAGE_SIZE) -> None:
+        """`page_size`: a listing page without `limit`; `max_page_size`: the largest `limit` honoured (the Hub's
+        is 1000; tests of paging make it small)."""
+        if page_size < 1 or commits_page_size < 1 or max_page_size < 1:
             raise ValueError("page sizes must be positive")
         self.state = state
-        self._server = _Server(lambda server: HubApp(state, lambda: server.url, page_size, commits_page_size))
+        self._server = _Server(lambda server: HubApp(state, lambda: server.url, page_size, commits_page_size,
+                                                     max_page_size))
         # A short poll interval keeps shutdown (once per test) fast.
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="fakehub", daemon=True)

@@ -149,6 +149,8 @@ class FakeRepo:
     granted_tokens: frozenset[str] = frozenset()
     # The parameter count the Hub reports for the real model; the stored weights are tiny stand-ins.
     reported_parameters: Mapping[str, int] | None = None
+    # Visible only to members of the owning org (their tokens); everyone else gets RepoNotFound.
+    private: bool = False
 
     @property
     def head(self) -> FakeCommit:
@@ -255,6 +257,20 @@ class HubState:
         self._renamed: dict[str, str] = {}
         self._faults: list[Fault] = []
         self._version = 0
+        self._members: dict[str, set[str]] = {}
+        self._revoked: set[str] = set()
+        # The API bucket (hub-protocol.md §7): `quota` calls per fixed `window` seconds, per client. Generous by
+        # default so ordinary tests never meet it; rate-limit tests set a small one.
+        self.quota = 100_000
+        self.window_s = 300.0
+        self._bucket_start: float | None = None
+        self._bucket_used = 0
+        # Whether LFS redirects carry X-Xet-Hash (clients with hf_xet then take the Xet path, which this fake
+        # does not serve).
+        self.xet_headers = False
+        # Per repo, what the server gets wrong about it (see `malform`), and listing shas that lag main.
+        self._malformed: dict[str, frozenset[str]] = {}
+        self._stale_listing: dict[str, str] = {}
 
     # ---- reads -------------------------------------------------------------------------------------------
     @property
@@ -280,6 +296,29 @@ class HubState:
                 target = self._renamed[target]
             return target
 
+    def is_member(self, org: str, token: str | None) -> bool:
+        with self._lock:
+            return token is not None and token in self._members.get(org, set())
+
+    def is_revoked(self, token: str | None) -> bool:
+        with self._lock:
+            return token is not None and token in self._revoked
+
+    def visible(self, repo: FakeRepo, token: str | None) -> bool:
+        """Private repos exist only for tokens of their org's members, as on the Hub."""
+        return not repo.private or self.is_member(repo.author, token)
+
+    def take_api_call(self, now: float) -> tuple[bool, int, int]:
+        """Spend one call from the bucket: (allowed, remaining, seconds until the window resets)."""
+        with self._lock:
+            if self._bucket_start is None or now - self._bucket_start >= self.window_s:
+                self._bucket_start, self._bucket_used = now, 0
+            reset = max(0, int(self._bucket_start + self.window_s - now + 0.999))
+            if self._bucket_used >= self.quota:
+                return False, 0, reset
+            self._bucket_used += 1
+            return True, self.quota - self._bucket_used, reset
+
     def children_count(self, repo_id: str) -> int:
         with self._lock:
             return sum(1 for repo in self._repos.values() if repo_id in repo.base_models_at(repo.head)[0])
@@ -300,6 +339,7 @@ class HubState:
         title: str = "Upload folder using huggingface_hub",
         head_sha: str | None = None,
         reported_parameters: Mapping[str, int] | None = None,
+        private: bool = False,
     ) -> FakeRepo:
         """A new repo: the system's "initial commit" at `created_at`, then one commit with `files` at `date`.
 
@@ -331,6 +371,7 @@ class HubState:
             library_name=library_name,
             commits=(initial, upload),
             reported_parameters=dict(reported_parameters) if reported_parameters else None,
+            private=private,
         )
         with self._lock:
             if repo_id in self._repos:
@@ -375,6 +416,69 @@ class HubState:
             self._renamed.pop(new, None)
             self._version += 1
             return moved
+
+    def add_member(self, org: str, token: str) -> None:
+        """`token` belongs to a member of `org`: it sees the org's private repos (in listings too)."""
+        with self._lock:
+            self._members.setdefault(org, set()).add(token)
+            self._version += 1
+
+    def revoke_token(self, token: str) -> None:
+        """Every request with this token then gets 401 (invalid credentials), whatever it asks for."""
+        with self._lock:
+            self._revoked.add(token)
+
+    def set_rate_limit(self, quota: int, window_s: float = 300.0) -> None:
+        """A fresh bucket of `quota` API calls per `window_s`; the call after the last one gets 429."""
+        with self._lock:
+            self.quota, self.window_s = quota, window_s
+            self._bucket_start, self._bucket_used = None, 0
+
+    def malform(self, repo_id: str, *what: str) -> None:
+        """Serve this repo badly: "blob_ids" (file metadata without blob ids), "last_modified" (a listing date
+        that is not a date). `heal` undoes it."""
+        unknown = set(what) - {"blob_ids", "last_modified"}
+        if unknown:
+            raise ValueError(f"unknown malformation {sorted(unknown)}")
+        with self._lock:
+            self._malformed[repo_id] = frozenset(what)
+            self._version += 1
+
+    def heal(self, repo_id: str) -> None:
+        with self._lock:
+            self._malformed.pop(repo_id, None)
+            self._stale_listing.pop(repo_id, None)
+            self._version += 1
+
+    def malformed(self, repo_id: str) -> frozenset[str]:
+        with self._lock:
+            return self._malformed.get(repo_id, frozenset())
+
+    def stale_listing(self, repo_id: str, sha: str) -> None:
+        """Listings report `sha` for this repo (a commit that no longer exists after a force-push) while refs
+        and revisions know only the real history (huggingface_hub issue #3406)."""
+        with self._lock:
+            self._stale_listing[repo_id] = sha
+            self._version += 1
+
+    def listing_sha(self, repo: FakeRepo) -> str:
+        with self._lock:
+            return self._stale_listing.get(repo.repo_id, repo.sha)
+
+    def set_private(self, repo_id: str, private: bool) -> FakeRepo:
+        """A settings change, not a commit: sha and lastModified stay as they were (a staged release going
+        public looks older than the org's newest commit)."""
+        with self._lock:
+            repo = replace(self._require(repo_id), private=private)
+            self._repos[repo_id] = repo
+            self._version += 1
+            return repo
+
+    def delete(self, repo_id: str) -> None:
+        with self._lock:
+            self._require(repo_id)
+            del self._repos[repo_id]
+            self._version += 1
 
     def set_gated(self, repo_id: str, gated: GatedMode, *, granted_tokens: Iterable[str] = ()) -> FakeRepo:
         """Gate a repo; only requests with one of `granted_tokens` as bearer token may read its files."""

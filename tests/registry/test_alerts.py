@@ -96,7 +96,9 @@ def test_push_endpoint_checks_secret() -> None:
     got: list[str] = []
     server = PushServer("s3cret", got.append).start()
     url = f"http://127.0.0.1:{server.port}/"
-    payload = {"event": {"action": "update", "scope": "repo.content"}, "repo": {"type": "model", "name": "z-lab/x"}}
+    payload = {"event": {"action": "update", "scope": "repo.content"},
+               "repo": {"type": "model", "name": "z-lab/x", "private": False},
+               "updatedRefs": [{"ref": "refs/heads/main", "oldSha": "0" * 40, "newSha": "1" * 40}]}
     try:
         assert httpx.post(url, json=payload, headers={"X-Webhook-Secret": "wrong"}).status_code == 401
         assert httpx.post(url, json=payload, headers={"X-Webhook-Secret": "s3cret"}).status_code == 202
@@ -105,4 +107,6 @@ def test_push_endpoint_checks_secret() -> None:
         server.stop()
     assert got == ["z-lab/x"]
     assert repo_from_payload({"repo": {"type": "dataset", "name": "a/b"}}) is None
-    assert repo_from_payload({"repo": {"type": "model", "name": "a/b"}, "movedTo": {"name": "c/d"}}) == "c/d"
+    assert repo_from_payload({"event": {"action": "move", "scope": "repo"},
+                              "repo": {"type": "model", "name": "a/b", "private": False},
+                              "movedTo": {"name": "c/d"}}) == "c/d"

@@ -50,8 +50,9 @@ DFLASH1_TABLE = [
     (17, "z-lab/Kimi-K2.6-DFlash", "moonshotai/Kimi-K2.6", date(2026, 5, 10), None),
     (18, "z-lab/MiniMax-M2.5-DFlash", "MiniMaxAI/MiniMax-M2.5", date(2026, 5, 7), None),
     (19, "z-lab/MiniMax-M2.7-DFlash", "MiniMaxAI/MiniMax-M2.7", date(2026, 5, 10), None),
-    (20, "z-lab/gemma-4-31B-it-DFlash", "google/gemma-4-31B-it", date(2026, 5, 8), 16),
-    (21, "z-lab/gemma-4-26B-A4B-it-DFlash", "google/gemma-4-26B-A4B-it", date(2026, 5, 7), 16),
+    # Public by 2026-05-04 (issue 13), earlier than drafters.md's ≈05-08 / ≈05-07.
+    (20, "z-lab/gemma-4-31B-it-DFlash", "google/gemma-4-31B-it", date(2026, 5, 4), 16),
+    (21, "z-lab/gemma-4-26B-A4B-it-DFlash", "google/gemma-4-26B-A4B-it", date(2026, 5, 4), 16),
     (22, "z-lab/gemma4-12B-it-DFlash", "google/gemma-4-12B-it", date(2026, 6, 1), 16),
 ]
 
@@ -114,7 +115,7 @@ def test_every_method_is_known_and_every_group_of_the_reference_is_present(catal
 
 def test_left_out_drafters_are_listed_with_a_reason(catalog: Catalog) -> None:
     listed = " ".join(item.what for item in catalog.not_listed)
-    for mention in ("Qwen3-8B-speculator.peagle", "Qwen3-14B", "Kimi-K3", "incoai/", "DeepSeek-V4-Flash-0731"):
+    for mention in ("Qwen3-8B-speculator.peagle", "Qwen3-30B-A3B", "Kimi-K3", "incoai/", "DeepSeek-V4-Flash-0731"):
         assert mention in listed
     assert all(item.reason and item.source for item in catalog.not_listed)
     assert not any(item.what in {d.repo_id for d in catalog.drafters} for item in catalog.not_listed)
@@ -143,7 +144,8 @@ def test_replaced_in_place_and_gated(catalog: Catalog) -> None:
     assert drafter(catalog, "z-lab/Qwen3.5-122B-A10B-DFlash").replaced_in_place[0].startswith("2026-06-19: ")
     assert drafter(catalog, "z-lab/Qwen3.6-35B-A3B-DFlash").replaced_in_place
     gated = {d.repo_id for d in catalog.drafters if d.gated}
-    assert gated == {"z-lab/Kimi-K2.6-DFlash", "z-lab/MiniMax-M2.7-DFlash", "z-lab/GLM-5.1-FP8-DFlash"}
+    assert gated == {"z-lab/Kimi-K2.6-DFlash", "z-lab/MiniMax-M2.7-DFlash", "z-lab/GLM-5.1-FP8-DFlash",
+                     "z-lab/MiniMax-M2.5-DFlash"}
     assert catalog.target("meta-llama/Llama-3.1-8B-Instruct").gated is True
 
 
@@ -414,3 +416,50 @@ def test_a_bad_file_leaves_the_file_untouched(tmp_path: Path) -> None:
     with pytest.raises(CatalogError):
         load_catalog_data(path)
     assert path.read_bytes() == before
+
+
+# ---- corrections of issue 13 ------------------------------------------------------------------------------------
+
+def test_every_entry_keeps_its_source(catalog: Catalog) -> None:
+    entries = [*catalog.targets, *catalog.drafters, *catalog.not_listed]
+    assert entries and all(e.source.strip() for e in entries)
+    raw = json.loads(PACKAGED.read_text())
+    assert all(entry.get("source") for section in ("targets", "drafters", "not_listed") for entry in raw[section])
+
+
+def test_replaced_drafters_say_which_revision_their_facts_describe(catalog: Catalog) -> None:
+    replaced_4b = drafter(catalog, "z-lab/Qwen3.5-4B-DFlash")
+    assert replaced_4b.replaced_in_place[0].startswith("2026-06-19: ")
+    assert replaced_4b.facts_revision and "before 2026-06-19" in replaced_4b.facts_revision
+    for repo_id in ("z-lab/Qwen3.5-9B-DFlash", "z-lab/Qwen3.5-27B-DFlash", "z-lab/Qwen3.5-35B-A3B-DFlash"):
+        found = drafter(catalog, repo_id)
+        assert "6-layer sliding-window" in found.replaced_in_place[0], repo_id
+        assert found.facts_revision and "first" in found.facts_revision, repo_id
+    assert drafter(catalog, "z-lab/Qwen3.5-27B-DFlash").config["num_hidden_layers"] == 5  # the first revision's
+
+
+def test_checkpoints_with_a_built_in_drafter_are_marked(catalog: Catalog) -> None:
+    built_in = {d.repo_id for d in catalog.drafters if d.built_in}
+    assert built_in == {"deepseek-ai/DeepSeek-V4-Flash-DSpark", "deepseek-ai/DeepSeek-V4-Pro-DSpark",
+                        "XiaomiMiMo/MiMo-V2.5-Pro-FP4-DFlash"}
+
+
+def test_public_targets_are_filled(catalog: Catalog) -> None:
+    expected = {
+        "RedHatAI/Mistral-Small-4-119B-2603.dflash": ("mistralai/Mistral-Small-4-119B-2603",),
+        "RedHatAI/Mistral-Small-4-119B-2603-speculator.dspark": ("mistralai/Mistral-Small-4-119B-2603",),
+        "yuhuili/EAGLE3-DeepSeek-R1-Distill-LLaMA-8B": ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B",),
+        "yuhuili/EAGLE3-Vicuna1.3-13B": ("lmsys/vicuna-13b-v1.3",),
+        "AQ-MedAI/Ling-Flash-2.0-eagle3": ("inclusionAI/Ling-flash-2.0",),
+        "RedHatAI/Qwen3-14B-speculator.eagle3": ("Qwen/Qwen3-14B",),
+        "RedHatAI/Qwen3-32B-speculator.eagle3": ("Qwen/Qwen3-32B",),
+    }
+    for repo_id, targets in expected.items():
+        assert drafter(catalog, repo_id).targets == targets, repo_id
+    assert not any("Qwen3-14B" in n.what or "Qwen3-32B" in n.what for n in catalog.not_listed)
+
+
+def test_weight_bytes_from_rounded_figures_are_marked_approximate(catalog: Catalog) -> None:
+    sized = [d for d in catalog.drafters if d.weight_bytes is not None]
+    assert sized and all(d.weight_bytes_approx for d in sized)
+    assert drafter(catalog, "z-lab/Qwen3.5-27B-DFlash").weight_bytes == round(3.22 * GiB)

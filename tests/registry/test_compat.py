@@ -260,8 +260,8 @@ FAIL_ALONE = {
         mutate_target=lambda c: set_path(c, "architectures", ["LlamaForCausalLM"]),
     ),
     "eagle3 aux_layer_ids": FailAlone(
-        *EAGLE3, "aux_layer_ids", ("[1, 17, 36]", "36 layers"),
-        mutate_drafter=lambda c: set_path(c, "eagle_aux_hidden_state_layer_ids", [1, 17, 36]),
+        *EAGLE3, "aux_layer_ids", ("[1, 17, 37]", "36 layers", ": [36]"),
+        mutate_drafter=lambda c: set_path(c, "eagle_aux_hidden_state_layer_ids", [1, 17, 37]),
     ),
     "eagle3 default aux_layer_ids": FailAlone(
         *EAGLE3_ORIGINAL, "aux_layer_ids", ("(EAGLE-3 default)", "3 layers", ": [-1]"),
@@ -486,3 +486,42 @@ def test_check_pair_never_raises_on_damaged_configs(
 def test_check_pair_never_raises_on_arbitrary_dicts(drafter: dict, target: dict, method: str | None) -> None:
     result = check_pair(drafter, target, drafter_method=method, target_repo_id="a/b", declared_targets=("a/b",))
     assert result.verdict in VERDICTS
+
+
+# ---- layer ids in the speculators layouts ---------------------------------------------------------------------
+
+
+def _fixture_head(folder: str) -> dict:
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(__file__).resolve().parents[1] / "data" / folder / "config.json").read_text())
+
+
+def test_speculators_ids_count_hidden_states_and_read_as_layer_ids() -> None:
+    """speculators' `eagle_aux_hidden_state_layer_ids` / `aux_hidden_state_layer_ids` name hidden states (0 is the
+    embeddings), SpecForge's `eagle_config` ids and z-lab's `target_layer_ids` name layers: facts hold layer ids."""
+    from registry.configs import drafter_facts
+
+    speculators_eagle3 = drafter_facts(_fixture_head("eagle3/speculators-llama"))
+    assert speculators_eagle3.method == "eagle3"
+    assert speculators_eagle3.aux_layer_ids == (0, 1, 2) and speculators_eagle3.aux_ids_from_hidden_state_indices
+    yuhuili = drafter_facts(_fixture_head("eagle3/yuhuili"))
+    assert yuhuili.aux_layer_ids == (0, 2, 4) and not yuhuili.aux_ids_from_hidden_state_indices
+    assert yuhuili.draft_vocab_size == 48 and yuhuili.vocab_size == 96
+    speculators_dflash = drafter_facts(_fixture_head("dflash/speculators-dflash"))
+    assert speculators_dflash.method == "dflash" and speculators_dflash.target_layer_ids == (0, 2)
+    assert speculators_dflash.mask_token_id == 5 and speculators_dflash.block_size == 4
+    dspark = drafter_facts(_fixture_head("dflash/speculators-dspark"))
+    assert dspark.method == "dspark" and dspark.target_layer_ids == (0, 2)
+
+
+@pytest.mark.parametrize(("layers", "verdict"), [(3, "structural"), (2, "incompatible")])
+def test_speculators_eagle3_layer_range(layers: int, verdict: str) -> None:
+    target = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 32,
+              "num_hidden_layers": layers, "vocab_size": 96}
+    result = check_pair(_fixture_head("eagle3/speculators-llama"), target, drafter_method=None, target_repo_id=None,
+                        declared_targets=())
+    assert result.verdict == verdict, result.reasons
+    if verdict == "incompatible":
+        assert any("hidden-state indices [1, 2, 3] minus 1" in r and ": [2]" in r for r in result.reasons)

@@ -378,7 +378,8 @@ def test_drafter_facts_of_a_speculators_eagle3_head() -> None:
     # transformer_layer_config carries the geometry, including the target's vocab size.
     assert (facts.hidden_size, facts.vocab_size, facts.draft_vocab_size) == (4096, 151936, 32000)
     assert facts.target_hidden_size is None
-    assert facts.aux_layer_ids == (1, 17, 32)
+    # speculators counts hidden states (0 = embeddings); the facts hold the layer ids whose output is read.
+    assert facts.aux_layer_ids == (0, 16, 31) and facts.aux_ids_from_hidden_state_indices
     assert facts.verifier_name == "Qwen/Qwen3-8B"
     assert facts.verifier_architectures == ("Qwen3ForCausalLM",)
     assert facts.speculative_tokens == 5
@@ -404,7 +405,8 @@ def test_speculators_dflash_reads_aux_hidden_state_layer_ids() -> None:
     }
     facts = drafter_facts(config)
     assert facts.method == "dflash"
-    assert facts.target_layer_ids == (1, 9, 17, 25, 33)
+    # Hidden-state indices: speculators' converter writes z-lab's layer id + 1, so these are layer ids minus one.
+    assert facts.target_layer_ids == (0, 8, 16, 24, 32)
     assert (facts.block_size, facts.mask_token_id, facts.hidden_size) == (16, 151669, 4096)
     assert facts.verifier_name == "Qwen/Qwen3-8B"
 

@@ -176,16 +176,24 @@ def test_resolve_headers_range_and_etag(http: httpx.Client, scenario: Scenario) 
     assert repo is not None
     head = http.head(f"/{DRAFTER}/resolve/main/model.safetensors")
     content = repo.files["model.safetensors"]
-    assert head.status_code == 200
+    # An LFS file: a 302 to the CDN (another host) carrying the file's metadata, as on the Hub.
+    assert head.status_code == 302
     assert head.headers["X-Repo-Commit"] == ZLAB_QWEN3_8B_DFLASH_SHA
-    assert head.headers["ETag"] == f'"{hashlib.sha256(content).hexdigest()}"'
-    assert int(head.headers["Content-Length"]) == len(content)
-    ranged = http.get(f"/{DRAFTER}/resolve/main/model.safetensors", headers={"Range": "bytes=0-7"})
+    assert head.headers["X-Linked-Etag"] == f'"{hashlib.sha256(content).hexdigest()}"'
+    assert int(head.headers["X-Linked-Size"]) == len(content)
+    assert head.headers["Location"].startswith("http://localhost:")
+    ranged = http.get(f"/{DRAFTER}/resolve/main/model.safetensors", headers={"Range": "bytes=0-7"},
+                      follow_redirects=True)
     assert ranged.status_code == 206 and ranged.content == content[:8]
     assert ranged.headers["Content-Range"] == f"bytes 0-7/{len(content)}"
-    config_etag = http.head(f"/{DRAFTER}/resolve/main/config.json").headers["ETag"]
+    # A small file on a branch: a 307 to the commit-pinned resolve cache.
+    moved = http.head(f"/{DRAFTER}/resolve/main/config.json")
+    assert moved.status_code == 307
+    assert moved.headers["Location"].startswith(f"/api/resolve-cache/models/{DRAFTER}/{ZLAB_QWEN3_8B_DFLASH_SHA}/")
+    config_etag = http.head(moved.headers["Location"]).headers["ETag"]
     assert config_etag == f'"{git_blob_sha(repo.files["config.json"])}"'
-    cached = http.get(f"/{DRAFTER}/resolve/main/config.json", headers={"If-None-Match": config_etag})
+    cached = http.get(f"/{DRAFTER}/resolve/{ZLAB_QWEN3_8B_DFLASH_SHA}/config.json",
+                      headers={"If-None-Match": config_etag})
     assert cached.status_code == 304
 
 
@@ -220,7 +228,8 @@ def test_gated_repo_needs_a_granted_token(http: httpx.Client, api: HfApi, scenar
     with pytest.raises(GatedRepoError):
         hf_hub_download(gated, "config.json", endpoint=hub.url, token=False, cache_dir=tmp_path)
     scenario.state.set_gated(gated, "manual", granted_tokens=["hf_member"])
-    member = http.head(f"/{gated}/resolve/main/config.json", headers={"Authorization": "Bearer hf_member"})
+    member = http.head(f"/{gated}/resolve/main/config.json", headers={"Authorization": "Bearer hf_member"},
+                       follow_redirects=True)
     assert member.status_code == 200
 
 
@@ -407,3 +416,54 @@ def test_large_scenario_pages_per_org(api: HfApi) -> None:
         assert big.count("GET", r"^/api/models$") == 1  # 50 fit on one 100-model page
         everything = list(HfApi(endpoint=big.url, token=False).list_models(expand=["sha"]))
         assert len(everything) == 250 and big.count("GET", r"^/api/models$") == 1 + 3
+
+
+# ---- as strict as the real Hub (issue 12) ----------------------------------------------------------------------
+
+def test_author_is_case_sensitive_and_limit_is_the_page_size_with_keyset_cursors(
+    http: httpx.Client, api: HfApi, scenario: Scenario
+) -> None:
+    assert [m.id for m in api.list_models(author="qwen")] == []
+    assert len(list(api.list_models(author="Qwen"))) == 3
+    first = http.get("/api/models", params={"author": "Qwen", "sort": "lastModified", "limit": "1"})
+    assert [m["id"] for m in first.json()] == ["Qwen/Qwen3-8B-FP8"] and "cursor=" in first.headers["Link"]
+    # A repo published between two pages neither repeats nor hides an entry of the pages after the cursor.
+    scenario.state.add_repo("Qwen/Qwen9-1B", files={"config.json": b"{}"}, date=utc(2026, 6, 1))
+    rest = http.get(first.headers["Link"].split(">")[0].lstrip("<")).json()
+    assert [m["id"] for m in rest] == ["Qwen/Qwen3-4B"]
+    bad = http.get("/api/models", params={"author": "Qwen", "cursor": "not-a-cursor"})
+    assert bad.status_code == 400
+
+
+def test_ratelimit_headers_on_every_answer_and_429_for_the_whole_bucket(
+    http: httpx.Client, scenario: Scenario
+) -> None:
+    scenario.state.set_rate_limit(2, window_s=60)
+    listing = http.get("/api/models", params={"author": "Qwen"})
+    assert listing.headers["RateLimit"] == '"api";r=1;t=60'
+    assert listing.headers["RateLimit-Policy"] == '"fixed window";"api";q=2;w=60'
+    assert http.get(f"/api/models/{DRAFTER}").headers["RateLimit"] == '"api";r=0;t=60'
+    refused = http.get(f"/api/models/{DRAFTER}/refs")  # another endpoint, the same bucket
+    assert refused.status_code == 429 and refused.headers["RateLimit"].startswith('"api";r=0;t=')
+
+
+def test_private_repos_exist_only_for_member_tokens_and_revoked_tokens_get_401(
+    http: httpx.Client, scenario: Scenario
+) -> None:
+    state = scenario.state
+    state.add_repo("z-lab/Secret-DFlash", files={"config.json": b"{}"}, date=utc(2026, 1, 6), private=True)
+    state.add_member("z-lab", "hf_member")
+    member = {"Authorization": "Bearer hf_member"}
+    params = [("author", "z-lab"), ("expand", "private"), ("limit", "100")]
+    anonymous_ids = {m["id"] for m in http.get("/api/models", params=params).json()}
+    member_listing = {m["id"]: m["private"] for m in http.get("/api/models", params=params, headers=member).json()}
+    assert "z-lab/Secret-DFlash" not in anonymous_ids and member_listing["z-lab/Secret-DFlash"] is True
+    hidden = http.get("/api/models/z-lab/Secret-DFlash")
+    assert hidden.status_code == 404 and hidden.headers["X-Error-Code"] == "RepoNotFound"
+    assert http.get("/api/models/z-lab/Secret-DFlash", headers=member).json()["private"] is True
+    state.set_private("z-lab/Secret-DFlash", False)
+    assert http.get("/api/models/z-lab/Secret-DFlash").status_code == 200
+    state.revoke_token("hf_member")
+    for path in ("/api/models", f"/{DRAFTER}/resolve/main/config.json"):
+        refused = http.get(path, headers=member)
+        assert refused.status_code == 401 and "X-Error-Code" not in refused.headers

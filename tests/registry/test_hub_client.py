@@ -51,7 +51,7 @@ def scenario() -> Scenario:
 
 @pytest.fixture
 def hub(scenario: Scenario) -> Iterator[FakeHub]:
-    with FakeHub(scenario.state, page_size=2) as running:
+    with FakeHub(scenario.state, page_size=2, max_page_size=2) as running:
         yield running
 
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
 from verifier.decode import DecodeResult, decode
-from verifier.engine import IncompatiblePair, PairRun, RunSettings, run_pair
+from verifier import harness
+from verifier.engine import IncompatiblePair, PairRun, RunSettings, TorchEngine, run_pair
 from verifier.loading import LoadedTarget, LoadError, cached_snapshot, files_digest, load_target
 from verifier.methods import UnsupportedMethod, proposer_builder
 from verifier.prompts import Message, Prompt, PromptSet, bundled_set, bundled_sets, encode_prompt
@@ -88,7 +90,16 @@ def test_run_dict_holds_metrics_and_provenance(trained_run: PairRun, tiny_target
     assert sum(result["acceptance_histogram"]) == acc.rounds
     assert len(result["per_position_acceptance"]["conditional"]) == 4
     assert result["speedup"] == pytest.approx(result["tokens_per_s"] / result["baseline_tokens_per_s"])
-    assert result["efficiency"] == pytest.approx(result["speedup"] / result["ideal_speedup"])
+    assert result["metric_version"] == 2
+    assert result["efficiency"] == pytest.approx(result["decode_speedup"] / result["ideal_speedup"])
+    costs = result["forward_costs"]
+    assert (costs["gamma"], costs["repeats"]) == (4, GREEDY.cost_repeats)
+    assert costs["target_step_s"] > 0 and costs["verify_step_s"] > 0 and costs["draft_step_s"] > 0
+    assert result["ideal_speedup"] == pytest.approx(
+        result["tau_emitted"] * costs["target_step_s"] / (costs["verify_step_s"] + costs["draft_step_s"])
+    )
+    # A round can emit fewer tokens than it accepted (at EOS or max_new_tokens), never more.
+    assert 1.0 < result["tau_emitted"] <= result["tau"]
     assert 0.0 < result["draft_time_share"] < 1.0
     assert result["peak_memory_bytes"] > 0 and result["peak_memory_kind"] == "process_rss_peak"
     assert result["target_weight_bytes"] > result["drafter_weight_bytes"] > 0
@@ -99,6 +110,68 @@ def test_run_dict_holds_metrics_and_provenance(trained_run: PairRun, tiny_target
     assert (provenance["method"], provenance["draft_length"], provenance["temperature"]) == ("draft-lm", 4, 0.0)
     assert provenance["torch_version"] == torch.__version__
     assert provenance["target_sha"] is None
+    assert provenance["torch_threads"] == torch.get_num_threads()
+    assert provenance["attn_implementation"] and provenance["verifier_version"]
+    assert provenance["target_tokenizer_digest"] and provenance["metric_version"] == 2
+    assert "target_generation_config_digest" in provenance and "verifier_git_sha" in provenance
+
+
+class SleepyProposer:
+    """A proposer that sleeps in `propose` while `asleep` is set: a drafter slowed where only the loop sees it."""
+
+    def __init__(self, inner, delay_s: float) -> None:  # type: ignore[no-untyped-def]
+        self.inner, self.delay_s, self.asleep = inner, delay_s, False
+        self.draft_length, self.needs_hidden_states = inner.draft_length, inner.needs_hidden_states
+
+    def begin(self, prompt_ids: torch.Tensor, target_out: TargetOutput) -> None:
+        self.inner.begin(prompt_ids, target_out)
+
+    def propose(self, temperature: float, generator: torch.Generator) -> Proposal:
+        if self.asleep:
+            time.sleep(self.delay_s)
+        return self.inner.propose(temperature, generator)
+
+    def observe(self, n_accepted: int, committed_tokens: torch.Tensor, target_out: TargetOutput) -> None:
+        self.inner.observe(n_accepted, committed_tokens, target_out)
+
+
+class DelayInLoop:
+    """The engine, with its sleepy drafter awake only while generating (never while forward costs are timed)."""
+
+    def __init__(self, engine: TorchEngine, sleepy: SleepyProposer) -> None:
+        self.engine, self.sleepy = engine, sleepy
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self.engine, name)
+
+    def generate(self, prompt_ids, *, speculative: bool, seed: int):  # type: ignore[no-untyped-def]
+        self.sleepy.asleep = True
+        try:
+            return self.engine.generate(prompt_ids, speculative=speculative, seed=seed)
+        finally:
+            self.sleepy.asleep = False
+
+
+def test_a_drafter_slowed_inside_the_loop_lowers_efficiency(tiny_target_dir: Path, tiny_draft_lm_dir: Path) -> None:
+    # Many cost repeats: the fastest of them is the bare cost even on a busy machine.
+    settings = RunSettings(repeats=1, warmup=1, device="cpu", max_new_tokens=32, cost_repeats=20)
+    sets = [PromptSet(name="code", prompts=bundled_set("code").prompts[:3])]
+    engine = TorchEngine.load(tiny_target_dir, tiny_draft_lm_dir, settings)
+    # The delay is many rounds' worth of bare forwards on this machine, whatever its speed.
+    costs = engine.forward_costs(engine.encode(sets[0].prompts[0]), repeats=5)
+    assert costs is not None
+    sleepy = SleepyProposer(engine.proposer, delay_s=max(0.3, 30 * (costs.verify_step_s + costs.draft_step_s)))
+    engine.proposer = sleepy
+
+    plain = harness.run(engine, sets, settings)
+    slowed = harness.run(DelayInLoop(engine, sleepy), sets, settings)
+
+    assert plain.lossless is True and slowed.lossless is True
+    assert slowed.overall.acceptance.tau == pytest.approx(plain.overall.acceptance.tau)  # same decisions
+    assert plain.overall.efficiency is not None and slowed.overall.efficiency is not None
+    print(f"efficiency {plain.overall.efficiency:.2f} undelayed, {slowed.overall.efficiency:.2f} with "
+          f"{sleepy.delay_s * 1000:.1f} ms per draft")
+    assert slowed.overall.efficiency < 0.5 * plain.overall.efficiency
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +301,7 @@ def test_drafter_with_another_vocabulary_is_refused(
 
 def test_unsupported_method_names_the_supported_ones(tiny_target_dir: Path, tiny_draft_lm_dir: Path) -> None:
     with pytest.raises(UnsupportedMethod, match="draft-lm"):
-        run_pair(tiny_target_dir, tiny_draft_lm_dir, [bundled_set("math")], RunSettings(method="eagle3", device="cpu"))
+        run_pair(tiny_target_dir, tiny_draft_lm_dir, [bundled_set("math")], RunSettings(method="peagle", device="cpu"))
 
 
 def test_pickle_only_weights_are_refused(tiny_target_dir: Path, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from sqlalchemy import update
 
 from registry import jobs as queue
@@ -16,6 +17,7 @@ from registry.models import Job
 from registry.runs import get_run, list_runs
 from registry.store import Store, utcnow
 from verifier.jobs import VerifyRequest, Worker, enqueue, verify_now
+from verifier.metrics import recompute_efficiency
 
 FAST = {"max_new_tokens": 16, "repeats": 1, "warmup": 0}
 
@@ -36,6 +38,13 @@ def test_verify_now_stores_a_lossless_run_with_provenance(store: Store, tiny_tar
                 "torch_version", "transformers_version", "temperature", "draft_length"):
         assert provenance.get(key) is not None, key
     assert stored.target_revision == provenance["target_files_digest"]
+    # Metric definitions, with the forward costs a stored run's efficiency is recomputed from.
+    assert stored.metrics["metric_version"] == 2 and provenance["metric_version"] == 2
+    costs = stored.metrics["forward_costs"]
+    assert set(costs) >= {"context_length", "gamma", "target_step_s", "verify_step_s", "draft_step_s", "repeats"}
+    assert costs["gamma"] == stored.draft_length and costs["context_length"] > 0
+    assert recompute_efficiency(stored.metrics) == pytest.approx(stored.efficiency)
+    assert stored.metrics["tau_emitted"] is not None
 
 
 def test_failed_run_is_stored_with_one_line_reason(store: Store, tiny_target_dir: Path, tmp_path: Path) -> None:
@@ -102,6 +111,8 @@ def test_cli_verify_json(database_url: str, tiny_target_dir: Path, tiny_draft_lm
         assert key in payload and payload[key] is not None, key
     assert payload["lossless"] is True
     assert abs(payload["tau"] - (1 + sum(payload["per_position_acceptance"]))) < 0.05
+    assert payload["metric_version"] == 2 and payload["forward_costs"]["gamma"] == 4
+    assert payload["speedup_spread"]["n"] == 1 and payload["tau_emitted"] <= payload["tau"]
 
 
 def test_compare_reproduces_the_seed_experiment(database_url: str, gemma4_target_dir: Path,

@@ -5,7 +5,20 @@ from __future__ import annotations
 import pytest
 
 from verifier.decode import DecodeResult
-from verifier.metrics import RoundRecord, acceptance, ideal_speedup, speedup, spread, throughput
+from verifier.metrics import (
+    ForwardCosts,
+    RoundRecord,
+    StepCounts,
+    Throughput,
+    acceptance,
+    counts_acceptance,
+    decode_speedup,
+    ideal_speedup,
+    recompute_efficiency,
+    speedup,
+    spread,
+    throughput,
+)
 
 
 def rounds_of(*pairs: tuple[int, int], draft: float = 0.0, verify: float = 0.0) -> list[RoundRecord]:
@@ -91,12 +104,66 @@ def test_throughput_pools_tokens_and_times() -> None:
 
 def test_speedup_and_ideal_speedup() -> None:
     assert speedup(200.0, 100.0) == pytest.approx(2.0)
-    # τ = 3, a target step of 10 ms, rounds of 4 ms drafting + 11 ms verifying → S = 3 · 10 / 15.
-    assert ideal_speedup(3.0, 0.010, 0.004, 0.011) == pytest.approx(2.0)
+    # τ = 3, T(1) = 10 ms, T(γ+1) = 11 ms, a drafting step of 4 ms → S = 3 · 10 / 15.
+    assert ideal_speedup(3.0, 0.010, 0.011, 0.004) == pytest.approx(2.0)
     with pytest.raises(ValueError):
         speedup(1.0, 0.0)
     with pytest.raises(ValueError):
         ideal_speedup(3.0, 0.01, 0.0, 0.0)
+
+
+def _throughput(tpot_s: float | None) -> Throughput:
+    return Throughput(prompts=1, output_tokens=10, seconds=1.0, tokens_per_s=10.0, ttft_s=0.5, tpot_s=tpot_s,
+                      target_steps=3, draft_seconds_per_step=0.0, verify_seconds_per_step=0.0, draft_time_share=0.0)
+
+
+def test_decode_speedup_leaves_the_first_token_out() -> None:
+    # Same end-to-end throughput, but the speculative side spends a third of the baseline's time per later token.
+    assert decode_speedup(_throughput(0.01), _throughput(0.03)) == pytest.approx(3.0)
+    assert decode_speedup(_throughput(None), _throughput(0.03)) is None
+
+
+def test_step_counts_from_rounds_count_drafts_past_the_end_in_tau_only() -> None:
+    # The last round accepted 3 drafts but max_new_tokens let only 2 tokens out.
+    rounds = [RoundRecord(drafted=4, accepted=4, emitted=5, draft_seconds=0, verify_seconds=0),
+              RoundRecord(drafted=4, accepted=1, emitted=2, draft_seconds=0, verify_seconds=0),
+              RoundRecord(drafted=4, accepted=3, emitted=2, draft_seconds=0, verify_seconds=0)]
+    counts = StepCounts.from_rounds(rounds)
+    assert (counts.steps, counts.drafting_steps, counts.drafted, counts.accepted, counts.emitted) == (3, 3, 12, 8, 9)
+    assert counts.accepted_per_position == (3, 2, 2, 1)
+    assert counts.tau == pytest.approx(1 + 8 / 3) == acceptance(rounds).tau
+    assert counts.tau_emitted == pytest.approx(3.0)
+    # Counters alone give the same τ and per-position rates as the rounds.
+    from_counts = counts_acceptance(counts)
+    assert from_counts is not None
+    assert from_counts.tau == pytest.approx(acceptance(rounds).tau)
+    assert from_counts.marginal == pytest.approx(acceptance(rounds).marginal)
+    assert from_counts.histogram == acceptance(rounds).histogram
+
+
+def test_counter_steps_include_plain_steps() -> None:
+    # Two drafting steps and three steps without a draft: τ is over all five verification steps.
+    counts = StepCounts(steps=5, drafting_steps=2, drafted=6, accepted=4, emitted=9, accepted_per_position=(2, 1, 1))
+    result = counts_acceptance(counts)
+    assert result is not None
+    assert result.tau == pytest.approx(1 + 4 / 5)
+    assert result.marginal == pytest.approx((1.0, 0.5, 0.5))
+    assert result.histogram == (3, 1, 0, 1)  # the plain steps accepted nothing
+    assert sum(n * c for n, c in enumerate(result.histogram)) == result.accepted
+    assert StepCounts.total([counts, counts]).tau == pytest.approx(counts.tau)
+    assert counts_acceptance(StepCounts(steps=0, drafting_steps=0, drafted=0, accepted=0, emitted=0)) is None
+
+
+def test_forward_costs_round_trip_and_recompute_an_efficiency() -> None:
+    costs = ForwardCosts.from_timings(100, 4, [0.010, 0.012, 0.011], [0.020, 0.019, 0.021], [0.005, 0.004, 0.006])
+    # The fastest repeat is the cost; the spread keeps the rest.
+    assert (costs.target_step_s, costs.verify_step_s, costs.draft_step_s, costs.repeats) == (0.010, 0.019, 0.004, 3)
+    assert costs.spread["verify_step_s"]["median"] == 0.020
+    assert ForwardCosts.from_dict(costs.to_dict()) == costs
+    stored = {"forward_costs": costs.to_dict(), "tau_emitted": 2.5, "decode_speedup": 0.5}
+    # S = 2.5 · 10 / (19 + 4) ≈ 1.087, so a realized 0.5 is 0.46 of the ideal.
+    assert recompute_efficiency(stored) == pytest.approx(0.5 / (2.5 * 10 / 23))
+    assert recompute_efficiency({"tau_emitted": 2.5, "decode_speedup": 0.55}) is None
 
 
 def test_spread_over_repeats() -> None:

@@ -18,8 +18,10 @@ if TYPE_CHECKING:
 
 METHOD_MODULES: dict[str, str] = {
     "draft-lm": "verifier.methods.draft_lm",
-    "dflash": "verifier.methods.dflash",
+    "dflash": "verifier.methods.dflash_layouts",  # z-lab folders go on to verifier.methods.dflash
     "gemma4-assistant": "verifier.methods.gemma4_assistant",
+    "eagle3": "verifier.methods.eagle3",
+    "dspark": "verifier.methods.dspark",
 }
 
 

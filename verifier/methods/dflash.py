@@ -357,6 +357,24 @@ def output_numerics(config: DFlashConfig, target: TargetGeometry) -> OutputNumer
     )
 
 
+def embed_block(token_ids: torch.Tensor, embedding_weight: torch.Tensor, numerics: OutputNumerics) -> torch.Tensor:
+    """The drafter's view of block tokens: the target's embedding table times the target's embedding scale.
+
+    The one place block embeddings are made, for inference and for the tiny trainer alike: a drafter trained on
+    differently scaled embeddings than it is run with (Gemma's sqrt(H)) drafts noise.
+    """
+    return F.embedding(token_ids, embedding_weight) * numerics.embedding_scale
+
+
+def block_logits(hidden: torch.Tensor, lm_head: nn.Module, numerics: OutputNumerics) -> torch.Tensor:
+    """Logits from drafted hidden states through the target's LM head, with the output multiplier and soft-capping
+    (inference and the tiny trainer alike)."""
+    logits = lm_head(hidden) * numerics.output_multiplier
+    if numerics.logit_softcap is not None:
+        logits = torch.tanh(logits / numerics.logit_softcap) * numerics.logit_softcap
+    return logits
+
+
 # --------------------------------------------------------------------------------------------------------------
 # The draft model
 # --------------------------------------------------------------------------------------------------------------
@@ -657,7 +675,7 @@ class DFlashProposer:
         # Only the anchor changes between rounds; the mask rows of the block are embedded once.
         mask_ids = torch.full((1, self.block_size - 1), mask_token_id, device=self.embedding_weight.device)
         with torch.inference_mode():
-            self.mask_embeds = F.embedding(mask_ids, self.embedding_weight) * numerics.embedding_scale
+            self.mask_embeds = embed_block(mask_ids, self.embedding_weight, numerics)
         self.cache = ContextCache()
         self.pending_context: torch.Tensor | None = None  # fused features of committed rows not yet in the cache
         self.pending_start = 0
@@ -687,7 +705,7 @@ class DFlashProposer:
             raise RuntimeError("propose() was called before begin()")
         device = self.embedding_weight.device
         anchor = torch.tensor([[self.anchor_token]], device=device)
-        anchor_embeds = F.embedding(anchor, self.embedding_weight) * self.numerics.embedding_scale
+        anchor_embeds = embed_block(anchor, self.embedding_weight, self.numerics)
         context_length = int(self.pending_context.shape[1])
         hidden = self.draft_model(
             torch.cat([anchor_embeds, self.mask_embeds], dim=1).to(self.pending_context.dtype),
@@ -698,11 +716,7 @@ class DFlashProposer:
         )
         self.pending_context = self.pending_context[:, :0]
         self.pending_start += context_length
-        logits = self.lm_head(hidden[0, 1 : 1 + self.draft_length]) * self.numerics.output_multiplier
-        if self.numerics.logit_softcap is not None:
-            cap = self.numerics.logit_softcap
-            logits = torch.tanh(logits / cap) * cap
-        return logits
+        return block_logits(hidden[0, 1 : 1 + self.draft_length], self.lm_head, self.numerics)
 
     @torch.inference_mode()
     def propose(self, temperature: float, generator: torch.Generator) -> Proposal:
@@ -716,6 +730,7 @@ class DFlashProposer:
 
 def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> DFlashProposer:
     """A DFlash proposer for `target`; raises `IncompatiblePair` when the drafter cannot serve this target."""
+    from verifier.decode import rollback_problem
     from verifier.engine import IncompatiblePair
 
     drafter_dir = Path(drafter_dir)
@@ -723,6 +738,9 @@ def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSetting
     geometry = target_geometry(target.model)
     mask_token_id = resolve_mask_token_id(config, target.tokenizer)
     problems = compatibility_problems(config, geometry, mask_token_id)
+    rollback = rollback_problem(target.model)
+    if rollback is not None:
+        problems.append(f"target: {rollback}")
     if problems:
         raise IncompatiblePair(problems)
     assert mask_token_id is not None  # compatibility_problems reports a missing mask id

@@ -2,6 +2,10 @@
 
 The draft model keeps its own KV cache over committed tokens and drafts k tokens autoregressively, returning the
 distributions it sampled from (q) at temperature > 0 so the loop can run exact rejection sampling.
+
+A hybrid draft model (linear-attention layers whose recurrent state `crop` cannot undo) is rolled back from a
+`CacheCheckpoint` taken before drafting: on a rejection the cache returns to the committed tokens it held then, and
+the next round feeds the newly committed ones.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from verifier.decode import new_cache, probabilities
+from verifier.decode import CacheCheckpoint, new_cache, probabilities, rollback_problem
 from verifier.loading import LoadError, load_causal_lm, resolve_dtype
 from verifier.proposer import Proposal, TargetOutput
 
@@ -42,6 +46,9 @@ class DraftLMProposer:
         self._cached = 0  # leading tokens of the draft cache that are committed and valid
         self._in_cache = 0  # tokens currently in the draft cache (committed + drafts of the last round)
         self._cache: Any = None
+        self._checkpoint: CacheCheckpoint | None = None  # hybrid drafts: the state at `_cached` before drafting
+        self._checkpoint_length = 0
+        self._needs_checkpoint = False
 
     @torch.inference_mode()
     def begin(self, prompt_ids: torch.Tensor, target_out: TargetOutput) -> None:
@@ -49,10 +56,16 @@ class DraftLMProposer:
         self._sequence = [*prompt_ids.tolist(), target_out.pending_token]
         self.model(input_ids=prompt_ids.to(self.device)[None], cache=self._cache, use_cache=True, logits_to_keep=1)
         self._cached = self._in_cache = prompt_ids.shape[0]
+        self._needs_checkpoint = CacheCheckpoint.needed(self._cache)
+        self._checkpoint = None
 
     @torch.inference_mode()
     def propose(self, temperature: float, generator: torch.Generator) -> Proposal:
         feed = torch.tensor(self._sequence[self._cached :], device=self.device)
+        if self._needs_checkpoint:
+            self._cache.crop(0)  # trim recorded conv/sliding inputs so the checkpoint starts from a minimal cache
+            self._checkpoint = CacheCheckpoint.take(self._cache)
+            self._checkpoint_length = self._cached
         tokens: list[int] = []
         q_rows: list[torch.Tensor] = []
         for _ in range(self.draft_length):
@@ -73,16 +86,33 @@ class DraftLMProposer:
             q_probs = torch.nn.functional.pad(torch.stack(q_rows), (0, self.target_vocab - q_rows[0].shape[-1]))
         return Proposal(tokens=torch.tensor(tokens, dtype=torch.long), q_probs=q_probs)
 
+    @torch.inference_mode()
     def observe(self, n_accepted: int, committed_tokens: torch.Tensor, target_out: TargetOutput) -> None:
         # Drafts 1..n were accepted; of those the cache holds at most the first k - 1.
         valid = self._cached + min(n_accepted, self.draft_length - 1)
-        self._cache.crop(-(self._in_cache - valid))
+        if self._checkpoint is not None and valid < self._in_cache:
+            # Back to the committed tokens held before drafting; the next round feeds the rest.
+            self._checkpoint.rewind(self._cache, self._in_cache - self._checkpoint_length)
+            valid = self._checkpoint_length
+        else:
+            self._cache.crop(-(self._in_cache - valid))
+        self._checkpoint = None
         self._cached = self._in_cache = valid
         self._sequence.extend(committed_tokens.tolist())
 
 
 def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> DraftLMProposer:
+    """A draft-LM proposer; raises `IncompatiblePair` when the target's or the draft's cache cannot roll back."""
+    from verifier.engine import IncompatiblePair
+
     model = load_causal_lm(Path(drafter_dir), device=target.device, dtype=resolve_dtype(settings.dtype))
+    problems = [
+        f"{role}: {problem}"
+        for role, problem in (("target", rollback_problem(target.model)), ("draft LM", rollback_problem(model)))
+        if problem is not None
+    ]
+    if problems:
+        raise IncompatiblePair(problems)
     draft_length = settings.draft_length if settings.draft_length is not None else DEFAULT_DRAFT_LENGTH
     target_vocab = target.model.get_output_embeddings().weight.shape[0]
     return DraftLMProposer(model, draft_length, target_vocab)

@@ -18,7 +18,16 @@ import torch
 import torch.nn.functional as F
 
 from verifier.loading import load_causal_lm, read_config
-from verifier.methods.dflash import DFLASH_ARCHITECTURE, DFlashDraftModel, parse_dflash_config
+from verifier.methods.dflash import (
+    DFLASH_ARCHITECTURE,
+    DFlashDraftModel,
+    OutputNumerics,
+    block_logits,
+    embed_block,
+    output_numerics,
+    parse_dflash_config,
+    target_geometry,
+)
 from verifier.tiny import cached_build
 from verifier.tiny.qwen3 import Training, _fit, corpus_token_stream
 from verifier.tiny.tokenizer import MASK_TOKEN
@@ -66,8 +75,13 @@ def build_settings(shape: DrafterShape, training: DrafterTraining, trained: bool
 
 def drafter_config(target_config: dict[str, Any], mask_token_id: int, shape: DrafterShape) -> dict[str, Any]:
     """config.json in z-lab's DFlash v1 format (Qwen3 geometry + DFlash fields; no `auto_map`)."""
+    # Multimodal publications (Qwen3.5, Gemma-4) keep the text model's geometry under `text_config`.
+    target_config = target_config.get("text_config") or target_config
     rope_parameters = target_config.get("rope_parameters") or {}
     rope_theta = target_config.get("rope_theta", rope_parameters.get("rope_theta", 10000.0))
+    hidden, heads = target_config["hidden_size"], target_config["num_attention_heads"]
+    # MoE and MLA targets lack some dense-attention fields; the drafter's own geometry only needs to be sane.
+    kv_heads = target_config.get("num_key_value_heads") or heads
     return {
         "architectures": [DFLASH_ARCHITECTURE],
         "model_type": "qwen3",
@@ -76,10 +90,10 @@ def drafter_config(target_config: dict[str, Any], mask_token_id: int, shape: Dra
         "num_target_layers": target_config["num_hidden_layers"],
         "num_hidden_layers": shape.num_hidden_layers,
         "hidden_size": target_config["hidden_size"],
-        "intermediate_size": target_config["intermediate_size"],
-        "num_attention_heads": target_config["num_attention_heads"],
-        "num_key_value_heads": target_config["num_key_value_heads"],
-        "head_dim": target_config["head_dim"],
+        "intermediate_size": target_config.get("intermediate_size") or 2 * hidden,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads if heads % kv_heads == 0 else heads,
+        "head_dim": target_config.get("head_dim") or hidden // heads,
         "hidden_act": "silu",
         "layer_types": ["full_attention"] * shape.num_hidden_layers,
         "sliding_window": None,
@@ -141,15 +155,52 @@ def _packed_visibility(anchors: torch.Tensor, context_length: int, block_size: i
     return torch.cat([sees_context, sees_block], dim=1)
 
 
+def packed_block_logits(
+    draft: DFlashDraftModel,
+    tokens: torch.Tensor,
+    features: torch.Tensor,
+    anchors: torch.Tensor,
+    mask_token_id: int,
+    embedding: torch.Tensor,
+    lm_head: Any,
+    numerics: OutputNumerics,
+    block_size: int,
+) -> torch.Tensor:
+    """The training path: draft logits [R, A, B - 1, V] of the blocks `[token at anchor, mask x (B - 1)]` for every
+    anchor in `anchors` [A] and row of `tokens` [R, L], all in one pass over the fused target `features` [R, L, k*H].
+
+    Each block sees the context before its anchor, as the proposer's block sees the committed rows before the
+    pending token; both embed and project through `embed_block` and `block_logits`.
+    """
+    rows, length = tokens.shape
+    block_positions = (anchors[:, None] + torch.arange(block_size)).flatten()
+    block_ids = torch.full((rows, block_positions.numel()), mask_token_id, dtype=torch.long)
+    block_ids[:, ::block_size] = tokens[:, anchors]
+    hidden = draft(
+        embed_block(block_ids, embedding, numerics),
+        block_positions,
+        features,
+        torch.arange(length),
+        visibility=_packed_visibility(anchors, length, block_size),
+    )
+    hidden = hidden.view(rows, -1, block_size, hidden.shape[-1])[:, :, 1:]
+    return block_logits(hidden, lm_head, numerics)
+
+
 def _train(
     draft: DFlashDraftModel,
     target: Any,
     tokenizer: Any,
     mask_token_id: int,
+    numerics: OutputNumerics,
     shape: DrafterShape,
     training: DrafterTraining,
 ) -> float:
-    """Block-diffusion training on the target's greedy continuations; returns the last loss."""
+    """Block-diffusion training on the target's greedy continuations; returns the last loss.
+
+    Block embeddings and logits go through the same functions as inference (`embed_block`, `block_logits`), so the
+    drafter trains on the numerics it is run with (Gemma's embedding scale and soft-capping included).
+    """
     with torch.no_grad():
         reply_opening = tokenizer.encode(REPLY_OPENING, add_special_tokens=False)
         sequences = _greedy_sequences(target, corpus_token_stream(tokenizer), reply_opening, training)
@@ -174,19 +225,13 @@ def _train(
 
     def block_loss(batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         rows, anchors = batch
+        tokens = sequences[rows]
         block_positions = (anchors[:, None] + torch.arange(block)).flatten()
-        block_ids = torch.full((rows.numel(), block_positions.numel()), mask_token_id, dtype=torch.long)
-        block_ids[:, ::block] = sequences[rows][:, anchors]
-        labels = sequences[rows][:, block_positions].view(rows.numel(), -1, block)[:, :, 1:]
-        hidden = draft(
-            F.embedding(block_ids, embedding),
-            block_positions,
-            features[rows],
-            torch.arange(length),
-            visibility=_packed_visibility(anchors, length, block),
+        labels = tokens[:, block_positions].view(rows.numel(), -1, block)[:, :, 1:]
+        logits = packed_block_logits(
+            draft, tokens, features[rows], anchors, mask_token_id, embedding, lm_head, numerics, block
         )
-        hidden = hidden.view(rows.numel(), -1, block, hidden.shape[-1])[:, :, 1:]
-        token_losses = F.cross_entropy(lm_head(hidden).flatten(0, 2), labels.flatten(), reduction="none")
+        token_losses = F.cross_entropy(logits.flatten(0, 2), labels.flatten(), reduction="none")
         return (token_losses * weights).sum() / weights.sum()
 
     return _fit(draft, batches, schedule, block_loss)
@@ -219,13 +264,15 @@ def build_dflash_drafter(
     mask_token_id = tokenizer.convert_tokens_to_ids(MASK_TOKEN)
     config = drafter_config(target_config, mask_token_id, shape)
     torch.manual_seed(training.schedule.seed)
-    draft = DFlashDraftModel(parse_dflash_config(config), len(shape.target_layer_ids))
+    parsed = parse_dflash_config(config)
+    draft = DFlashDraftModel(parsed, len(shape.target_layer_ids))
     _initialise(draft, training.init_std)
     if trained:
         target = load_causal_lm(target_dir, device=torch.device("cpu"), dtype=torch.float32)
         for parameter in target.parameters():
             parameter.requires_grad_(False)
-        _train(draft, target, tokenizer, mask_token_id, shape, training)
+        numerics = output_numerics(parsed, target_geometry(target))
+        _train(draft, target, tokenizer, mask_token_id, numerics, shape, training)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     weights = {name: tensor.detach().contiguous() for name, tensor in draft.state_dict().items()}
@@ -233,13 +280,15 @@ def build_dflash_drafter(
     return out_dir
 
 
-def cached_dflash_drafter(cache_root: Path, target_dir: Path, *, trained: bool = True) -> Path:
+def cached_dflash_drafter(
+    cache_root: Path, target_dir: Path, *, trained: bool = True, shape: DrafterShape = DrafterShape()
+) -> Path:
     """The tiny DFlash drafter for `target_dir` (a `cached_target` folder) under `cache_root`."""
-    settings = {**build_settings(DrafterShape(), DrafterTraining(), trained), "target": Path(target_dir).name}
+    settings = {**build_settings(shape, DrafterTraining(), trained), "target": Path(target_dir).name}
     return cached_build(
         cache_root,
         f"tiny-dflash-{'trained' if trained else 'random'}",
-        lambda out_dir: build_dflash_drafter(target_dir, out_dir, trained=trained),
+        lambda out_dir: build_dflash_drafter(target_dir, out_dir, trained=trained, shape=shape),
         source_files=SOURCE_FILES,
         settings=settings,
     )

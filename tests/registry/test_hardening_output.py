@@ -1,0 +1,45 @@
+"""What a person sees in a terminal: `drafters find` fits 80 columns with the reasons folded under each row, and
+an empty value is a dash, never `None`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def drafters(*args: str, env: dict[str, str], columns: int = 80) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "registry.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, **env, "COLUMNS": str(columns)}, timeout=120)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    values = {"DRAFTERS_HOME": str(tmp_path / "home")}
+    assert drafters("catalog", "load", env=values).returncode == 0
+    return values
+
+
+def test_find_fits_80_columns_and_folds_reasons_under_each_row(env: dict[str, str]) -> None:
+    result = drafters("find", "Qwen/Qwen3-8B", env=env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    row = next(i for i, line in enumerate(lines) if line.endswith("z-lab/Qwen3-8B-DFlash-b16"))
+    assert lines[row].startswith("exact") and "dflash" in lines[row] and "2026-01-05" in lines[row]
+    assert lines[row + 1].startswith("    declared for Qwen/Qwen3-8B")  # its reasons, indented under it
+    # One line per drafter plus its folded reasons, not a cell wrapped over four lines.
+    assert sum(1 for line in lines if line.endswith("-DFlash-b16")) == 1
+
+
+def test_empty_values_print_as_a_dash(env: dict[str, str]) -> None:
+    assert drafters("subscribe", "http://127.0.0.1:1/hook", "--unsigned", env=env).returncode == 0
+    for args in (("subscriptions",), ("lag",), ("alerts",)):
+        result = drafters(*args, env=env, columns=200)
+        assert result.returncode == 0, result.stderr
+        assert "None" not in result.stdout, (args, result.stdout)
+    listed = drafters("subscriptions", env=env, columns=200).stdout
+    assert "│ -" in listed  # org, family and repo are empty
