@@ -164,6 +164,11 @@ CATALOG_TARGETS = {
     "deepseek-ai/DeepSeek-V4-Flash": ("deepseek", "V4", None),
     "deepseek-ai/DeepSeek-V4-Pro": ("deepseek", "V4", None),
     "zai-org/GLM-5.1-FP8": ("glm", "5.1", None),
+    "lmsys/vicuna-13b-v1.3": ("vicuna", "1.3", "13B"),
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-8B": ("deepseek-llama", "R1", "8B"),
+    "inclusionAI/Ling-flash-2.0": ("ling-flash", "2.0", None),
+    "Qwen/Qwen3-32B": ("qwen", "3", "32B"),
+    "mistralai/Mistral-Small-4-119B-2603": ("mistral-small", "4", "119B"),
 }
 
 
@@ -182,6 +187,7 @@ STEM_DIFFERS_FROM_TARGET = {
     "deepseek-ai/dspark_gemma4_12b_block7": "DeepSpec names say 'gemma4_12b'; the catalog pairs them with -it",
     "deepseek-ai/dflash_gemma4_12b_block7": "as above",
     "deepseek-ai/eagle3_gemma4_12b_ttt7": "as above",
+    "yuhuili/EAGLE3-Vicuna1.3-13B": "yuhuili writes 'Vicuna1.3-13B' for lmsys/vicuna-13b-v1.3",
 }
 
 
