@@ -319,14 +319,15 @@ READERS: dict[str, Callable[[httpx.Client, str], ServerReading]] = {
 }
 
 
-def read_server(kind: str, url: str, *, timeout_s: float = 10.0) -> ServerReading:
+def read_server(kind: str, url: str, *, timeout_s: float = 10.0, api_key: str | None = None) -> ServerReading:
     import httpx
 
     if kind not in READERS:
         raise ServerReadError(f"unknown server kind {kind!r}; choose one of {', '.join(SERVER_KINDS)}")
     if urlsplit(url).scheme not in ("http", "https"):
         raise ServerReadError(f"{_public_url(url)} is not an http(s) URL")
-    with httpx.Client(timeout=timeout_s, trust_env=False) as client:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with httpx.Client(timeout=timeout_s, trust_env=False, headers=headers) as client:
         return READERS[kind](client, url)
 
 
@@ -347,6 +348,7 @@ def ingest_server(
     target: str | None = None,
     drafter: str | None = None,
     timeout_s: float = 10.0,
+    api_key: str | None = None,
 ) -> RunRecord:
     """Read a running server's speculative counters and store them as a run; raises ServerReadError when the
     server cannot be read or has verified no drafts yet (nothing is stored then)."""
@@ -354,7 +356,7 @@ def ingest_server(
 
     if not hardware.strip():
         raise ServerReadError("say which hardware the server runs on (e.g. 'RTX 3060 12GB')")
-    reading = read_server(kind, url, timeout_s=timeout_s)
+    reading = read_server(kind, url, timeout_s=timeout_s, api_key=api_key)
     if reading.tau is None:
         raise ServerReadError(
             f"{_public_url(url)} reports no speculative decoding yet (no verified drafts): start it with a drafter "

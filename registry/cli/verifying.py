@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -295,6 +297,8 @@ def ingest_command(
     hardware: Annotated[str, typer.Option(help="What it runs on, e.g. 'RTX 3060 12GB': one series per hardware.")],
     target: Annotated[str | None, typer.Option(help="The target's repo id (default: the model the server names).")] = None,
     drafter: Annotated[str | None, typer.Option(help="The drafter's repo id.")] = None,
+    api_key_env: Annotated[str | None, typer.Option(
+        help="Name of an environment variable holding the server's API key (sent as a bearer token, never stored).")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Record a run from a server you already run (its speculative counters since boot), beside everyone else's."""
@@ -303,7 +307,11 @@ def ingest_command(
     if server not in SERVER_KINDS:
         raise UserError(f"ingest takes {', '.join(SERVER_KINDS)}, got {server!r}")
     try:
-        record = ingest_server(open_store(), server, url, hardware=hardware, target=target, drafter=drafter)
+        api_key = os.environ.get(api_key_env) if api_key_env else None
+        if api_key_env and not api_key:
+            raise ServerReadError(f"environment variable {api_key_env} is not set")
+        record = ingest_server(open_store(), server, url, hardware=hardware, target=target, drafter=drafter,
+                               api_key=api_key)
     except ServerReadError as exc:
         raise UserError(str(exc)) from None
     if as_json:

@@ -200,10 +200,11 @@ def test_a_real_llama_server_is_ingested(
         for prompt in ([1, 450, 12, 99], [1, 30, 31, 32, 33]):
             server.complete(prompt, max_new_tokens=24, temperature=0.0, seed=0)
         counters = server.counters()
-        env = {**os.environ, "DRAFTERS_HOME": str(tmp_path / "home")}
+        key = server._client.headers["Authorization"].removeprefix("Bearer ")
+        env = {**os.environ, "DRAFTERS_HOME": str(tmp_path / "home"), "TEST_LLAMA_KEY": key}
         result = subprocess.run(
             [sys.executable, "-m", "registry.cli", "ingest", "llamacpp", "--url", server.url, "--hardware",
-             "test machine", "--drafter", "tiny-draft", "--json"],
+             "test machine", "--drafter", "tiny-draft", "--api-key-env", "TEST_LLAMA_KEY", "--json"],
             capture_output=True, text=True, env=env, timeout=120, check=False,
         )
 
