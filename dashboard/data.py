@@ -251,6 +251,11 @@ def runs(url: str, target: str | None = None, drafter: str | None = None, status
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
+def run_predictions(url: str, target: str | None = None, drafter: str | None = None) -> pd.DataFrame:
+    return queries.run_predictions(_engine(url), target=target, drafter=drafter)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
 def pair_choices(url: str) -> pd.DataFrame:
     return queries.pair_choices(_engine(url))
 

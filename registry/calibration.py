@@ -1,14 +1,23 @@
 """The pricing model against the registry: find a pair's measured acceptance and sizes, and predict every stored
 run on real hardware so the model's error is known (stored in the run's metrics under "prediction").
 
-Constants are fitted leave-one-out: a run is never predicted with a bandwidth or efficiency fitted from itself.
+Constants are fitted leave-one-out: a run is never predicted with a bandwidth, efficiency or overhead fitted from
+itself, and a fitted constant always comes from at least two other runs (one run would be a copy of its speed).
+
+Stored, with the model version, rather than only computed on read: storing a run (`drafters verify`, llama.cpp,
+`drafters ingest`) predicts it from the runs already stored and keeps that prediction with it, so the number
+shown is the forecast the model made before it could have been adjusted to this run, and it does not move when
+later runs arrive. The prediction carries MODEL_VERSION; a read (`drafters runs`, the dashboard) shows a stored
+prediction only when the current model made it, and otherwise computes one on read (from all other runs,
+writing nothing) until `drafters price --calibration` or `bench/price.py` stores the current model's
+predictions again. Bump MODEL_VERSION whenever the model's arithmetic or its fitting rules change.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -26,7 +35,7 @@ from registry.runs import RunRecord, list_runs
 from registry.store import Store
 
 PREDICTION_KEY = "prediction"
-MODEL_VERSION = 1
+MODEL_VERSION = 2  # 2: a per-forward overhead fitted per hardware and engine; CPU fits need 2+ other runs
 _DTYPE_BITS = {"float32": 32.0, "fp32": 32.0, "float16": 16.0, "bfloat16": 16.0, "bf16": 16.0, "fp16": 16.0}
 
 
@@ -173,7 +182,14 @@ class RunPrediction:
     measured_speedup: float | None
     speedup_error: float | None
     device_basis: str
-    note: str  # why a number is missing, or what the prediction assumed
+    note: str  # why a number is missing ("not predicted: …"), or what the prediction assumed
+    model_version: int = MODEL_VERSION
+    fitted_from: tuple[str, ...] = ()  # the OTHER runs whose measurements set a fitted constant; never this run
+    overhead_s: float = 0.0  # the per-forward overhead used (fitted, or the 0 assumption)
+
+    @property
+    def predicted(self) -> bool:
+        return self.predicted_baseline_tokens_per_s is not None
 
 
 @dataclass(frozen=True)
@@ -186,6 +202,11 @@ class _RunBytes:
     step_bytes: float  # bytes a one-token target forward reads
     measured_target_s: float | None  # T(1): forward costs when stored, else 1 / baseline tok/s
     measured_verify: tuple[int, float] | None  # (γ+1, T(γ+1)) from forward costs
+    measured_draft: tuple[float, int, float] | None  # (bytes per drafting forward, forwards, T_draft) from costs
+
+
+# A device that moves one byte per second and has no compute floor: forward_seconds on it is the bytes read.
+_BYTE_COUNTER = pricing.Device("bytes", "cpu", 1.0, None, None, None, "counts bytes")
 
 
 def _run_bytes(store: Store, run: RunRecord) -> _RunBytes | str:
@@ -224,78 +245,159 @@ def _run_bytes(store: Store, run: RunRecord) -> _RunBytes | str:
     step_bytes = (pair.target.streamed_for(1) * bits / 8 + pair.target.kv_bytes(context))
     measured_target_s = costs.get("target_step_s") or (
         1.0 / run.baseline_tokens_per_s if run.baseline_tokens_per_s else None)
-    verify = ((int(costs["gamma"]) + 1, float(costs["verify_step_s"]))
-              if costs.get("verify_step_s") and costs.get("gamma") else None)
-    return _RunBytes(run, pair, quant, drafter_quant, context, step_bytes, measured_target_s, verify)
+    gamma = int(costs["gamma"]) if costs.get("gamma") else None
+    verify = ((gamma + 1, float(costs["verify_step_s"])) if costs.get("verify_step_s") and gamma else None)
+    draft = None
+    if costs.get("draft_step_s") and gamma and run.drafter:
+        # The drafting step's bytes per forward and how many forwards it takes, from the model's own step costs
+        # on a device that moves one byte per second (so "seconds" are bytes).
+        forwards = 1 if pair.method in pricing.BLOCK_METHODS else gamma
+        counted = pricing.step_costs(pair, gamma, quant=quant, context=context, device=_BYTE_COUNTER,
+                                     assumptions=pricing.Assumptions(drafter_quantization=drafter_quant))
+        draft = (counted.draft_s / forwards, forwards, float(costs["draft_step_s"]))
+    return _RunBytes(run, pair, quant, drafter_quant, context, step_bytes, measured_target_s, verify, draft)
 
 
-def _device(entry: _RunBytes, others: Sequence[_RunBytes], gpus: tuple[Gpu, ...]) -> pricing.Device | str:
+@dataclass(frozen=True)
+class _Fitted:
+    device: pricing.Device
+    overhead_s: float
+    fitted_from: tuple[str, ...]
+
+
+def _fit_bandwidth_and_overhead(peers: Sequence[_RunBytes]) -> tuple[float, float] | None:
+    """Least squares over the peers' stored forwards, t = bytes / B + forwards · c (one target step and one
+    drafting step per run; their sizes differ, which is what separates B from c). None unless both come out
+    positive: then a fixed overhead does not describe these runs and the bandwidth-only fit stands."""
+    points = []
+    for peer in peers:
+        if peer.measured_target_s and peer.run.metrics.get("forward_costs"):
+            points.append((peer.step_bytes, 1.0, float(peer.measured_target_s)))
+        if peer.measured_draft:
+            points.append(peer.measured_draft)
+    if len(points) < 4:
+        return None
+    # Normal equations of the 2-parameter fit t = x · bytes + c · forwards.
+    sbb = sum(b * b for b, _, _ in points)
+    sbn = sum(b * n for b, n, _ in points)
+    snn = sum(n * n for _, n, _ in points)
+    sbt = sum(b * t for b, _, t in points)
+    snt = sum(n * t for _, n, t in points)
+    determinant = sbb * snn - sbn * sbn
+    if determinant <= 0:
+        return None
+    per_byte = (sbt * snn - snt * sbn) / determinant
+    overhead = (sbb * snt - sbn * sbt) / determinant
+    if per_byte <= 0 or overhead <= 0:
+        return None
+    return 1.0 / per_byte, overhead
+
+
+def _device(entry: _RunBytes, others: Sequence[_RunBytes], gpus: tuple[Gpu, ...], *,
+            overhead: bool) -> _Fitted | str:
     """The catalog card the run names (efficiency fitted from the other runs on catalog cards when at least two
-    exist), else the run's own hardware as a device whose bandwidth and throughput come from the OTHER runs on
-    the same hardware (leave-one-out)."""
+    exist), else the run's own hardware as a device fitted from at least two OTHER runs on the same hardware
+    (the same engine's when two exist). `others` never holds the run being predicted."""
     gpu = find_gpu(gpus, entry.run.hardware or "") if entry.run.hardware else None
     if gpu is not None:
-        efficiencies = []
+        efficiencies, sources = [], []
         for other in others:
             other_gpu = find_gpu(gpus, other.run.hardware or "") if other.run.hardware else None
             if other_gpu is not None and other.measured_target_s:
                 efficiencies.append(other.step_bytes / other.measured_target_s / other_gpu.bandwidth_bytes_s)
-        assumptions = pricing.Assumptions()
-        if len(efficiencies) >= 2:
-            assumptions = pricing.Assumptions(bandwidth_efficiency=pricing.median(efficiencies) or 0.7)
-        device = pricing.device_for(gpu, assumptions)
-        return device if len(efficiencies) >= 2 else pricing.Device(
-            **{**asdict(device), "basis": device.basis + " (assumed efficiency: fewer than 2 other GPU runs)"})
-    peers = [o for o in others if o.run.hardware == entry.run.hardware and o.measured_target_s]
-    if not peers:
-        return f"no other run on {entry.run.hardware!r} to fit its bandwidth from (and not a catalog GPU)"
-    bandwidth = pricing.median([o.step_bytes / o.measured_target_s for o in peers])  # type: ignore[operator]
-    throughputs = [2.0 * o.pair.target.streamed_parameters * o.measured_verify[0] / o.measured_verify[1]
-                   for o in peers if o.measured_verify]
+                sources.append(other.run.run_id)
+        if len(efficiencies) < 2:
+            device = pricing.device_for(gpu)
+            return _Fitted(pricing.Device(**{**asdict(device), "basis": device.basis
+                                             + " (assumed efficiency: fewer than 2 other GPU runs)"}), 0.0, ())
+        fitted = pricing.Assumptions(bandwidth_efficiency=pricing.median(efficiencies) or 0.7)
+        return _Fitted(pricing.device_for(gpu, fitted), 0.0, tuple(sources))
+    on_hardware = [o for o in others if o.run.hardware == entry.run.hardware and o.measured_target_s]
+    same_engine = [o for o in on_hardware if o.run.engine == entry.run.engine]
+    peers = same_engine if len(same_engine) >= 2 else on_hardware
+    if len(peers) < 2:
+        # One other run is not a fit, it is a copy of that run's speed.
+        return (f"fewer than 2 other runs on {entry.run.hardware!r} to fit its bandwidth from "
+                f"(found {len(peers)}; not a catalog GPU)")
+    scope = f"{entry.run.engine} " if peers is same_engine else "any-engine "
+    joint = _fit_bandwidth_and_overhead(peers) if overhead else None
+    if joint is not None:
+        bandwidth, step_overhead = joint
+        basis = (f"effective bandwidth {bandwidth / 1e9:.2f} GB/s and {step_overhead * 1e3:.2f} ms per forward, "
+                 f"least squares over the stored forwards of {len(peers)} other {scope}run(s) on this hardware")
+    else:
+        bandwidth = pricing.median([o.step_bytes / o.measured_target_s for o in peers]) or 1.0  # type: ignore[operator]
+        step_overhead = 0.0
+        basis = (f"effective bandwidth {bandwidth / 1e9:.2f} GB/s fitted from {len(peers)} other {scope}run(s) on "
+                 f"this hardware, no per-forward overhead")
+    throughputs = [2.0 * o.pair.target.streamed_parameters * o.measured_verify[0]
+                   / max(o.measured_verify[1] - step_overhead, 1e-9) for o in peers if o.measured_verify]
     ops = pricing.median(throughputs) if throughputs else None
-    return pricing.Device(
-        name=str(entry.run.hardware), kind="cpu", bandwidth_bytes_s=bandwidth or 1.0, bf16_ops_s=ops, int8_ops_s=ops,
-        budget_bytes=None,
-        basis=(f"effective bandwidth {(bandwidth or 0) / 1e9:.2f} GB/s fitted from {len(peers)} other run(s) on this "
-               f"hardware" + (f", throughput {ops / 1e9:.1f} GOP/s from their verify steps" if ops else
-                              ", no compute floor (no stored verify costs)")),
+    basis += (f", throughput {ops / 1e9:.1f} GOP/s from their verify steps" if ops
+              else ", no compute floor (no stored verify costs)")
+    device = pricing.Device(name=str(entry.run.hardware), kind="cpu", bandwidth_bytes_s=bandwidth, bf16_ops_s=ops,
+                            int8_ops_s=ops, budget_bytes=None, basis=basis)
+    return _Fitted(device, step_overhead, tuple(o.run.run_id for o in peers))
+
+
+def _prepare(store: Store) -> tuple[list[RunRecord], dict[str, _RunBytes | str]]:
+    """Every successful run with a measured speed, and what the model needs of each (or why it cannot)."""
+    runs = [r for r in list_runs(store, status="ok") if r.baseline_tokens_per_s or r.tokens_per_s]
+    return runs, {run.run_id: _run_bytes(store, run) for run in runs}  # type: ignore[misc]
+
+
+def _predict(run: RunRecord, entry: _RunBytes | str, prepared: dict[str, _RunBytes | str],
+             gpus: tuple[Gpu, ...], *, overhead: bool) -> RunPrediction:
+    if isinstance(entry, str):
+        return _missing(run, entry)
+    # Leave one out: the judged run is never among the runs its constants are fitted from.
+    others = [p for rid, p in prepared.items() if rid != run.run_id and isinstance(p, _RunBytes)]
+    fitted = _device(entry, others, gpus, overhead=overhead)
+    if isinstance(fitted, str):
+        return _missing(run, fitted)
+    gamma = run.draft_length or (len(_marginal(run)) or None)
+    tau = run.tau if run.drafter else None
+    try:
+        predicted = pricing.predict_run(
+            entry.pair, tau=tau, gamma=gamma, quant=entry.quant, context=entry.context, device=fitted.device,
+            assumptions=pricing.Assumptions(drafter_quantization=entry.drafter_quant,
+                                            step_overhead_s=fitted.overhead_s))
+    except (pricing.PricingError, ArithmeticError) as exc:
+        return _missing(run, f"the model could not price it ({exc})")
+    return RunPrediction(
+        run_id=run.run_id, target=run.target, drafter=run.drafter, engine=run.engine, hardware=run.hardware,
+        predicted_baseline_tokens_per_s=predicted.baseline_tokens_per_s,
+        measured_baseline_tokens_per_s=run.baseline_tokens_per_s,
+        baseline_error=pricing.relative_error(predicted.baseline_tokens_per_s, run.baseline_tokens_per_s),
+        predicted_tokens_per_s=predicted.tokens_per_s, measured_tokens_per_s=run.tokens_per_s,
+        tokens_per_s_error=pricing.relative_error(predicted.tokens_per_s, run.tokens_per_s),
+        predicted_speedup=predicted.speedup, measured_speedup=run.speedup,
+        speedup_error=pricing.relative_error(predicted.speedup, run.speedup),
+        device_basis=fitted.device.basis,
+        note=(f"{entry.quant.name} weights, context {entry.context}, γ={gamma}, "
+              f"τ={'-' if tau is None else round(tau, 2)}"),
+        fitted_from=fitted.fitted_from, overhead_s=fitted.overhead_s,
     )
 
 
-def predict_runs(store: Store) -> list[RunPrediction]:
-    """Predict every successful run on real hardware (pytorch, llama.cpp, ingested) from the model alone."""
+def predict_runs(store: Store, *, overhead: bool = True) -> list[RunPrediction]:
+    """Predict every successful run on real hardware (pytorch, llama.cpp, ingested) from the model alone, each
+    from the other runs (leave-one-out). `overhead=False` is the model without the fitted per-forward overhead
+    (model version 1), kept so bench/price.py can show what the overhead changes."""
     gpus = load_gpus()
-    runs = [r for r in list_runs(store, status="ok") if r.baseline_tokens_per_s or r.tokens_per_s]
-    prepared: list[_RunBytes | str] = [_run_bytes(store, run) for run in runs]
-    usable = [p for p in prepared if isinstance(p, _RunBytes)]
-    results = []
-    for run, entry in zip(runs, prepared, strict=True):
-        if isinstance(entry, str):
-            results.append(_missing(run, entry))
-            continue
-        device = _device(entry, [o for o in usable if o.run.run_id != run.run_id], gpus)
-        if isinstance(device, str):
-            results.append(_missing(run, device))
-            continue
-        gamma = run.draft_length or (len(_marginal(run)) or None)
-        tau = run.tau if run.drafter else None
-        predicted = pricing.predict_run(entry.pair, tau=tau, gamma=gamma, quant=entry.quant, context=entry.context,
-                                        device=device,
-                                        assumptions=pricing.Assumptions(drafter_quantization=entry.drafter_quant))
-        results.append(RunPrediction(
-            run_id=run.run_id, target=run.target, drafter=run.drafter, engine=run.engine, hardware=run.hardware,
-            predicted_baseline_tokens_per_s=predicted.baseline_tokens_per_s,
-            measured_baseline_tokens_per_s=run.baseline_tokens_per_s,
-            baseline_error=pricing.relative_error(predicted.baseline_tokens_per_s, run.baseline_tokens_per_s),
-            predicted_tokens_per_s=predicted.tokens_per_s, measured_tokens_per_s=run.tokens_per_s,
-            tokens_per_s_error=pricing.relative_error(predicted.tokens_per_s, run.tokens_per_s),
-            predicted_speedup=predicted.speedup, measured_speedup=run.speedup,
-            speedup_error=pricing.relative_error(predicted.speedup, run.speedup),
-            device_basis=device.basis,
-            note=(f"{entry.quant.name} weights, context {entry.context}, γ={gamma}, "
-                  f"τ={'-' if tau is None else round(tau, 2)}"),
-        ))
-    return results
+    runs, prepared = _prepare(store)
+    return [_predict(run, prepared[run.run_id], prepared, gpus, overhead=overhead) for run in runs]
+
+
+def predict_one(store: Store, run: RunRecord) -> RunPrediction:
+    """One run's prediction, from the other runs in the database."""
+    if run.status != "ok":
+        return _missing(run, "the run failed: nothing was measured")
+    if not (run.baseline_tokens_per_s or run.tokens_per_s):
+        return _missing(run, "the run stored no tokens/s")
+    _, prepared = _prepare(store)
+    entry = prepared.get(run.run_id) or _run_bytes(store, run)
+    return _predict(run, entry, {**prepared, run.run_id: entry}, load_gpus(), overhead=True)
 
 
 def _missing(run: RunRecord, reason: str) -> RunPrediction:
@@ -304,16 +406,65 @@ def _missing(run: RunRecord, reason: str) -> RunPrediction:
                          f"not predicted: {reason}")
 
 
+def _as_stored(prediction: RunPrediction) -> dict[str, Any]:
+    return json.loads(json.dumps(asdict(prediction)))
+
+
+def stored_prediction(run: RunRecord) -> RunPrediction | None:
+    """The prediction stored with the run, if it was made by the current model version."""
+    value = run.metrics.get(PREDICTION_KEY)
+    if not isinstance(value, dict) or value.get("model_version") != MODEL_VERSION:
+        return None
+    known = {f.name for f in fields(RunPrediction)}
+    values = {k: v for k, v in value.items() if k in known}
+    values["fitted_from"] = tuple(values.get("fitted_from") or ())
+    return RunPrediction(**values)
+
+
 def store_predictions(store: Store, predictions: Sequence[RunPrediction]) -> int:
     """Write each prediction into its run's metrics (key "prediction"); returns how many runs changed."""
     changed = 0
     by_id = {p.run_id: p for p in predictions}
     with store.session() as session:
         for row in session.scalars(select(BenchmarkRun).where(BenchmarkRun.run_id.in_(list(by_id)))):
-            value = json.loads(json.dumps({**asdict(by_id[row.run_id]), "model_version": MODEL_VERSION}))
+            value = _as_stored(by_id[row.run_id])
             metrics = dict(row.metrics or {})
             if metrics.get(PREDICTION_KEY) != value:
                 metrics[PREDICTION_KEY] = value
                 row.metrics = metrics  # a new dict, so the JSON column sees the change
                 changed += 1
     return changed
+
+
+def record_prediction(store: Store, run: RunRecord) -> RunRecord:
+    """Predict a run that was just stored (from the runs stored before it) and store that with it; the run as
+    stored now. A failed run gets no prediction."""
+    if run.status != "ok":
+        return run
+    prediction = predict_one(store, run)
+    store_predictions(store, [prediction])
+    return replace(run, metrics={**run.metrics, PREDICTION_KEY: _as_stored(prediction)})
+
+
+def current_predictions(store: Store, runs: Sequence[RunRecord]) -> dict[str, RunPrediction]:
+    """Each run's prediction under the current model: the stored one when the current model version made it,
+    else computed now from the other runs (nothing is written; `drafters price --calibration` stores them)."""
+    result: dict[str, RunPrediction] = {}
+    stale = []
+    for run in runs:
+        stored = stored_prediction(run)
+        if stored is not None:
+            result[run.run_id] = stored
+        elif run.status != "ok":
+            result[run.run_id] = _missing(run, "the run failed: nothing was measured")
+        elif not (run.baseline_tokens_per_s or run.tokens_per_s):
+            result[run.run_id] = _missing(run, "the run stored no tokens/s")
+        else:
+            stale.append(run)
+    if stale:
+        gpus = load_gpus()
+        _, prepared = _prepare(store)
+        for run in stale:
+            entry = prepared.get(run.run_id) or _run_bytes(store, run)
+            result[run.run_id] = _predict(run, entry, {**prepared, run.run_id: entry}, gpus, overhead=True)
+    return result

@@ -41,9 +41,11 @@ def load_catalog(store: Store, catalog: Catalog | None = None) -> CatalogSummary
                 fact_source=target.source,
             )
         )
-        store.add_checkpoint_revision(
-            target.repo_id, RevisionSpec(sha=target.sha or CATALOG_SHA, config_raw=_config_bytes(target.config))
-        )
+        if all(r.last_modified is None for r in store.revisions(target.repo_id)):
+            # As for drafters below: a rerun never moves a head the watcher has read from the Hub.
+            store.add_checkpoint_revision(
+                target.repo_id, RevisionSpec(sha=target.sha or CATALOG_SHA, config_raw=_config_bytes(target.config))
+            )
     for drafter in catalog.drafters:
         store.upsert_drafter(
             DrafterSpec(
@@ -63,13 +65,15 @@ def load_catalog(store: Store, catalog: Catalog | None = None) -> CatalogSummary
                 fact_source=drafter.source,
             )
         )
-        store.add_drafter_revision(
-            drafter.repo_id,
-            # Facts known only from the catalog: the "catalog" revision, whatever sha the reference names. The
-            # named sha (drafter.sha) becomes a revision when the watcher reads it from the Hub with its weights,
-            # so an in-place change after it is still seen.
-            RevisionSpec(sha=CATALOG_SHA, config_raw=_config_bytes(drafter.config), weight_bytes=drafter.weight_bytes),
-        )
+        if all(r.last_modified is None for r in store.drafter_revisions(drafter.repo_id)):
+            # Nothing read from the Hub yet: the catalog's revision is the best known, under the sha the catalog
+            # names where it names one. The watcher's first read of that sha fills in its weights; once the Hub
+            # has been read, a rerun leaves the head where the watcher put it.
+            store.add_drafter_revision(
+                drafter.repo_id,
+                RevisionSpec(sha=drafter.sha or CATALOG_SHA, config_raw=_config_bytes(drafter.config),
+                             weight_bytes=drafter.weight_bytes),
+            )
     verdicts = store.recompute_compatibility()
     return CatalogSummary(
         targets=len(catalog.targets),

@@ -152,6 +152,8 @@ _ARCHITECTURE_METHODS = {
     "Gemma4UnifiedAssistantForCausalLM": "gemma4-assistant",
     "LlamaForCausalLMEagle3": "eagle3",
     "Eagle3Speculator": "eagle3",
+    "Qwen3Eagle3Model": "eagle3",  # DeepSpec
+    "Gemma4Eagle3Model": "eagle3",  # DeepSpec
 }
 _SPECULATORS_METHODS = {"eagle3": "eagle3", "dflash": "dflash", "dspark": "dspark", "dflash2": "dflash2"}
 _METHOD_NAME = re.compile(r"[a-z][a-z0-9_-]{0,23}")
@@ -263,6 +265,9 @@ def drafter_facts(config: dict, method: str | None = None) -> DrafterFacts:
     hidden_state_indices = None if aux_layer_ids is not None else top.integers("eagle_aux_hidden_state_layer_ids")
     if hidden_state_indices is not None:
         aux_layer_ids = tuple(i - 1 for i in hidden_state_indices)
+    if aux_layer_ids is None and method == "eagle3" and not speculators:
+        # DeepSpec's EAGLE-3 config names the fused layer outputs top-level, as `target_layer_ids`.
+        aux_layer_ids = top.integers("target_layer_ids")
 
     num_target_layers = dflash.integer("num_target_layers", maximum=MAX_LAYERS)
     target_layer_ids = dflash.integers("target_layer_ids")

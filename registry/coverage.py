@@ -23,8 +23,10 @@ Z_LAB = "z-lab"  # DFlash v1 as z-lab publishes it (also modal-labs' retrains)
 DFLASH2 = "dflash2"
 SPECULATORS = "speculators"  # vLLM speculators (RedHatAI): names its verifier in speculators_config
 EAGLE3_ORIGINAL = "eagle3"  # yuhuili / SpecForge: LlamaForCausalLMEagle3, one `midlayer`
-DEEPSPEC = "deepspec"  # DeepSeek's research checkpoints: DFlash/DSpark with their own embed/LM head; EAGLE-3 (5
-# fused layers, Qwen3 layers with q/k norms, its own config fields) is not mapped yet
+DEEPSPEC = "deepspec"  # DeepSeek's research checkpoints: DFlash/DSpark/EAGLE-3 with their own embed/LM head
+# DeepSpec's Gemma-4 EAGLE-3 head (Gemma4Eagle3Model): Gemma-4 decoder layers (v-norm, pre/post feed-forward norms,
+# scaled embeddings, logit soft-capping) that no engine implements yet.
+DEEPSPEC_GEMMA4 = "deepspec-gemma4"
 GOOGLE = "google"  # Gemma 4 assistant (MTP) checkpoints
 IN_CHECKPOINT = "in-checkpoint"  # a drafting module shipped inside the target's own checkpoint
 GGUF = "gguf"  # already converted for llama.cpp
@@ -40,6 +42,7 @@ RUNS: Mapping[str, frozenset[tuple[str, str]]] = {
             ("dspark", DEEPSPEC),
             ("eagle3", EAGLE3_ORIGINAL),
             ("eagle3", SPECULATORS),
+            ("eagle3", DEEPSPEC),
             ("gemma4-assistant", GOOGLE),
         }
     ),
@@ -59,6 +62,8 @@ RUNS: Mapping[str, frozenset[tuple[str, str]]] = {
 }
 
 _DEEPSPEC_REPO = re.compile(r"^deepseek-ai/(dflash|dspark|eagle3)_", re.IGNORECASE)
+_DEEPSPEC_GEMMA4_EAGLE3_REPO = re.compile(r"^deepseek-ai/eagle3_gemma4_", re.IGNORECASE)
+_DEEPSPEC_EAGLE3_ARCHITECTURES = {"Qwen3Eagle3Model": DEEPSPEC, "Gemma4Eagle3Model": DEEPSPEC_GEMMA4}
 _SPECULATORS_REPO = re.compile(r"speculator|\.(dflash|dspark|eagle3|peagle)$", re.IGNORECASE)
 _V4_DSPARK_REPO = re.compile(r"^deepseek-ai/DeepSeek-V4-.*DSpark", re.IGNORECASE)
 
@@ -94,6 +99,13 @@ def layout_of(method: str | None, config: Mapping[str, Any] | None, repo_id: str
         return SPECULATORS
     if method == "dflash2":
         return DFLASH2
+    if method == "eagle3":
+        architectures = config.get("architectures") if isinstance(config.get("architectures"), list) else []
+        for architecture, layout in _DEEPSPEC_EAGLE3_ARCHITECTURES.items():
+            if architecture in architectures:
+                return layout
+        if _DEEPSPEC_GEMMA4_EAGLE3_REPO.search(repo) and not architectures:
+            return DEEPSPEC_GEMMA4
     if _DEEPSPEC_REPO.search(repo) or method == "dspark":
         return DEEPSPEC
     if method == "dflash":

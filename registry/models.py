@@ -41,7 +41,7 @@ class Checkpoint(Base):
     released_precision: Mapped[str | None] = mapped_column(String(10))
     released_note: Mapped[str | None] = mapped_column(Text)
     gated: Mapped[bool] = mapped_column(Boolean, default=False)
-    # ok / gated / missing / error: what the last look at the Hub found
+    # ok / gated / missing / error / gone (deleted or no longer public): what the last look at the Hub found
     status: Mapped[str] = mapped_column(String(20), default="ok")
     status_detail: Mapped[str | None] = mapped_column(Text)
     # Indexed: a listed repo we don't know but whose sha we do is looked up by it (renamed repos).
@@ -130,6 +130,16 @@ class Drafter(Base):
 
     targets: Mapped[list[DrafterTarget]] = relationship(back_populates="drafter", cascade="all, delete-orphan")
     revisions: Mapped[list[DrafterRevision]] = relationship(back_populates="drafter", cascade="all, delete-orphan")
+
+
+class DrafterAlias(Base):
+    """An old repo id of a renamed drafter (migration 0006): a rename keeps one drafter, as for checkpoints."""
+
+    __tablename__ = "drafter_alias"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    alias: Mapped[str] = mapped_column(String(200), unique=True)
+    drafter_id: Mapped[int] = mapped_column(ForeignKey("drafter.id", ondelete="CASCADE"), index=True)
 
 
 class DrafterTarget(Base):

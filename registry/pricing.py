@@ -52,6 +52,9 @@ class Assumptions:
     unified_usable_fraction: float = 0.75  # of a unified-memory machine's RAM the GPU may wire (Metal default)
     kv_bytes_per_element: float = 2.0  # fp16 KV cache
     drafter_quantization: Quantization = BF16  # drafters ship small and unquantized
+    # Fixed seconds every forward pays on top of its bytes (kernel launches, Python, sampling). 0 for catalog
+    # cards: no GPU run has measured it yet; calibration fits it per hardware and engine from stored forward costs.
+    step_overhead_s: float = 0.0
 
 
 def quantization(name: str) -> Quantization:
@@ -362,7 +365,9 @@ def step_costs(pair: PairShape, gamma: int, *, quant: Quantization, context: int
         draft_s = gamma * forward_seconds(pair.drafter, 1, weight_bits=draft_quant.bits_per_weight,
                                           context=drafter_context, device=device, quant=draft_quant,
                                           extra_bytes=borrowed, kv_bytes_per_element=kv_el)
-    return StepCosts(target_s, verify_s, draft_s)
+    overhead = assumptions.step_overhead_s
+    draft_forwards = 1 if pair.method in BLOCK_METHODS else gamma
+    return StepCosts(target_s + overhead, verify_s + overhead, draft_s + draft_forwards * overhead)
 
 
 def speedup(tau: float, costs: StepCosts) -> float:

@@ -1,7 +1,8 @@
 """An endpoint for Hub webhooks: a call names a repo that changed, and the watcher reads that repo now.
 
 The Hub sends the shared secret in `X-Webhook-Secret`; a call without the right one is refused. The webhook is
-a hint only: the periodic poll stays the source of truth.
+a hint only: the periodic poll stays the source of truth. A hint carries the pushed head (`repo.headSha`), so the
+commit that was pushed is read rather than whatever main is by then, and a move carries the old id.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ import hmac
 import json
 import logging
 import queue
+import re
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 log = logging.getLogger(__name__)
@@ -23,6 +26,7 @@ IDLE_TIMEOUT_S = 10.0
 MAX_CONNECTIONS = 32
 # Repos waiting for a read; past this the Hub hears 503 and retries later (the periodic poll catches up anyway).
 MAX_QUEUED = 1000
+SHA = re.compile(r"[0-9a-f]{40}")
 
 
 def nesting_depth(body: bytes, limit: int = MAX_DEPTH) -> int:
@@ -132,17 +136,37 @@ def head_sha_from_payload(payload: object) -> str | None:
     """The pushed head of main (`repo.headSha`), when the payload carries one."""
     repo = payload.get("repo") if isinstance(payload, dict) else None
     sha = repo.get("headSha") if isinstance(repo, dict) else None
-    return sha if isinstance(sha, str) and len(sha) == 40 else None
+    return sha if isinstance(sha, str) and SHA.fullmatch(sha) else None
+
+
+@dataclass(frozen=True)
+class PushHint:
+    """What one Hub webhook asks the watcher to read: the repo, the pushed head, and for a move its old id."""
+
+    repo_id: str
+    head_sha: str | None = None
+    moved_from: str | None = None
+
+
+def hint_from_payload(payload: object) -> PushHint | None:
+    repo_id = repo_from_payload(payload)
+    if repo_id is None or not isinstance(payload, dict):
+        return None
+    moved_from = None
+    if payload.get("event", {}).get("action") == "move":
+        old = payload["repo"].get("name")
+        moved_from = old if isinstance(old, str) and old.count("/") == 1 and old != repo_id else None
+    return PushHint(repo_id, head_sha_from_payload(payload), moved_from)
 
 
 class PushServer:
-    """Accepts Hub webhook calls on loopback (or behind a proxy) and hands repo ids to `on_repo` in order."""
+    """Accepts Hub webhook calls on loopback (or behind a proxy) and hands their hints to `on_repo` in order."""
 
-    def __init__(self, secret: str, on_repo: Callable[[str], None], host: str = "127.0.0.1", port: int = 0, *,
-                 max_connections: int = MAX_CONNECTIONS, idle_timeout_s: float = IDLE_TIMEOUT_S) -> None:
+    def __init__(self, secret: str, on_repo: Callable[[PushHint], None], host: str = "127.0.0.1", port: int = 0,
+                 *, max_connections: int = MAX_CONNECTIONS, idle_timeout_s: float = IDLE_TIMEOUT_S) -> None:
         self.secret = secret
         self.on_repo = on_repo
-        self.repos: queue.Queue[str | None] = queue.Queue(maxsize=MAX_QUEUED)
+        self.repos: queue.Queue[PushHint | None] = queue.Queue(maxsize=MAX_QUEUED)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -172,12 +196,12 @@ class PushServer:
                 except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
                     self._answer(400, "not JSON")
                     return
-                repo = repo_from_payload(payload)
-                if repo is None:
+                hint = hint_from_payload(payload)
+                if hint is None:
                     self._answer(202, "ignored")
                     return
                 try:
-                    server.repos.put_nowait(repo)
+                    server.repos.put_nowait(hint)
                 except queue.Full:
                     self._answer(503, "busy")
                     return
@@ -199,11 +223,11 @@ class PushServer:
         ]
 
     def _drain(self) -> None:
-        while (repo := self.repos.get()) is not None:
+        while (hint := self.repos.get()) is not None:
             try:
-                self.on_repo(repo)
+                self.on_repo(hint)
             except Exception as exc:  # noqa: BLE001 - one bad repo must not stop the endpoint
-                log.warning("push poll of %s failed: %s", repo, exc)
+                log.warning("push poll of %s failed: %s: %s", hint.repo_id, type(exc).__name__, exc)
             finally:
                 self.repos.task_done()
 

@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import aliased
 
-from registry import reports
+from registry import calibration, reports
 from registry.db import DatabaseError, current_revision, head_revision, make_engine
 from registry.models import (
     BenchmarkRun,
@@ -34,6 +34,7 @@ from registry.models import (
     Event,
     RunSetResult,
 )
+from registry.runs import list_runs
 from registry.store import Store, aware
 
 METHOD_LABELS: dict[str, str] = {
@@ -666,7 +667,8 @@ def revision_changes(history: pd.DataFrame) -> pd.DataFrame:
         for row in runs.itertuples(index=False):
             if previous is not None:
                 for side in ("target", "drafter"):
-                    before, after = getattr(previous, f"{side}_revision"), getattr(row, f"{side}_revision")
+                    # A run with no revision reads back from the frame as NaN, which never equals itself.
+                    before, after = (_revision(getattr(r, f"{side}_revision")) for r in (previous, row))
                     if before != after:
                         changes.append({
                             "created_at": row.created_at, "series": series, "side": side,
@@ -676,6 +678,10 @@ def revision_changes(history: pd.DataFrame) -> pd.DataFrame:
     frame = pd.DataFrame(changes, columns=["created_at", "series", "side", "change", "run_id"])
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
     return frame
+
+
+def _revision(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _short(revision: str | None) -> str:
@@ -716,6 +722,37 @@ def runs(engine: Engine, *, target: str | None = None, drafter: str | None = Non
         query = query.where(BenchmarkRun.status == status)
     frame = _frame(engine, query.order_by(BenchmarkRun.created_at.desc(), BenchmarkRun.id.desc()).limit(limit))
     return _utc(frame, "created_at")
+
+
+PREDICTION_COLUMNS = [
+    "run_id", "predicted_baseline_tokens_per_s", "baseline_error", "predicted_tokens_per_s", "tokens_per_s_error",
+    "predicted_speedup", "speedup_error", "prediction_note", "prediction_basis", "prediction_source",
+]
+
+
+def run_predictions(engine: Engine, *, target: str | None = None, drafter: str | None = None,
+                    limit: int = 1000) -> pd.DataFrame:
+    """The pricing model's prediction of each run and its errors (predicted / measured − 1), newest first: the
+    one stored with the run when the current model made it, else computed now from the other runs (this reads
+    only). A run the model cannot predict has empty numbers and says why in prediction_note."""
+    store = Store(engine)
+    records = list_runs(store, target=target, drafter=drafter, limit=limit)
+    if target is not None:
+        records = [r for r in records if r.drafter == drafter]  # drafter None: the target's baseline runs
+    predictions = calibration.current_predictions(store, records)
+    rows = []
+    for record in records:
+        p = predictions[record.run_id]
+        rows.append({
+            "run_id": record.run_id,
+            "predicted_baseline_tokens_per_s": p.predicted_baseline_tokens_per_s, "baseline_error": p.baseline_error,
+            "predicted_tokens_per_s": p.predicted_tokens_per_s, "tokens_per_s_error": p.tokens_per_s_error,
+            "predicted_speedup": p.predicted_speedup, "speedup_error": p.speedup_error,
+            "prediction_note": p.note, "prediction_basis": p.device_basis,
+            "prediction_source": ("stored with the run" if p == calibration.stored_prediction(record)
+                                  else "computed on read"),
+        })
+    return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
 
 
 # ---- one pair -----------------------------------------------------------------------------------

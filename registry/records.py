@@ -126,6 +126,8 @@ class DrafterRevisionRecord:
     repo_id: str
     sha: str
     seen_at: datetime
+    # None for a revision the catalog named and the Hub was never asked about: every Hub read records one.
+    last_modified: datetime | None
     block_size: int | None
     target_layer_ids: tuple[int, ...] | None
     num_target_layers: int | None

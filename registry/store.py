@@ -22,6 +22,7 @@ from registry.models import (
     CheckpointRevision,
     Compatibility,
     Drafter,
+    DrafterAlias,
     DrafterRevision,
     DrafterTarget,
     Event,
@@ -270,7 +271,34 @@ class Store:
     # ---- drafters ----------------------------------------------------------------------------
 
     def _drafter(self, session: Session, repo_id: str) -> Drafter | None:
-        return session.scalar(select(Drafter).where(Drafter.repo_id == repo_id))
+        found = session.scalar(select(Drafter).where(Drafter.repo_id == repo_id))
+        if found is not None:
+            return found
+        alias = session.scalar(select(DrafterAlias).where(DrafterAlias.alias == repo_id))
+        return session.get(Drafter, alias.drafter_id) if alias else None
+
+    def rename_drafter(self, old_repo_id: str, new_repo_id: str) -> None:
+        """A drafter repo moved on the Hub: keep one drafter under the new id and remember the old one."""
+        with self.session() as session:
+            old = session.scalar(select(Drafter).where(Drafter.repo_id == old_repo_id))
+            new = session.scalar(select(Drafter).where(Drafter.repo_id == new_repo_id))
+            if old is not None and new is None:
+                old.repo_id = new_repo_id
+                old.publisher = new_repo_id.split("/", 1)[0]
+                target_id = old.id
+            elif new is not None:
+                target_id = new.id
+                if old is not None and old.id != new.id:
+                    session.delete(old)
+            else:
+                return
+            session.flush()
+            if session.scalar(select(DrafterAlias).where(DrafterAlias.alias == old_repo_id)) is None:
+                session.add(DrafterAlias(alias=old_repo_id, drafter_id=target_id))
+
+    def drafters_with_head(self, sha: str) -> list[DrafterRecord]:
+        with self.session() as session:
+            return [_drafter_record(r) for r in session.scalars(select(Drafter).where(Drafter.head_sha == sha))]
 
     def upsert_drafter(self, spec: DrafterSpec) -> DrafterRecord:
         with self.session() as session:
@@ -308,6 +336,8 @@ class Store:
                 row.gated = True
 
     def add_drafter_revision(self, repo_id: str, spec: RevisionSpec) -> tuple[DrafterRevisionRecord, bool]:
+        """Record a revision once. A revision the catalog named (never read from the Hub) gets the Hub's read of
+        the same sha filled in: one sha is one content, so it stays one revision, now with its weights."""
         with self.session() as session:
             drafter = self._drafter(session, repo_id)
             if drafter is None:
@@ -315,38 +345,42 @@ class Store:
             existing = session.scalar(
                 select(DrafterRevision).where(DrafterRevision.drafter_id == drafter.id, DrafterRevision.sha == spec.sha)
             )
-            if existing is not None:
-                drafter.head_sha = spec.sha
-                return _drafter_revision_record(drafter.repo_id, existing), False
-            config, problem = _parse_config(spec.config_raw, spec.config_problem)
-            facts = configs.drafter_facts(config, drafter.method) if config is not None else None
-            if facts is not None and facts.problems and problem is None:
-                problem = "; ".join(facts.problems)
-            row = DrafterRevision(
-                drafter_id=drafter.id,
-                sha=spec.sha,
-                last_modified=spec.last_modified,
-                seen_at=utcnow(),
-                block_size=facts.block_size if facts else None,
-                target_layer_ids=list(facts.target_layer_ids) if facts and facts.target_layer_ids else None,
-                num_target_layers=facts.num_target_layers if facts else None,
-                mask_token_id=facts.mask_token_id if facts else None,
-                # The width the target must have (an assistant's backbone, an EAGLE head's target width).
-                hidden_size=facts.target_width if facts else None,
-                vocab_size=facts.vocab_size if facts else None,
-                tokenizer_digest=spec.tokenizer_digest,
-                weight_bytes=spec.weight_bytes,
-                weight_digest=spec.weight_digest,
-                config_json=json.dumps(config, sort_keys=True) if config is not None else None,
-                config_fingerprint=configs.config_fingerprint(config) if config is not None else None,
-                config_problem=problem,
-            )
-            session.add(row)
             drafter.head_sha = spec.sha
-            if facts is not None and facts.block_size and drafter.block_size is None:
-                drafter.block_size = facts.block_size
+            if existing is not None:
+                if existing.last_modified is None and spec.last_modified is not None:
+                    self._fill_drafter_revision(drafter, existing, spec)
+                    session.flush()
+                return _drafter_revision_record(drafter.repo_id, existing), False
+            row = DrafterRevision(drafter_id=drafter.id, sha=spec.sha, seen_at=utcnow())
+            self._fill_drafter_revision(drafter, row, spec)
+            session.add(row)
             session.flush()
             return _drafter_revision_record(drafter.repo_id, row), True
+
+    @staticmethod
+    def _fill_drafter_revision(drafter: Drafter, row: DrafterRevision, spec: RevisionSpec) -> None:
+        row.last_modified = spec.last_modified or row.last_modified
+        row.tokenizer_digest = spec.tokenizer_digest or row.tokenizer_digest
+        row.weight_bytes = spec.weight_bytes or row.weight_bytes
+        row.weight_digest = spec.weight_digest or row.weight_digest
+        if row.id is not None and spec.config_raw is None:
+            return  # a Hub read that got no config (gated, none in the repo) keeps the catalog's transcription
+        config, problem = _parse_config(spec.config_raw, spec.config_problem)
+        facts = configs.drafter_facts(config, drafter.method) if config is not None else None
+        if facts is not None and facts.problems and problem is None:
+            problem = "; ".join(facts.problems)
+        row.block_size = facts.block_size if facts else None
+        row.target_layer_ids = list(facts.target_layer_ids) if facts and facts.target_layer_ids else None
+        row.num_target_layers = facts.num_target_layers if facts else None
+        row.mask_token_id = facts.mask_token_id if facts else None
+        # The width the target must have (an assistant's backbone, an EAGLE head's target width).
+        row.hidden_size = facts.target_width if facts else None
+        row.vocab_size = facts.vocab_size if facts else None
+        row.config_json = json.dumps(config, sort_keys=True) if config is not None else None
+        row.config_fingerprint = configs.config_fingerprint(config) if config is not None else None
+        row.config_problem = problem
+        if facts is not None and facts.block_size and drafter.block_size is None:
+            drafter.block_size = facts.block_size
 
     # ---- compatibility -----------------------------------------------------------------------
 
@@ -614,6 +648,15 @@ class Store:
                 heads[repo_id] = head
             return heads
 
+    def gone_repo_ids(self, org: str) -> set[str]:
+        """Checkpoints and drafters of the org last found gone from the Hub (status "gone")."""
+        with self.session() as session:
+            gone = set(session.scalars(select(Checkpoint.repo_id).where(Checkpoint.org == org,
+                                                                        Checkpoint.status == "gone")))
+            gone |= set(session.scalars(select(Drafter.repo_id).where(
+                Drafter.repo_id.startswith(f"{org}/", autoescape=True), Drafter.status == "gone")))
+            return gone
+
     def record_watch_failure(self, repo_id: str, org: str, error: str, *, quarantine_after: int,
                              quarantine_s: float) -> WatchFailureRecord:
         """Count one more failure of the repo; at `quarantine_after` failures it is quarantined for
@@ -776,6 +819,7 @@ def _drafter_revision_record(repo_id: str, row: DrafterRevision) -> DrafterRevis
         repo_id=repo_id,
         sha=row.sha,
         seen_at=aware(row.seen_at),
+        last_modified=aware(row.last_modified),
         block_size=row.block_size,
         target_layer_ids=tuple(row.target_layer_ids) if row.target_layer_ids else None,
         num_target_layers=row.num_target_layers,

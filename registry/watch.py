@@ -6,7 +6,9 @@ leaves the database as it was or with whole units, and the next poll resumes whe
 Per org, a poll reads the org's cheap id listing first (ids, head shas, visibility: one call for up to 1000 repos)
 and compares it with what the registry knows. Nothing changed: done. Otherwise the detailed listing is read
 newest change first down to the cursor, and repos that changed without a newer commit (a private release made
-public, a rename or transfer of an older repo) are read one by one. Private repos are never recorded or announced.
+public, a rename or transfer of an older repo) are read one by one. Recorded repos the listing no longer shows
+publicly are read once: a renamed one stays one checkpoint or drafter (its old id an alias), a deleted or
+private one is marked gone, its history kept and nothing announced. Private repos are never recorded or announced.
 Then one listing per drafter tag finds drafters of publishers nobody watches.
 
 A failure that belongs to one repo (a malformed entry, a bad response, an unexpected error) is logged in one line
@@ -44,7 +46,7 @@ from registry.hub import (
     RateLimited,
     Unreadable,
 )
-from registry.models import Checkpoint, WatchCursor
+from registry.models import Checkpoint, Drafter, WatchCursor
 from registry.records import CheckpointSpec, DrafterSpec, EventRecord, EventSpec, RevisionSpec
 from registry.store import Store, aware, utcnow
 
@@ -333,13 +335,20 @@ class Watcher:
             # Repos the id listing shows changed, new or newly public: what the detailed listing must cover, and
             # what it does not (an older repo that went public or was renamed) gets read on its own.
             unseen: dict[str, None] = {}
+            # Recorded repos the id listing no longer shows publicly: renamed away, deleted or made private.
+            vanished: list[str] = []
             if query is None and not baseline:
                 known = self.store.known_heads(org)
+                gone = self.store.gone_repo_ids(org)
+                ids = self.client.list_org_ids(org)
+                public = {r.repo_id for r in ids if not r.private}
                 unseen = dict.fromkeys(
-                    r.repo_id for r in self.client.list_org_ids(org)
-                    if not r.private and r.repo_id not in quarantined and (r.sha is None or known.get(r.repo_id) != r.sha)
+                    r.repo_id for r in ids
+                    if not r.private and r.repo_id not in quarantined
+                    and (r.sha is None or known.get(r.repo_id) != r.sha or r.repo_id in gone)
                 )
-                if not unseen:
+                vanished = [r for r in known if r not in public and r not in gone and r not in quarantined]
+                if not unseen and not vanished:
                     completed = True
                     return report
 
@@ -389,6 +398,11 @@ class Watcher:
             for repo_id in list(unseen)[:MAX_UNSEEN_READS]:
                 self._check_budget(before_unit=True)
                 self._record_unseen(org, repo_id, baseline=baseline, report=report)
+                self._units_this_poll += 1
+            # After the listing: a rename it recorded has already turned the old id into an alias.
+            for repo_id in vanished[:MAX_UNSEEN_READS]:
+                self._check_budget(before_unit=True)
+                self._record_vanished(org, repo_id, report=report)
                 self._units_this_poll += 1
             completed = True
         except (HubError, PollCut) as exc:
@@ -445,6 +459,61 @@ class Watcher:
             return
         self._succeeded(model.repo_id)
         report.processed += 1
+
+    def _record_vanished(self, org: str, repo_id: str, *, report: OrgReport) -> None:
+        """A recorded repo missing from the org's public id listing: its old id redirects when it was renamed or
+        transferred (then it stays one checkpoint or drafter); otherwise it is marked gone, history kept."""
+        if self._recorded_id(repo_id) != repo_id:
+            return  # renamed earlier in this poll: the old id is an alias now
+        try:
+            revision = self.client.revision(repo_id)
+        except hub.RepoNotFound:
+            revision = None
+        except SYSTEMIC:
+            raise
+        except HubError as exc:
+            self._count_failure(org, repo_id, f"{repo_id}: {exc}", report)
+            return
+        try:
+            with self.store.unit():
+                if revision is None or revision.private:
+                    self._mark_gone(repo_id, "no longer public on the Hub (deleted or made private)")
+                    return
+                model = revision.as_model()
+                if model.repo_id != repo_id:
+                    self._rename(repo_id, model.repo_id)
+                self._process_listed(model, baseline=False)
+        except (PollCut, *SYSTEMIC):
+            self._drafted_cache = None
+            raise
+        except Exception as exc:  # noqa: BLE001 - one repo's failure is that repo's
+            self._count_failure(org, repo_id, f"{repo_id}: {type(exc).__name__}: {exc}", report)
+
+    def _recorded_id(self, repo_id: str) -> str | None:
+        """The id the registry records `repo_id` under now (aliases followed), or None when it is not recorded."""
+        record = self.store.get_checkpoint(repo_id) or self.store.get_drafter(repo_id)
+        return record.repo_id if record is not None else None
+
+    def _mark_gone(self, repo_id: str, why: str) -> None:
+        """The repo is no longer on the Hub (for us): say so on its record, keep its revisions and verdicts, and
+        announce nothing; if it comes back, the next read of it sets it ok again."""
+        detail = f"{why}; last seen {utcnow():%Y-%m-%d}"
+        if self.store.get_checkpoint(repo_id) is not None:
+            self.store.set_checkpoint_status(repo_id, "gone", detail)
+        elif self.store.get_drafter(repo_id) is not None:
+            self.store.set_drafter_status(repo_id, "gone", detail)
+        else:
+            return
+        log.info("%s: %s", repo_id, why)
+
+    def _rename(self, old: str, new: str) -> None:
+        """Keep one record across a move on the Hub: the checkpoint or drafter takes the new id."""
+        if self.store.get_drafter(old) is not None:
+            self.store.rename_drafter(old, new)
+        else:
+            self.store.rename_checkpoint(old, new)
+        self._drafted_cache = None
+        log.info("%s was renamed to %s", old, new)
 
     def _succeeded(self, repo_id: str) -> None:
         if repo_id in self._failing:
@@ -503,18 +572,52 @@ class Watcher:
                 raise
             raise RepoFailed(current, exc) from exc
 
-    def poll_repo(self, repo_id: str) -> None:
-        """A push hint (Hub webhook) for one repo: read its head now, as the listing would. Private repos (and
-        repos gone or private since the hint) are left alone."""
+    def poll_repo(self, repo_id: str, head_sha: str | None = None, *, moved_from: str | None = None) -> None:
+        """A push hint (Hub webhook) for one repo: read it now, as the listing would.
+
+        With the pushed `head_sha` that commit is read (not main, which may have moved on again), and a hint
+        older than the recorded head (a late or repeated delivery) changes nothing. A repo the Hub no longer
+        shows (deleted, or private) is marked gone if recorded and otherwise left alone; `moved_from` (a move)
+        keeps one record under the new id."""
         try:
-            revision = self.client.revision(repo_id)
+            try:
+                revision = self.client.revision(repo_id, head_sha)
+            except hub.RevisionNotFound:
+                revision = self.client.revision(repo_id)  # force-pushed away since: main is what there is
         except hub.RepoNotFound:
+            revision = None
+        if revision is None or revision.private:
+            with self.store.unit():
+                self._mark_gone(repo_id, "no longer public on the Hub (deleted or made private)")
             return
         model = revision.as_model()
-        if model.private:
-            return
         with self.store.unit():
+            if moved_from is not None and self._recorded_id(moved_from) == moved_from \
+                    and self._recorded_id(model.repo_id) is None and self._canonical(moved_from) == model.repo_id:
+                self._rename(moved_from, model.repo_id)
+            if head_sha is not None and self._older_than_head(model):
+                log.info("%s: hint for %s is older than the recorded head; ignored", model.repo_id, model.sha[:12])
+                return
             self._process_listed(model, baseline=False)
+
+    def _canonical(self, repo_id: str) -> str | None:
+        """Where the Hub sends a read of `repo_id` (its new id after a move), or None when it has no such repo."""
+        try:
+            return self.client.revision(repo_id).repo_id
+        except hub.RepoNotFound:
+            return None
+
+    def _older_than_head(self, model: HubModel) -> bool:
+        head = self.store.head_revision(model.repo_id) or self.store.drafter_head_revision(model.repo_id)
+        if head is None or head.sha == model.sha:
+            return False
+        if self._recorded_sha(model.repo_id, model.sha):
+            return True  # an earlier head of this repo
+        return head.last_modified is not None and aware(head.last_modified) > model.last_modified
+
+    def _recorded_sha(self, repo_id: str, sha: str) -> bool:
+        revisions = self.store.revisions(repo_id) or self.store.drafter_revisions(repo_id)
+        return any(r.sha == sha for r in revisions)
 
     # ---- one model ----------------------------------------------------------------------------
 
@@ -566,7 +669,7 @@ class Watcher:
             config_raw=config_raw,
             config_problem=None if config_raw is not None else (
                 "no config.json in the repo" if config_file is None else "config.json too large to read"),
-            last_modified=last_modified,
+            last_modified=last_modified or revision.last_modified,
             tokenizer_digest=tokenizer,
             weight_bytes=sum(f.size or 0 for f in revision.files if hub.is_weight_file(f.path)) or None,
             weight_digest=hub.weight_digest(revision.files),
@@ -622,12 +725,13 @@ class Watcher:
     def _process_checkpoint(self, model: HubModel, *, baseline: bool) -> None:
         known = self.store.get_checkpoint(model.repo_id)
         if known is None:
-            renamed_from = self._renamed_from(model)
+            renamed_from = self._renamed_from(model, drafter=False)
             if renamed_from is not None:
-                self.store.rename_checkpoint(renamed_from, model.repo_id)
+                self._rename(renamed_from, model.repo_id)
                 known = self.store.get_checkpoint(model.repo_id)
         unread = known is not None and self.store.needs_details(model.repo_id)
-        if known is not None and known.head_sha == model.sha and not unread:
+        back = known is not None and known.status == "gone"  # deleted or private once, public again now
+        if known is not None and known.head_sha == model.sha and not unread and not back:
             return
         # From here on this sha is a recorded head of the org (a rolled-back unit leaves it here: harmless, a
         # rename check then asks the database).
@@ -640,6 +744,8 @@ class Watcher:
             else:
                 self.store.upsert_checkpoint(self._checkpoint_spec(model))
                 self.store.add_checkpoint_revision(model.repo_id, light)
+                if back:
+                    self.store.set_checkpoint_status(model.repo_id, "ok")
             if not baseline and known is None:
                 self._new_checkpoint_event(model)
             return
@@ -699,23 +805,24 @@ class Watcher:
             bases=list(model.base_models),
         )
 
-    def _renamed_from(self, model: HubModel) -> str | None:
-        """A listed repo we don't know whose sha we do know under another id may be that repo, renamed."""
+    def _renamed_from(self, model: HubModel, *, drafter: bool) -> str | None:
+        """A listed repo we don't know whose sha we do know under another id (a checkpoint's or, with `drafter`,
+        a drafter's) may be that repo, renamed."""
         org = model.repo_id.split("/", 1)[0]
         if org not in self._head_shas:
             with self.store.session() as session:
                 self._head_shas[org] = set(session.scalars(select(Checkpoint.head_sha).where(Checkpoint.org == org)))
+                self._head_shas[org] |= set(session.scalars(
+                    select(Drafter.head_sha).where(Drafter.repo_id.startswith(f"{org}/", autoescape=True))))
         if model.sha not in self._head_shas[org]:
             return None
-        for checkpoint in self.store.checkpoints_with_head(model.sha):
-            if checkpoint.org != org or checkpoint.repo_id == model.repo_id:
+        records = self.store.drafters_with_head(model.sha) if drafter else self.store.checkpoints_with_head(model.sha)
+        for record in records:
+            if record.repo_id.split("/", 1)[0] != org or record.repo_id == model.repo_id:
                 continue
-            try:
-                canonical = self.client.revision(checkpoint.repo_id).repo_id
-            except hub.RepoNotFound:
-                continue  # gone, not moved; any other failure stops the unit, so a rerun asks again
-            if canonical == model.repo_id:
-                return checkpoint.repo_id
+            if self._canonical(record.repo_id) == model.repo_id:
+                return record.repo_id
+            # Gone or elsewhere, not moved here; any other failure stops the unit, so a rerun asks again.
         return None
 
     def _checkpoint_spec(self, model: HubModel) -> CheckpointSpec:
@@ -784,9 +891,26 @@ class Watcher:
 
     def _process_drafter(self, model: HubModel, *, baseline: bool) -> None:
         known = self.store.get_drafter(model.repo_id)
-        if known is not None and known.head_sha == model.sha:
+        if known is None:
+            renamed_from = self._renamed_from(model, drafter=True)
+            if renamed_from is not None:
+                self._rename(renamed_from, model.repo_id)
+                known = self.store.get_drafter(model.repo_id)
+        # Known only from the catalog (its "catalog" revision, or the sha it names): never read from the Hub.
+        unread = known is not None and all(r.last_modified is None for r in self.store.drafter_revisions(model.repo_id))
+        # A drafter marked gone that is listed again is read again (its status is set ok below).
+        if known is not None and known.head_sha == model.sha and not unread and known.status != "gone":
             return
         previous = self.store.drafter_head_revision(model.repo_id) if known else None
+        if unread and previous is not None and previous.sha not in ("catalog", model.sha):
+            # The catalog named a sha the Hub has moved on from: read that one too, so that whether the weights
+            # changed is judged on their digests, as for any later move.
+            try:
+                self.store.add_drafter_revision(
+                    model.repo_id, self._revision_spec(model.repo_id, previous.sha, None, with_tokenizer=False))
+                previous = self.store.drafter_head_revision(model.repo_id)
+            except hub.RevisionNotFound:
+                pass  # force-pushed away: nothing to compare with
         spec = self._revision_spec(model.repo_id, model.sha, model.last_modified, with_tokenizer=False)
         config = None
         if spec.config_raw is not None:
@@ -802,7 +926,7 @@ class Watcher:
                 return
             method = "dflash" if "dflash" in model.repo_id.lower() else "draft-lm"
         exact_before = self._exact_targets()
-        first_hub_revision = known is None or all(r.sha == "catalog" for r in self.store.drafter_revisions(model.repo_id))
+        first_hub_revision = known is None or unread
         self.store.upsert_drafter(
             DrafterSpec(
                 repo_id=model.repo_id,
@@ -849,7 +973,8 @@ class Watcher:
                         drafter=model.repo_id,
                         lag_days=days,
                     )
-        elif created and previous is not None and self._weights_changed(previous.weight_digest, revision.weight_digest):
+        # Also on a first Hub read: the weights may differ from those of the sha the catalog named.
+        if created and previous is not None and self._weights_changed(previous.weight_digest, revision.weight_digest):
             self._event(
                 "weights_changed",
                 model.repo_id,

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from registry import calibration
 from verifier.metrics import Acceptance
 
 if TYPE_CHECKING:
@@ -406,4 +407,4 @@ def ingest_server(
     event = regression_event(store, record)
     if event is not None:
         store.record_event(event)
-    return record
+    return calibration.record_prediction(store, record)  # the pricing model's forecast of it, stored with it

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from registry import calibration
 from registry import jobs as queue
 from registry.runs import RunRecord, RunSpec, SetResult, record_run, regression_event
 from registry.store import Store
@@ -210,7 +211,9 @@ def verify_now(
     event = regression_event(store, record)
     if event is not None:
         store.record_event(event)
-    return record
+    # The pricing model's forecast of this run, from the runs stored before it, kept with it (its error is shown
+    # by `drafters runs` and the dashboard).
+    return calibration.record_prediction(store, record)
 
 
 def job_run_id(job_id: int) -> str:

@@ -317,8 +317,9 @@ def convert_to_gguf(
     environment = {**os.environ, "PYTHONPATH": str(source / "gguf-py"), "HF_HUB_OFFLINE": "1",
                    "TRANSFORMERS_OFFLINE": "1"}
     with tempfile.TemporaryDirectory(prefix="gguf-convert-") as scratch:
-        command = [sys.executable, str(source / "convert_hf_to_gguf.py"),
-                   str(with_tokenizer_json(Path(model_dir), Path(scratch) / "model")), "--outtype", outtype,
+        staged = with_eagle3_target_layers(with_tokenizer_json(Path(model_dir), Path(scratch) / "model"),
+                                           Path(scratch) / "eagle3")
+        command = [sys.executable, str(source / "convert_hf_to_gguf.py"), str(staged), "--outtype", outtype,
                    "--outfile", str(out_file)]
         if target_dir is not None:
             command += ["--target-model-dir", str(with_tokenizer_json(Path(target_dir), Path(scratch) / "target"))]
@@ -389,6 +390,49 @@ def with_tokenizer_json(folder: Path, scratch: Path) -> Path:
     return staged
 
 
+def eagle3_target_layers(folder: Path) -> list[int] | None:
+    """The fused hidden-state indices llama.cpp must be told for an EAGLE-3 head whose config keeps them where its
+    converter does not look; None when the converter already reads the same ones (or the folder is not EAGLE-3).
+
+    llama.cpp's `{arch}.target_layers` are hidden-state indices (the input of that target layer), read by the
+    converter from a top-level `eagle_aux_hidden_state_layer_ids` only (the speculators layout, which counts the same
+    way). yuhuili's / SpecForge's layout keeps layer OUTPUT ids under `eagle_config`, which the converter ignores and
+    replaces by EAGLE-3's default [2, N/2, N-3]: the head would then read other layers than it was trained on."""
+    from registry.configs import detect_method
+    from verifier.loading import LoadError, read_config
+    from verifier.methods.eagle3 import Eagle3FormatError, parse_eagle3_config
+
+    try:
+        raw = read_config(folder)
+        if detect_method(raw) != "eagle3":
+            return None
+        indices = parse_eagle3_config(raw).aux_hidden_state_indices
+    except (LoadError, Eagle3FormatError):
+        return None  # the converter refuses an unreadable config with its own message
+    if indices is None or raw.get("eagle_aux_hidden_state_layer_ids") == list(indices):
+        return None
+    return list(indices)
+
+
+def with_eagle3_target_layers(folder: Path, scratch: Path) -> Path:
+    """`folder` itself, or a copy under `scratch` (links to its files) whose config.json also carries the top-level
+    `eagle_aux_hidden_state_layer_ids` the converter reads (see `eagle3_target_layers`)."""
+    import json
+
+    layers = eagle3_target_layers(folder)
+    if layers is None:
+        return folder
+    staged = scratch / folder.name
+    staged.mkdir(parents=True)
+    for path in folder.iterdir():
+        if path.is_file() and path.name != "config.json":
+            (staged / path.name).symlink_to(path.resolve())
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    config["eagle_aux_hidden_state_layer_ids"] = layers
+    (staged / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    return staged
+
+
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?::\s*(.*))?$")
 _FRAME_LINE = re.compile(r'^\s*File "(.+)", line (\d+), in ')
 
@@ -438,6 +482,9 @@ def cached_gguf(
     file_name = f"model-{outtype}.gguf"
     settings = {"model": _content_key(model_dir), "target": _content_key(target_dir) if target_dir else None,
                 "build": build, "outtype": outtype}
+    layers = eagle3_target_layers(model_dir)
+    if layers is not None:  # GGUFs converted before the layers were passed on read other target layers
+        settings["eagle3_target_layers"] = layers
     folder = cached_build(
         cache_root,
         name,

@@ -18,7 +18,6 @@ from registry.store import Store
 from verifier.jobs import VerifyRequest, job_run_id, verify_now
 
 
-
 class RayUnavailable(RuntimeError):
     """Ray is not installed, or the cluster cannot be reached; the message says which and what to do."""
 
@@ -62,7 +61,10 @@ class RayExecutor:
 
     def __init__(self, *, address: str | None, database_url: str) -> None:
         self._ray = _import_ray()
-        if not self._ray.is_initialized():
+        # Ray started here (a local instance: gcs_server, raylet, its workers) is this process's to stop; an
+        # instance someone else initialised in this process is theirs.
+        self._owns_ray = not self._ray.is_initialized()
+        if self._owns_ray:
             try:
                 # address None: RAY_ADDRESS if set, else a local Ray instance of this machine.
                 self._ray.init(address=address, log_to_driver=False)
@@ -74,6 +76,11 @@ class RayExecutor:
         self._database_url = database_url
         # No Ray-level retries: a dead task is the queue's business (attempts are counted there, once).
         self._task = self._ray.remote(max_retries=0)(run_verify_job)
+
+    def close(self) -> None:
+        """Stop the Ray instance this executor started (a cluster it only connected to keeps running)."""
+        if self._owns_ray and self._ray.is_initialized():
+            self._ray.shutdown()
 
     def resources(self, job: queue.JobRecord) -> TaskResources:
         return task_resources(job.num_gpus, float(self._ray.cluster_resources().get("GPU", 0)))

@@ -77,6 +77,17 @@ with data.guard("Benchmarks"):
             st.caption("Dashed rules: a run whose target or drafter revision differs from the run before it.")
             data.dataframe(changes, hide_index=True, width="stretch", key="changes")
 
+        st.subheader("Predicted vs measured")
+        # Each run as the pricing model predicted it from the OTHER runs (docs/pricing.md); a blank where it could
+        # not, with the reason in prediction_note.
+        measured = data.runs(url, target, drafter, status="ok")
+        predicted = measured[["run_id", "created_at", "hardware", "engine", "tokens_per_s", "speedup"]].merge(
+            data.run_predictions(url, target, drafter), on="run_id", how="left")
+        data.dataframe(predicted[["run_id", "created_at", "hardware", "engine", "tokens_per_s",
+                                  "predicted_tokens_per_s", "tokens_per_s_error", "speedup", "predicted_speedup",
+                                  "speedup_error", "prediction_note", "prediction_basis", "prediction_source"]],
+                       hide_index=True, width="stretch", key="predictions")
+
         st.subheader("Acceptance by draft position")
         run_ids = history.sort_values("created_at", ascending=False)["run_id"].drop_duplicates().tolist()
         run_id = st.selectbox("Run", run_ids, key="run")

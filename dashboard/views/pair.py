@@ -75,7 +75,17 @@ with data.guard("Pair"):
     if pair_runs.empty:
         st.info(f"No run of this pair yet: drafters verify {data.md(target)} {data.md(drafter)} measures it.")
     else:
-        data.dataframe(pair_runs.drop(columns=["target", "drafter"]), hide_index=True, width="stretch", key="runs")
+        # The pricing model's prediction of each run beside what was measured; a blank where it could not
+        # predict one, with the reason in prediction_note.
+        predicted = data.run_predictions(url, target, drafter)
+        shown_runs = pair_runs.drop(columns=["target", "drafter"]).merge(predicted, on="run_id", how="left")
+        data.dataframe(shown_runs, hide_index=True, width="stretch", key="runs")
+        errors = pd.concat([pd.to_numeric(predicted[c], errors="coerce")
+                            for c in ("tokens_per_s_error", "speedup_error")]).abs().dropna()
+        if not errors.empty:
+            st.caption(f"Prediction error (predicted ÷ measured − 1) of the pricing model on these runs: median "
+                       f"|error| {errors.median():.0%} over {len(errors)} tok/s and speedup numbers. Each run is "
+                       "predicted from the other runs only (docs/pricing.md).")
 
 with data.guard("Memory budget"):
     st.subheader("Memory budget")
@@ -210,4 +220,5 @@ with data.guard("Price across GPU classes"):
                      width="stretch", key="price")
         st.caption(f"Acceptance from {acceptance.source} ({', '.join(acceptance.prompt_sets)}); context "
                    f"{context_tokens} tokens; pale bars do not fit the card. A memory-bound model at assumed "
-                   "efficiencies (docs/pricing.md): `drafters price --calibration` shows its error on measured runs.")
+                   "efficiencies (docs/pricing.md); its error on this pair's measured runs is in the Runs table "
+                   "above, on every run in `drafters price --calibration`.")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
-
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from registry import render
+from registry import calibration, render
 from registry.local import looks_like_folder
 from registry.runs import metric_version
 from registry.settings import get_settings
@@ -72,7 +73,17 @@ def run_with_progress(store: Store, request: "VerifyRequest", label: str) -> "Ru
         return verify_now(store, request, progress=report)
 
 
-def _run_json(record: "RunRecord") -> dict:
+def _prediction_json(record: "RunRecord", prediction: calibration.RunPrediction | None) -> dict | None:
+    """The pricing model's prediction of a run and its errors (`prediction` when given, else the stored one of
+    the current model); its `note` says why a number is missing."""
+    stored = calibration.stored_prediction(record)
+    chosen = prediction or stored
+    if chosen is None:
+        return None
+    return {**asdict(chosen), "source": "stored with the run" if chosen == stored else "computed on read"}
+
+
+def _run_json(record: "RunRecord", prediction: calibration.RunPrediction | None = None) -> dict:
     metrics = record.metrics
     return {
         "run_id": record.run_id,
@@ -110,6 +121,7 @@ def _run_json(record: "RunRecord") -> dict:
                                    "speedup_spread": s.speedup_spread, "lossless": s.lossless,
                                    "per_position_acceptance": list(s.per_position_acceptance)} for s in record.sets},
         "provenance": record.provenance,
+        "prediction": _prediction_json(record, prediction),
     }
 
 
@@ -132,18 +144,40 @@ def _label(ref: str | None) -> str:
     return Path(ref).name if looks_like_folder(ref) else ref
 
 
-def print_runs(records: list["RunRecord"]) -> None:
+def _prediction_cell(prediction: calibration.RunPrediction | None) -> str:
+    """Predicted tok/s (speedup) and their errors against the measurement; a dash where the model could not
+    predict the run (the reason is in --json's prediction.note)."""
+    if prediction is None or not prediction.predicted:
+        return "-"
+    if prediction.predicted_tokens_per_s is not None and prediction.tokens_per_s_error is not None:
+        cell = f"{prediction.predicted_tokens_per_s:.1f} ({prediction.tokens_per_s_error:+.0%})"
+    else:
+        cell = f"{prediction.predicted_baseline_tokens_per_s:.1f} base ({_pct(prediction.baseline_error)})"
+    if prediction.predicted_speedup is not None:
+        cell += f", S {prediction.predicted_speedup:.2f} ({_pct(prediction.speedup_error)})"
+    return cell
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.0%}"
+
+
+def print_runs(records: list["RunRecord"],
+               predictions: dict[str, calibration.RunPrediction] | None = None) -> None:
+    """`predictions` by run id; without them, each run's stored prediction from the current model."""
+    chosen = predictions if predictions is not None else {
+        r.run_id: p for r in records if (p := calibration.stored_prediction(r)) is not None}
     render.table(
         "speculative decoding, measured",
         ["drafter", "engine", "method", "lossless", "τ", "τ emitted", "accept", "base tok/s", "tok/s",
-         "speedup (min-max)", "efficiency", "peak mem", "metrics v", "run"],
+         "speedup (min-max)", "efficiency", "predicted tok/s, S (error)", "peak mem", "metrics v", "run"],
         [
             (_label(r.drafter), r.engine, r.method, r.lossless, _fmt(r.tau), _fmt(r.metrics.get("tau_emitted")),
              _fmt(r.acceptance_rate), _fmt(r.baseline_tokens_per_s, ".1f"),
-             _fmt(r.tokens_per_s, ".1f"), _speedup_cell(r), _fmt(r.efficiency),
+             _fmt(r.tokens_per_s, ".1f"), _speedup_cell(r), _fmt(r.efficiency), _prediction_cell(chosen.get(r.run_id)),
              f"{r.peak_memory_bytes / 2**20:.0f} MiB" if r.peak_memory_bytes else None, metric_version(r), r.run_id[:12])
             if r.status == "ok" else (_label(r.drafter), r.engine, r.method, "-", "-", "-", "-", "-", "-", "-", "-", "-",
-                                      metric_version(r), render.styled("[red]failed:[/] {}", r.failure_reason))
+                                      "-", metric_version(r), render.styled("[red]failed:[/] {}", r.failure_reason))
             for r in records
         ],
     )
@@ -255,11 +289,14 @@ def runs_command(
     """Stored benchmark runs, newest first."""
     from registry.runs import list_runs
 
-    records = list_runs(open_store(), target=target, drafter=drafter, limit=limit)
+    store = open_store()
+    records = list_runs(store, target=target, drafter=drafter, limit=limit)
+    # Stored predictions of the current model as they are; older or missing ones computed now (nothing written).
+    predictions = calibration.current_predictions(store, records)
     if as_json:
-        render.print_json([_run_json(r) for r in records])
+        render.print_json([_run_json(r, predictions.get(r.run_id)) for r in records])
         return
-    print_runs(records)
+    print_runs(records, predictions)
 
 
 @app.command("gguf")
@@ -330,19 +367,22 @@ def worker_command(
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address for --executor ray.")] = None,
 ) -> None:
     """Claim queued verification jobs and run them (a lease with heartbeats; a dead worker's job is retried)."""
+    import signal
     import threading
 
     from verifier.jobs import Worker
 
     store = open_store()
     worker = Worker(store)
+    close: Callable[[], None] = lambda: None  # noqa: E731
     if executor == "ray":
         from verifier.ray_executor import RayExecutor, RayUnavailable
 
         try:
-            worker.executor = RayExecutor(address=ray_address, database_url=get_settings().resolved_database_url)
+            ray_executor = RayExecutor(address=ray_address, database_url=get_settings().resolved_database_url)
         except RayUnavailable as exc:
             raise UserError(str(exc)) from None
+        worker.executor, close = ray_executor, ray_executor.close
     elif executor != "local":
         raise UserError("--executor takes 'local' or 'ray'")
 
@@ -350,13 +390,23 @@ def worker_command(
         render.console.print(render.strip_control(f"job {job.id}: {job.status}" + (f" ({job.error})" if job.error else "")),
                              markup=False, highlight=False)
 
-    if once:
-        while (job := worker.work_once()) is not None:
-            report(job)
-        return
-    render.console.print(f"{worker.worker_id} waiting for jobs")
+    def on_sigterm(*_: object) -> None:
+        # As Ctrl-C: it also interrupts a wait on a Ray task. The job's lease then lapses and it is retried.
+        raise KeyboardInterrupt
+
+    # SIGTERM (systemd, docker stop, kill) stops the worker as Ctrl-C does, so the Ray instance it started stops too.
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     stop = threading.Event()
     try:
+        if once:
+            while (job := worker.work_once()) is not None:
+                report(job)
+            return
+        render.console.print(f"{worker.worker_id} waiting for jobs")
         worker.run_forever(stop, on_job=report)
     except KeyboardInterrupt:
         stop.set()
+        render.console.print("stopping")
+    finally:
+        close()
+        signal.signal(signal.SIGTERM, previous)

@@ -242,7 +242,9 @@ def push_server(
     if not secret:
         raise UserError(f"set {secret_env} to the Hub webhook's secret first")
     watcher = make_watcher(open_store())
-    server = PushServer(secret, watcher.poll_repo, port=port).start()
+    server = PushServer(
+        secret, lambda hint: watcher.poll_repo(hint.repo_id, hint.head_sha, moved_from=hint.moved_from), port=port,
+    ).start()
     render.console.print(f"listening on http://127.0.0.1:{server.port}/")
     try:
         threading.Event().wait()
@@ -325,7 +327,7 @@ def hub_webhooks_command(
     try:
         info = HfApi(endpoint=settings.hub_endpoint, token=token).create_webhook(
             url=url, watched=watched, domains=["repo"], secret=secret)
-    except Exception as exc:  # noqa: BLE001 - one line, never the token
-        raise Failed(f"the Hub refused the webhook: {type(exc).__name__}: "
-                     f"{' '.join(str(exc).replace(token, '***').split())[:300]}") from None
-    render.console.print(f"created webhook {info.id}")
+    except Exception as exc:  # noqa: BLE001 - one line, never the token or the secret
+        message = " ".join(str(exc).replace(token, "***").replace(secret, "***").split())[:300]
+        raise Failed(f"the Hub refused the webhook: {type(exc).__name__}: {message}") from None
+    render.console.print(render.plain(f"created webhook {info.id}"), markup=False, highlight=False)

@@ -9,6 +9,7 @@ See /work/shared/reference/hub-protocol.md §5. Routes:
   HEAD/GET /{org}/{name}/resolve/{rev}/{path}        file metadata and bytes (Range, If-None-Match)
   HEAD/GET /api/resolve-cache/models/{org}/{name}/{commit}/{path}   where a branch resolve of a small file goes
   GET  /cdn/{sha256}                                 where an LFS download goes (another host: `localhost`)
+  POST /api/settings/webhooks                        create_webhook: a token is required; JSON body checked
 Renamed repos answer 307 with a relative Location; every response carries X-Request-Id and the API bucket's
 `RateLimit` header; a spent bucket answers 429 to every /api/ call until its window resets. A revoked token gets
 401 everywhere; private repos exist only for their org members' tokens (listings included). The `author` filter
@@ -62,6 +63,7 @@ SORT_KEYS: dict[str, Callable[[FakeRepo], Any]] = {
     "createdAt": lambda repo: repo.created_at,
     "lastModified": lambda repo: repo.last_modified,
 }
+WEBHOOK_WATCH_TYPES = frozenset({"user", "org", "model", "dataset", "space"})
 UNSORTABLE_BUT_VALID = frozenset({"downloads", "likes", "trendingScore"})  # all zero here: stable id order
 
 
@@ -144,13 +146,48 @@ class HubApp:
         self._sorted_cache: dict[tuple[str, int], list[FakeRepo]] = {}
         self._cache_lock = threading.Lock()
 
-    def handle(self, method: str, raw_path: str, query: dict[str, list[str]], headers: dict[str, str]) -> Reply:
+    def handle(self, method: str, raw_path: str, query: dict[str, list[str]], headers: dict[str, str],
+               body: bytes = b"") -> Reply:
         try:
             if self.state.is_revoked(_bearer(headers.get("authorization"))):
                 raise HubError(401, None, "Invalid credentials in Authorization header")
+            if raw_path.rstrip("/") == "/api/settings/webhooks":
+                if method != "POST":
+                    raise HubError(405, None, "Method not allowed")
+                return self._create_webhook(body, _bearer(headers.get("authorization")))
+            if method == "POST":
+                raise HubError(405, None, "Method not allowed")
             return self._route(method, raw_path, query, headers)
         except HubError as error:
             return error.reply()
+
+    def _create_webhook(self, body: bytes, token: str | None) -> Reply:
+        """What `HfApi.create_webhook` sends: {watched, domains, url | jobSourceId, secret?}; the Hub answers
+        {"webhook": {id, url, job, watched, domains, secret, disabled}}."""
+        if token is None:
+            raise HubError(401, None, "Invalid username or password.")
+        try:
+            spec = json.loads(body)
+        except ValueError as exc:
+            raise HubError(400, None, "Invalid JSON body") from exc
+        if not isinstance(spec, dict):
+            raise HubError(400, None, "Invalid JSON body")
+        watched, domains, url = spec.get("watched"), spec.get("domains"), spec.get("url")
+        if not isinstance(watched, list) or not watched or not all(
+            isinstance(item, dict) and item.get("type") in WEBHOOK_WATCH_TYPES and isinstance(item.get("name"), str)
+            and item["name"] for item in watched
+        ):
+            raise HubError(400, None, "watched: a non-empty list of {type, name} is required")
+        if not isinstance(domains, list) or not domains or not set(domains) <= {"repo", "discussion"}:
+            raise HubError(400, None, "domains: a non-empty subset of repo, discussion is required")
+        if not isinstance(url, str) or not url.startswith("https://"):
+            raise HubError(400, None, "url: a public https:// URL is required")
+        secret = spec.get("secret")
+        if secret is not None and not isinstance(secret, str):
+            raise HubError(400, None, "secret must be a string")
+        webhook = self.state.add_webhook(token, {"url": url, "watched": [
+            {"type": item["type"], "name": item["name"]} for item in watched], "domains": domains, "secret": secret})
+        return json_reply({"webhook": webhook})
 
     # ---- routing -----------------------------------------------------------------------------------------
     def _route(self, method: str, raw_path: str, query: dict[str, list[str]], headers: dict[str, str]) -> Reply:
@@ -581,10 +618,16 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self._serve("HEAD")
 
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        self._serve("POST")
+
     def _serve(self, method: str) -> None:
         split = urlsplit(self.path)
         query = parse_qs(split.query, keep_blank_values=True)
         headers = {key.lower(): value for key, value in self.headers.items()}
+        length = headers.get("content-length", "0").strip()
+        # Read the whole body first, so the keep-alive connection stays in step whatever the answer.
+        body = self.rfile.read(int(length)) if method == "POST" and length.isdigit() else b""
         with self.server.requests_lock:
             self.server.requests.append(
                 RecordedRequest(method, split.path, query, headers.get("authorization"), time.monotonic())
@@ -602,7 +645,7 @@ class _Handler(BaseHTTPRequestHandler):
         fault = self.server.app.state.take_fault(split.path)
         if fault is not None and self._apply_fault(fault):
             return
-        reply = self.server.app.handle(method, split.path, query, headers)
+        reply = self.server.app.handle(method, split.path, query, headers, body)
         if fault is not None and fault.kind == "truncated":
             self._send_truncated(reply, fault, method)
             return

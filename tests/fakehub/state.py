@@ -259,6 +259,8 @@ class HubState:
         self._version = 0
         self._members: dict[str, set[str]] = {}
         self._revoked: set[str] = set()
+        # Webhooks created through POST /api/settings/webhooks, with the token that created each.
+        self._webhooks: list[tuple[str, dict[str, Any]]] = []
         # The API bucket (hub-protocol.md §7): `quota` calls per fixed `window` seconds, per client. Generous by
         # default so ordinary tests never meet it; rate-limit tests set a small one.
         self.quota = 100_000
@@ -427,6 +429,19 @@ class HubState:
         """Every request with this token then gets 401 (invalid credentials), whatever it asks for."""
         with self._lock:
             self._revoked.add(token)
+
+    def add_webhook(self, token: str, webhook: dict[str, Any]) -> dict[str, Any]:
+        """Store a webhook the way the Hub does (an id, enabled); returns it as the Hub shows it."""
+        with self._lock:
+            created = {**webhook, "id": hashlib.sha1(f"webhook {len(self._webhooks)}".encode()).hexdigest()[:24],
+                       "disabled": False, "job": None}
+            self._webhooks.append((token, created))
+            return dict(created)
+
+    def webhooks(self) -> list[tuple[str, dict[str, Any]]]:
+        """(creating token, webhook) for each webhook created so far."""
+        with self._lock:
+            return [(token, dict(webhook)) for token, webhook in self._webhooks]
 
     def set_rate_limit(self, quota: int, window_s: float = 300.0) -> None:
         """A fresh bucket of `quota` API calls per `window_s`; the call after the last one gets 429."""

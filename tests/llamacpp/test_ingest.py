@@ -123,6 +123,13 @@ def test_vllm_counters_become_a_run_on_the_users_hardware(recorded_server: Calla
     assert list(live.per_position_acceptance) == pytest.approx([0.8, 0.55, 0.3])
     assert record.provenance["url"] == url and record.provenance["source"] == "ingested"
     assert [r.run_id for r in list_runs(sqlite_store, engine="vllm")] == [record.run_id]
+    # Stored with the pricing model's forecast of it, or, as here, why there is none: this drafter is not in the
+    # registry or the bundled catalog, so its size is unknown.
+    [stored] = list_runs(sqlite_store, engine="vllm")
+    prediction = stored.metrics["prediction"]
+    assert prediction == record.metrics["prediction"] and prediction["hardware"] == "RTX 3060 12GB"
+    assert prediction["predicted_tokens_per_s"] is None and prediction["tokens_per_s_error"] is None
+    assert prediction["note"] == "not predicted: the drafter's size is unknown: no weight bytes or usable config"
 
 
 def test_sglang_mean_acceptance_length(recorded_server: Callable, sqlite_store: Store) -> None:

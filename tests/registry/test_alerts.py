@@ -12,7 +12,7 @@ from sqlalchemy import update
 from registry import alerts
 from registry.feed import ATOM, render_feed
 from registry.models import Delivery
-from registry.push import PushServer, repo_from_payload
+from registry.push import PushHint, PushServer, repo_from_payload
 from registry.records import EventSpec
 from registry.secrets import SecretBox
 from registry.store import Store, utcnow
@@ -105,7 +105,7 @@ def test_push_endpoint_checks_secret() -> None:
         server.repos.join()
     finally:
         server.stop()
-    assert got == ["z-lab/x"]
+    assert got == [PushHint("z-lab/x")]  # no headSha in this payload
     assert repo_from_payload({"repo": {"type": "dataset", "name": "a/b"}}) is None
     assert repo_from_payload({"event": {"action": "move", "scope": "repo"},
                               "repo": {"type": "model", "name": "a/b", "private": False},

@@ -453,6 +453,7 @@ def test_public_targets_are_filled(catalog: Catalog) -> None:
         "AQ-MedAI/Ling-Flash-2.0-eagle3": ("inclusionAI/Ling-flash-2.0",),
         "RedHatAI/Qwen3-14B-speculator.eagle3": ("Qwen/Qwen3-14B",),
         "RedHatAI/Qwen3-32B-speculator.eagle3": ("Qwen/Qwen3-32B",),
+        "z-lab/Muse-Glimmer-30B-DFlash2": ("meta-models/Muse-Glimmer-30B",),
     }
     for repo_id, targets in expected.items():
         assert drafter(catalog, repo_id).targets == targets, repo_id
@@ -463,3 +464,11 @@ def test_weight_bytes_from_rounded_figures_are_marked_approximate(catalog: Catal
     sized = [d for d in catalog.drafters if d.weight_bytes is not None]
     assert sized and all(d.weight_bytes_approx for d in sized)
     assert drafter(catalog, "z-lab/Qwen3.5-27B-DFlash").weight_bytes == round(3.22 * GiB)
+
+
+def test_published_block_sizes_are_filled_and_unpublished_ones_say_so(catalog: Catalog) -> None:
+    assert drafter(catalog, "Lucebox/gemma-4-31B-it-DFlash-GGUF").block_size == 16  # stated on its card
+    assert "block size" in drafter(catalog, "Lucebox/gemma-4-31B-it-DFlash-GGUF").source
+    muse = drafter(catalog, "z-lab/Muse-Glimmer-30B-DFlash2")
+    assert muse.block_size is None and muse.notes and "block size not public" in muse.notes
+    assert catalog.target("meta-models/Muse-Glimmer-30B").family == muse.family

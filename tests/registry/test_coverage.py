@@ -11,6 +11,7 @@ import pytest
 from registry.catalog import load_catalog_data
 from registry.coverage import (
     DEEPSPEC,
+    DEEPSPEC_GEMMA4,
     DFLASH2,
     EAGLE3_ORIGINAL,
     GGUF,
@@ -42,6 +43,8 @@ EAGLE3_FIXTURES = Path(__file__).resolve().parents[1] / "data" / "eagle3"
         ("dspark", "deepseek-ai/DeepSeek-V4-Flash-DSpark", IN_CHECKPOINT),
         ("eagle3", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", EAGLE3_ORIGINAL),
         ("eagle3", "RedHatAI/Qwen3-8B-speculator.eagle3", SPECULATORS),
+        ("eagle3", "deepseek-ai/eagle3_qwen3_8b_ttt7", DEEPSPEC),
+        ("eagle3", "deepseek-ai/eagle3_gemma4_12b_ttt7", DEEPSPEC_GEMMA4),
     ],
 )
 def test_layout_from_the_repo_id_when_no_config_is_known(method: str, repo_id: str, layout: str) -> None:
@@ -103,7 +106,8 @@ def test_find_marks_drafters_no_engine_runs(database_url: str) -> None:
     assert rows["RedHatAI/Qwen3-8B-speculator.dflash"]["engines"] == [PYTORCH]
     table = drafters("find", "Qwen/Qwen3-8B", env=env)
     assert "z-lab/Qwen3-8B-DFlash-b16" in table.stdout
-    assert "no engine runs eagle3 drafters in the deepspec layout yet" in table.stdout  # eagle3_qwen3_8b_ttt7
+    assert rows["deepseek-ai/eagle3_qwen3_8b_ttt7"]["engines"] == [PYTORCH]
+    assert "no engine runs eagle3 drafters in the deepspec layout" not in table.stdout
     found = drafters("find", "Qwen/Qwen3.8-27B", "--json", env=env)
     rows = {r["drafter_repo_id"]: r for r in json.loads(found.stdout)["drafters"]}
     assert rows["z-lab/Qwen3.8-27B-DFlash2"]["engines"] == []

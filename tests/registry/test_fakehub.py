@@ -467,3 +467,24 @@ def test_private_repos_exist_only_for_member_tokens_and_revoked_tokens_get_401(
     for path in ("/api/models", f"/{DRAFTER}/resolve/main/config.json"):
         refused = http.get(path, headers=member)
         assert refused.status_code == 401 and "X-Error-Code" not in refused.headers
+
+
+def test_create_webhook_as_the_real_client_calls_it(hub: FakeHub, scenario: Scenario, http: httpx.Client) -> None:
+    api = HfApi(endpoint=hub.url, token="hf_writer")
+    watched = [{"type": "org", "name": "Qwen"}, {"type": "model", "name": DRAFTER}]
+    info = api.create_webhook(url="https://hooks.example.org/x", watched=watched, domains=["repo"], secret="s3")
+    assert (info.url, info.domains, info.secret, info.disabled) == ("https://hooks.example.org/x", ["repo"], "s3",
+                                                                    False)
+    assert [(w.type, w.name) for w in info.watched] == [("org", "Qwen"), ("model", DRAFTER)]
+    assert scenario.state.webhooks() == [("hf_writer", {
+        "id": info.id, "url": "https://hooks.example.org/x", "watched": watched, "domains": ["repo"],
+        "secret": "s3", "disabled": False, "job": None})]
+    with pytest.raises(BadRequestError):
+        api.create_webhook(url="http://plain.example.org/x", watched=watched, domains=["repo"])
+    with pytest.raises(BadRequestError):
+        api.create_webhook(url="https://hooks.example.org/x", watched=[{"type": "galaxy", "name": "x"}])
+    anonymous = http.post("/api/settings/webhooks", json={"watched": watched, "domains": ["repo"],
+                                                          "url": "https://hooks.example.org/x"})
+    assert anonymous.status_code == 401
+    assert http.get("/api/settings/webhooks").status_code == 405
+    assert len(scenario.state.webhooks()) == 1

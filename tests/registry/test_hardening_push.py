@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from registry import push
-from registry.push import PushServer, nesting_depth
+from registry.push import PushHint, PushServer, nesting_depth
 
 SECRET = "hub-webhook-secret"
 PAYLOAD = json.dumps({"event": {"action": "update", "scope": "repo.content"},
@@ -97,8 +97,8 @@ def blocked_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[PushServer
     release = threading.Event()
     seen: list[str] = []
 
-    def slow(repo: str) -> None:
-        seen.append(repo)
+    def slow(hint: PushHint) -> None:
+        seen.append(hint.repo_id)
         release.wait(30)
 
     server = PushServer(SECRET, slow, max_connections=3, idle_timeout_s=1.0).start()

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from registry.cli import app
 from registry.hub import HubClient, HubUnreachable
-from registry.push import head_sha_from_payload, repo_from_payload
+from registry.push import PushHint, head_sha_from_payload, hint_from_payload, repo_from_payload
 from registry.service import Service
 from registry.settings import get_settings
 from registry.store import Store
@@ -50,6 +50,14 @@ def test_webhooks_act_only_on_changes_to_main_of_public_model_repos() -> None:
     del no_flag["repo"]["private"]
     assert repo_from_payload(no_flag) is None  # unknown visibility counts as private
     assert head_sha_from_payload(payload("repo.content")) == SHA
+    short = payload("repo.content")
+    short["repo"]["headSha"] = SHA[:12]
+    assert head_sha_from_payload(short) is None
+    # What the push endpoint queues: the pushed head, and for a move the old id too.
+    assert hint_from_payload(payload("repo.content", refs=("refs/heads/main",))) == PushHint(repo, SHA)
+    assert hint_from_payload(payload("repo", "move", movedTo={"name": "other-org/Renamed"})) == PushHint(
+        "other-org/Renamed", SHA, moved_from=repo)
+    assert hint_from_payload(payload("repo.content", refs=("refs/pr/3",))) is None
 
 
 def _rebuild_session() -> None:

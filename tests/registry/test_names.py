@@ -169,6 +169,7 @@ CATALOG_TARGETS = {
     "inclusionAI/Ling-flash-2.0": ("ling-flash", "2.0", None),
     "Qwen/Qwen3-32B": ("qwen", "3", "32B"),
     "mistralai/Mistral-Small-4-119B-2603": ("mistral-small", "4", "119B"),
+    "meta-models/Muse-Glimmer-30B": ("muse-glimmer", None, "30B"),
 }
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from registry.runs import RunSpec, SetResult, record_run
+from registry.runs import RunSpec, SetResult, get_run, record_run
 from registry.store import Store
 from tests.registry.test_cli import drafters
 
@@ -97,7 +97,29 @@ def test_calibration_predicts_and_stores_every_run(db_env: dict[str, str], datab
     [prediction] = json.loads(result.stdout)
     assert prediction["run_id"] == run_id and prediction["hardware"] == "RTX 3060 12GB"
     assert prediction["predicted_baseline_tokens_per_s"] > 0 and prediction["baseline_error"] is not None
-    from registry.runs import get_run
-
     stored = get_run(Store.open(database_url), run_id)
     assert stored is not None and stored.metrics["prediction"]["run_id"] == run_id
+
+
+def test_runs_show_the_prediction_error_or_a_dash_with_the_reason(db_env: dict[str, str], database_url: str) -> None:
+    run_id = _measured_run(database_url)
+    failed = record_run(Store.open(database_url), RunSpec(target=TARGET, drafter=DRAFTER, status="failed",
+                                                          failure_reason="out of memory"))
+    listed = drafters("runs", "--json", env=db_env)
+    assert listed.returncode == 0, listed.stderr
+    by_id = {r["run_id"]: r for r in json.loads(listed.stdout)}
+    predicted = by_id[run_id]["prediction"]
+    # Nothing stored it (the run was recorded directly): computed on read, and not written by a read.
+    assert predicted["source"] == "computed on read" and predicted["predicted_tokens_per_s"] > 0
+    assert predicted["tokens_per_s_error"] == pytest.approx(predicted["predicted_tokens_per_s"] / 90.0 - 1)
+    assert "prediction" not in (get_run(Store.open(database_url), run_id).metrics)  # type: ignore[union-attr]
+    assert by_id[failed.run_id]["prediction"]["predicted_tokens_per_s"] is None
+    assert "failed" in by_id[failed.run_id]["prediction"]["note"]
+
+    table = drafters("runs", env={**db_env, "COLUMNS": "300"})
+    assert table.returncode == 0, table.stderr
+    assert f"({predicted['tokens_per_s_error']:+.0%})" in table.stdout
+
+    assert drafters("price", "--calibration", env=db_env).returncode == 0
+    stored = json.loads(drafters("runs", "--json", env=db_env).stdout)
+    assert next(r for r in stored if r["run_id"] == run_id)["prediction"]["source"] == "stored with the run"

@@ -6,11 +6,13 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import select
 
 from registry import calibration, pricing
 from registry.catalog import load_catalog_data
 from registry.gpus import load_gpus
 from registry.memory import GIB
+from registry.models import BenchmarkRun
 from registry.runs import RunSpec, SetResult, get_run, record_run
 from registry.store import Store
 
@@ -194,7 +196,7 @@ def test_calibration_predicts_every_run_leave_one_out_and_stores_the_error(store
     assert predictions[cpu[0]].baseline_error == pytest.approx(11.5 / 10 - 1)
     assert predictions[cpu[1]].predicted_baseline_tokens_per_s == pytest.approx(10.5)
     assert predictions[lonely].predicted_baseline_tokens_per_s is None
-    assert "no other run" in predictions[lonely].note
+    assert "fewer than 2 other runs" in predictions[lonely].note
     # The catalog card at the assumed efficiency: 936 GB/s × 0.7 over the bytes one target step reads.
     g = predictions[gpu]
     assert g.predicted_baseline_tokens_per_s == pytest.approx(936e9 * 0.7 / _bytes_per_step(store, gpu))
@@ -216,3 +218,69 @@ def _bytes_per_step(store: Store, run_id: str) -> float:
     entry = calibration._run_bytes(store, run)
     assert not isinstance(entry, str)
     return entry.step_bytes
+
+
+def _set_measured(store: Store, run_id: str, baseline: float) -> None:
+    """Change what a stored run measured, as if it had been measured at another speed."""
+    with store.session() as session:
+        row = session.scalar(select(BenchmarkRun).where(BenchmarkRun.run_id == run_id))
+        assert row is not None
+        row.baseline_tokens_per_s, row.tokens_per_s = baseline, baseline * 2
+
+
+@pytest.mark.parametrize("hardware", ["cpu (test)", "NVIDIA GeForce RTX 3090"])
+def test_a_run_is_never_predicted_from_its_own_measurement(store: Store, hardware: str) -> None:
+    """Leave-one-out, on a fitted CPU bandwidth and on a fitted GPU efficiency: changing what the judged run
+    measured leaves its prediction unchanged (and does change the other runs', which are fitted from it)."""
+    judged, *others = [_run(store, hardware=hardware, baseline=b, minutes=i)
+                       for i, b in enumerate((10.0, 12.0, 11.0))]
+    before = {p.run_id: p for p in calibration.predict_runs(store)}
+    assert judged not in before[judged].fitted_from and set(before[judged].fitted_from) == set(others)
+    _set_measured(store, judged, 1000.0)
+    after = {p.run_id: p for p in calibration.predict_runs(store)}
+    assert after[judged].predicted_baseline_tokens_per_s == pytest.approx(before[judged].predicted_baseline_tokens_per_s)
+    assert after[judged].predicted_tokens_per_s == pytest.approx(before[judged].predicted_tokens_per_s)
+    assert after[judged].baseline_error != pytest.approx(before[judged].baseline_error)  # judged against the new one
+    for other in others:
+        assert after[other].predicted_baseline_tokens_per_s != pytest.approx(
+            before[other].predicted_baseline_tokens_per_s)
+
+
+def test_one_other_run_is_not_a_fit(store: Store) -> None:
+    first = _run(store, hardware="cpu (test)", baseline=10.0, minutes=0)
+    second = _run(store, hardware="cpu (test)", baseline=12.0, minutes=1)
+    for prediction in calibration.predict_runs(store):
+        assert prediction.run_id in (first, second) and not prediction.predicted
+        assert "fewer than 2 other runs" in prediction.note
+    gpu = [_run(store, hardware="NVIDIA GeForce RTX 3090", baseline=b, minutes=5 + i) for i, b in enumerate((90, 95))]
+    by_id = {p.run_id: p for p in calibration.predict_runs(store)}
+    for run_id in gpu:  # one other GPU run: the efficiency stays the stated assumption
+        assert by_id[run_id].fitted_from == () and "assumed efficiency" in by_id[run_id].device_basis
+
+
+def test_storing_a_run_stores_its_prediction_and_reads_recompute_an_older_models(store: Store) -> None:
+    runs = [_run(store, hardware="cpu (test)", baseline=b, minutes=i) for i, b in enumerate((10.0, 12.0))]
+    newest = get_run(store, _run(store, hardware="cpu (test)", baseline=11.0, minutes=3))
+    assert newest is not None
+    recorded = calibration.record_prediction(store, newest)
+    stored = get_run(store, newest.run_id)
+    assert stored is not None and stored.metrics["prediction"] == recorded.metrics["prediction"]
+    assert stored.metrics["prediction"]["model_version"] == calibration.MODEL_VERSION
+    assert stored.metrics["prediction"]["predicted_baseline_tokens_per_s"] == pytest.approx(11.0)  # median(10, 12)
+    assert set(stored.metrics["prediction"]["fitted_from"]) == set(runs)
+    # A run recorded later does not move the stored forecast...
+    _run(store, hardware="cpu (test)", baseline=100.0, minutes=4)
+    shown = calibration.current_predictions(store, [get_run(store, newest.run_id)])  # type: ignore[list-item]
+    assert shown[newest.run_id].predicted_baseline_tokens_per_s == pytest.approx(11.0)
+    # ...but one made by an older model version is not shown: it is recomputed on read (from all other runs).
+    with store.session() as session:
+        row = session.scalar(select(BenchmarkRun).where(BenchmarkRun.run_id == newest.run_id))
+        assert row is not None
+        row.metrics = {**row.metrics, "prediction": {**row.metrics["prediction"], "model_version": 0}}
+    old = get_run(store, newest.run_id)
+    assert old is not None and calibration.stored_prediction(old) is None
+    recomputed = calibration.current_predictions(store, [old])[newest.run_id]
+    assert recomputed.predicted_baseline_tokens_per_s == pytest.approx(12.0)  # median(10, 12, 100)
+    failed = record_run(store, RunSpec(target="Qwen/Qwen3-8B", drafter=None, status="failed", failure_reason="oom"))
+    assert calibration.record_prediction(store, failed).metrics == {}
+    assert "failed" in calibration.current_predictions(store, [failed])[failed.run_id].note

@@ -9,6 +9,11 @@ Layouts (detected from config.json and the safetensors tensor names, never from 
   a doubled input), optional `input_norm` / `fc_norm.{i}`, `norm_output`, `norm_before_residual`; the geometry sits
   in `transformer_layer_config`; `eagle_aux_hidden_state_layer_ids` are hidden-state indices (the INPUT of that
   layer, i.e. the output of the layer before).
+- "deepspec": DeepSeek's DeepSpec `Qwen3Eagle3Model` (`deepseek-ai/eagle3_qwen3_*`): the target's Qwen3 config with
+  `target_layer_ids` (five layer OUTPUT ids), `ttt_length` (the drafts per round its evaluator proposes) and one
+  decoder layer; the canonical tensor names (`layers.0.*` with q/k norms and `hidden_norm`, `fc` without bias,
+  `norm`) plus its own full-vocabulary `embed_tokens` and `lm_head` (no `d2t`). Positions start at 0, the raw state
+  is fed back (DeepSpec's `Qwen3Eagle3Evaluator`).
 
 The forward, in words (EAGLE's `cnets.py`, speculators' `Eagle3FirstLayerMixin`):
 - a draft row pairs a feature with the embedding of the token one position later: (target feature at position i,
@@ -46,6 +51,10 @@ EAGLE3_ARCHITECTURE = "LlamaForCausalLMEagle3"
 SPECULATORS_ARCHITECTURE = "Eagle3Speculator"
 YUHUILI_LAYOUT = "eagle3"
 SPECULATORS_LAYOUT = "speculators"
+DEEPSPEC_LAYOUT = "deepspec"
+DEEPSPEC_ARCHITECTURE = "Qwen3Eagle3Model"
+# DeepSpec's Gemma-4 head is a different decoder layer; named so it is refused with the reason, not mis-read.
+DEEPSPEC_GEMMA4_ARCHITECTURE = "Gemma4Eagle3Model"
 DEFAULT_DRAFT_LENGTH = 5  # EAGLE's default chain depth
 LAYER_TYPES_WITH_QK_NORM = frozenset({"qwen3"})
 
@@ -61,7 +70,7 @@ class Eagle3FormatError(LoadError):
 
 @dataclass(frozen=True)
 class Eagle3Config:
-    layout: str  # YUHUILI_LAYOUT or SPECULATORS_LAYOUT
+    layout: str  # YUHUILI_LAYOUT, SPECULATORS_LAYOUT or DEEPSPEC_LAYOUT
     layer_type: str  # "llama" or "qwen3" (q/k norms)
     hidden_size: int
     num_hidden_layers: int
@@ -117,6 +126,14 @@ def detect_layout(raw: Mapping[str, Any]) -> str:
         if speculators_type != "eagle3":
             raise Eagle3FormatError(f"speculators_model_type {speculators_type!r} is not 'eagle3'")
         return SPECULATORS_LAYOUT
+    architectures = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
+    if DEEPSPEC_GEMMA4_ARCHITECTURE in architectures:
+        raise Eagle3FormatError(
+            f"DeepSpec's Gemma-4 EAGLE-3 head ({DEEPSPEC_GEMMA4_ARCHITECTURE}: Gemma-4 decoder layers with a v-norm, "
+            "pre/post feed-forward norms, scaled embeddings and logit soft-capping) has no loader yet"
+        )
+    if DEEPSPEC_ARCHITECTURE in architectures:
+        return DEEPSPEC_LAYOUT
     return YUHUILI_LAYOUT
 
 
@@ -149,6 +166,23 @@ def parse_eagle3_config(raw: Mapping[str, Any]) -> Eagle3Config:
         tokens = methods[0].get("speculative_tokens") if methods and isinstance(methods[0], Mapping) else None
         flags = {name: bool(raw.get(name, False)) for name in ("norm_before_residual", "norm_before_fc", "fc_norm")}
         norm_output, offset = bool(raw.get("norm_output", False)), 1
+    elif layout == DEEPSPEC_LAYOUT:
+        fields, layer_type = raw, "qwen3"
+        layer_ids = _ids(raw.get("target_layer_ids"), "target_layer_ids")
+        if layer_ids is None:
+            raise Eagle3FormatError("DeepSpec EAGLE-3 config lacks target_layer_ids")
+        # DeepSpec's extract_eagle3_context_feature reads hidden_states[layer_id + 1]: the layer's output.
+        aux = tuple(i + 1 for i in layer_ids)
+        layers = raw.get("draft_num_hidden_layers", raw.get("num_hidden_layers"))
+        if layers != 1:
+            raise Eagle3FormatError(
+                f"DeepSpec EAGLE-3 heads with {layers!r} decoder layers have no reference decode (DeepSpec's own "
+                "evaluator runs single-layer heads only)"
+            )
+        ttt = raw.get("ttt_length")
+        tokens = ttt if isinstance(ttt, int) and not isinstance(ttt, bool) else None
+        flags = {"norm_before_residual": False, "norm_before_fc": False, "fc_norm": False}
+        norm_output, offset = False, 0
     else:
         fields = {k: v for k, v in raw.items() if k not in ("eagle_config", "draft_vocab_size", "target_hidden_size")}
         layer_type = "llama"

@@ -1,0 +1,305 @@
+"""Hub webhooks end to end (issue 12), through the push endpoint's HTTP port into the watcher and the database,
+against the HTTP fake Hub: the pushed `headSha` is the revision stored, deletes and repos that leave an org's
+listing are marked gone (history kept, nothing announced) and handled when they come back, renamed or
+transferred drafters stay one drafter, and `drafters hub-webhooks --create` run as a process."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from registry.hub import HubClient
+from registry.push import PushHint, PushServer
+from registry.records import DrafterSpec
+from registry.store import Store
+from registry.watch import Watcher
+from tests.fakehub.scenario import QWEN3_8B_DFLASH_CONFIG, Scenario
+from tests.fakehub.server import FakeHub
+from tests.fakehub.state import dflash_drafter_files
+
+ORGS = ["Qwen", "z-lab", "meta-llama", "acme-labs"]
+SECRET = "push-secret-0123456789"
+MEMBER = "hf_zlabMEMBERtoken0123456789abcdef"
+DRAFTER = "z-lab/Qwen3-8B-DFlash-b16"
+
+
+def make_watcher(store: Store, hub: FakeHub, tmp_path: Path, token: str | None = None) -> Watcher:
+    client = HubClient(hub.url, token, tmp_path / "hub-cache", timeout=5.0, max_retries=1, backoff_base=0.01,
+                       backoff_cap=0.05, max_rate_limit_wait=2.0)
+    return Watcher(store, client, ORGS)
+
+
+@pytest.fixture
+def endpoint(store: Store, hub: FakeHub, tmp_path: Path) -> Iterator[tuple[PushServer, Watcher]]:
+    """`drafters push-server` wiring: the push endpoint on a real port, handing hints to a watcher."""
+    watcher = make_watcher(store, hub, tmp_path, token=MEMBER)
+    server = PushServer(
+        SECRET, lambda hint: watcher.poll_repo(hint.repo_id, hint.head_sha, moved_from=hint.moved_from)).start()
+    try:
+        yield server, watcher
+    finally:
+        server.stop()
+
+
+def webhook(repo_id: str, *, scope: str = "repo.content", action: str = "update", head: str | None = None,
+            private: bool = False, moved_to: str | None = None) -> dict:
+    payload: dict = {
+        "event": {"action": action, "scope": scope},
+        "repo": {"type": "model", "name": repo_id, "private": private, "headSha": head},
+        "updatedRefs": [{"ref": "refs/heads/main", "oldSha": None, "newSha": head}] if head else [],
+        "webhook": {"id": "6540fa9e2d0c1c3f0b000001", "version": 3},
+    }
+    if moved_to is not None:
+        payload["movedTo"] = {"name": moved_to, "owner": {"id": "6540fa9e2d0c1c3f0b000002"}}
+    return payload
+
+
+def deliver(server: PushServer, *payloads: dict) -> list[int]:
+    """POST each payload as the Hub does, then wait until the watcher has handled every queued hint."""
+    statuses = []
+    for payload in payloads:
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        try:
+            connection.request("POST", "/", json.dumps(payload).encode(),
+                               {"X-Webhook-Secret": SECRET, "Content-Type": "application/json"})
+            response = connection.getresponse()
+            response.read()
+            statuses.append(response.status)
+        finally:
+            connection.close()
+    server.repos.join()
+    return statuses
+
+
+def revision_reads(hub: FakeHub, repo_id: str) -> list[str]:
+    """The revisions of `repo_id` read through model_info (`main` for a read without one)."""
+    prefix = f"/api/models/{repo_id}"
+    reads = []
+    for request in hub.requests:
+        if request.path == prefix:
+            reads.append("main")
+        elif request.path.startswith(f"{prefix}/revision/"):
+            reads.append(request.path.rsplit("/", 1)[1])
+    return reads
+
+
+# ---- headSha -------------------------------------------------------------------------------------------------
+
+def test_the_pushed_head_sha_is_the_revision_stored_and_late_deliveries_change_nothing(
+    store: Store, scenario: Scenario, hub: FakeHub, endpoint: tuple[PushServer, Watcher]
+) -> None:
+    server, watcher = endpoint
+    watcher.poll_once()
+    original = store.get_drafter(DRAFTER).head_sha
+    repo = scenario.state.repo(DRAFTER)
+    readme = scenario.state.commit(DRAFTER, {"README.md": repo.files["README.md"] + b"\nMore.\n"},
+                                   title="Update README.md", date=scenario.now + timedelta(days=1))
+    retrained = scenario.state.commit(
+        DRAFTER, {"model.safetensors": dflash_drafter_files(QWEN3_8B_DFLASH_CONFIG, 81)["model.safetensors"]},
+        title="Upload retrained weights", date=scenario.now + timedelta(days=2))
+    before = len(store.events())
+
+    # The first push's webhook arrives after main has moved on: its own commit is read and stored.
+    hub.clear_requests()
+    assert deliver(server, webhook(DRAFTER, head=readme.sha)) == [202]
+    assert store.get_drafter(DRAFTER).head_sha == readme.sha
+    assert [r.sha for r in store.drafter_revisions(DRAFTER)] == [original, readme.sha]
+    assert set(revision_reads(hub, DRAFTER)) == {readme.sha}  # never main
+    assert len(store.events()) == before  # a README commit changes no weights
+
+    deliver(server, webhook(DRAFTER, head=retrained.sha))
+    assert store.get_drafter(DRAFTER).head_sha == retrained.sha
+    changed = store.events()[before:]
+    assert [(e.type, e.payload["old_sha"], e.payload["new_sha"]) for e in changed] == [
+        ("weights_changed", readme.sha, retrained.sha)]
+
+    # The Hub retries the first delivery late: the recorded head does not go back.
+    deliver(server, webhook(DRAFTER, head=readme.sha))
+    assert store.get_drafter(DRAFTER).head_sha == retrained.sha
+    assert len(store.drafter_revisions(DRAFTER)) == 3 and len(store.events()) == before + 1
+
+
+def test_a_sha_force_pushed_away_before_its_webhook_reads_main_instead(
+    store: Store, scenario: Scenario, hub: FakeHub, endpoint: tuple[PushServer, Watcher]
+) -> None:
+    server, watcher = endpoint
+    watcher.poll_once()
+    retrained = scenario.state.commit(
+        DRAFTER, {"model.safetensors": dflash_drafter_files(QWEN3_8B_DFLASH_CONFIG, 82)["model.safetensors"]},
+        title="Upload retrained weights", date=scenario.now + timedelta(days=1))
+    deliver(server, webhook(DRAFTER, head="f" * 40))  # a commit the Hub no longer has
+    assert store.get_drafter(DRAFTER).head_sha == retrained.sha
+    assert "f" * 40 not in {r.sha for r in store.drafter_revisions(DRAFTER)}
+
+
+def test_one_bad_repo_or_a_private_one_never_stops_the_push_endpoint(
+    store: Store, scenario: Scenario, hub: FakeHub, endpoint: tuple[PushServer, Watcher]
+) -> None:
+    server, watcher = endpoint
+    state = scenario.state
+    state.add_member("z-lab", MEMBER)
+    watcher.poll_once()
+    day = scenario.now + timedelta(days=1)
+    broken = state.add_repo("z-lab/Broken-DFlash", created_at=day, date=day, tags=("dflash",),
+                            files=dflash_drafter_files(QWEN3_8B_DFLASH_CONFIG, 5, target_repo="Qwen/Qwen3-8B"))
+    state.malform("z-lab/Broken-DFlash", "blob_ids")  # its weight digest raises ValueError
+    secret = state.add_repo("z-lab/Secret-DFlash", created_at=day, date=day, tags=("dflash",), private=True,
+                            files=dflash_drafter_files(QWEN3_8B_DFLASH_CONFIG, 6, target_repo="Qwen/Qwen3-8B"))
+    good = state.add_repo("z-lab/Good-DFlash", created_at=day, date=day, tags=("dflash",),
+                          files=dflash_drafter_files(QWEN3_8B_DFLASH_CONFIG, 7, target_repo="Qwen/Qwen3-8B"))
+    # The secret repo's payload claims it is public; the member token's read says otherwise.
+    deliver(server, webhook("z-lab/Broken-DFlash", head=broken.sha), webhook("z-lab/Secret-DFlash", head=secret.sha),
+            webhook("z-lab/Good-DFlash", head=good.sha))
+    recorded = {d.repo_id for d in store.drafters()}
+    assert "z-lab/Good-DFlash" in recorded and not {"z-lab/Broken-DFlash", "z-lab/Secret-DFlash"} & recorded
+    assert [(e.type, e.subject) for e in store.events() if "DFlash" in e.subject and "b16" not in e.subject] == [
+        ("drafter_released", "z-lab/Good-DFlash")]
+
+
+# ---- deletes and repos that leave the listing ---------------------------------------------------------------
+
+def test_repos_gone_from_the_listing_are_marked_gone_kept_and_sanely_recreated(
+    store: Store, scenario: Scenario, hub: FakeHub, tmp_path: Path
+) -> None:
+    state = scenario.state
+    watcher = make_watcher(store, hub, tmp_path)
+    watcher.poll_once()
+    drafter, checkpoint = "z-lab/Qwen3-4B-DFlash-b16", "Qwen/Qwen3-8B-FP8"
+    drafter_revisions = store.drafter_revisions(drafter)
+    verdicts = store.verdicts(drafter_repo_id=drafter)
+    files = dict(state.repo(drafter).files)
+    assert verdicts
+
+    state.delete(drafter)
+    state.set_private(checkpoint, True)  # anonymously, exactly like a delete
+    report = watcher.poll_once()
+    assert not report.errors and report.events == []
+    assert store.get_drafter(drafter).status == "gone"
+    assert (store.get_checkpoint(checkpoint).status, store.get_checkpoint(checkpoint).status_detail.split(";")[0]) \
+        == ("gone", "no longer public on the Hub (deleted or made private)")
+    assert store.drafter_revisions(drafter) == drafter_revisions and store.verdicts(drafter_repo_id=drafter) == verdicts
+    hub.clear_requests()
+    assert watcher.poll_once().events == [] and len(hub.requests) == len(ORGS)  # gone ones cost nothing more
+
+    # Public again with the same sha, and re-created under the same id (same files, a new commit).
+    state.set_private(checkpoint, False)
+    day = scenario.now + timedelta(days=1)
+    recreated = state.add_repo(drafter, created_at=day, date=day, files=files, library_name="transformers",
+                               tags=("dflash", "speculative-decoding"))
+    report = watcher.poll_once()
+    assert not report.errors and report.events == []  # not a release: the registry knew them all along
+    assert store.get_checkpoint(checkpoint).status == "ok" and store.get_drafter(drafter).status == "ok"
+    assert [r.sha for r in store.drafter_revisions(drafter)] == [r.sha for r in drafter_revisions] + [recreated.sha]
+    assert len([d for d in store.drafters() if d.repo_id == drafter]) == 1
+
+
+def test_a_delete_webhook_marks_a_recorded_repo_gone(
+    store: Store, scenario: Scenario, hub: FakeHub, endpoint: tuple[PushServer, Watcher]
+) -> None:
+    server, watcher = endpoint
+    watcher.poll_once()
+    scenario.state.delete("Qwen/Qwen3-4B")
+    before = len(store.events())
+    deliver(server, webhook("Qwen/Qwen3-4B", scope="repo", action="delete"),
+            webhook("nobody/Never-Recorded", scope="repo", action="delete"))
+    assert store.get_checkpoint("Qwen/Qwen3-4B").status == "gone"
+    assert store.revisions("Qwen/Qwen3-4B") and len(store.events()) == before
+    assert store.get_checkpoint("nobody/Never-Recorded") is None and store.get_drafter("nobody/Never-Recorded") is None
+
+
+# ---- renames of drafters -------------------------------------------------------------------------------------
+
+def test_a_renamed_drafter_found_by_the_id_listing_stays_one_drafter(
+    store: Store, scenario: Scenario, hub: FakeHub, tmp_path: Path
+) -> None:
+    watcher = make_watcher(store, hub, tmp_path)
+    watcher.poll_once()
+    old, new = "z-lab/Qwen3-4B-DFlash-b16", "z-lab/Qwen3-4B-DFlash"
+    drafter = store.get_drafter(old)
+    revisions = [r.sha for r in store.drafter_revisions(old)]
+    # An older repo, renamed: its lastModified is behind the cursor, so only the id listing shows it.
+    scenario.state.rename(old, new)
+    report = watcher.poll_once()
+    assert not report.errors and report.events == []
+    [renamed] = [d for d in store.drafters() if d.repo_id in (old, new)]
+    assert (renamed.id, renamed.repo_id, renamed.status) == (drafter.id, new, "ok")
+    assert [r.sha for r in store.drafter_revisions(new)] == revisions
+    assert store.get_drafter(old).repo_id == new  # the old id is an alias
+    assert {v.checkpoint_repo_id for v in store.verdicts(drafter_repo_id=new)} >= {"Qwen/Qwen3-4B"}
+    # What the catalog importer does with the old id lands on the same drafter.
+    store.upsert_drafter(DrafterSpec(repo_id=old, method="dflash", publisher="z-lab", source="catalog"))
+    assert len([d for d in store.drafters() if "Qwen3-4B-DFlash" in d.repo_id]) == 1
+    hub.clear_requests()
+    assert watcher.poll_once().events == [] and len(hub.requests) == len(ORGS)
+
+
+def test_a_move_webhook_keeps_one_drafter_even_across_orgs(
+    store: Store, scenario: Scenario, hub: FakeHub, endpoint: tuple[PushServer, Watcher]
+) -> None:
+    server, watcher = endpoint
+    watcher.poll_once()
+    drafter = store.get_drafter(DRAFTER)
+    # A transfer to a publisher nobody watches: no listing the watcher reads would ever connect the two ids.
+    new = "dflash-community/Qwen3-8B-DFlash-b16"
+    scenario.state.rename(DRAFTER, new)
+    before = len(store.events())
+    deliver(server, webhook(DRAFTER, scope="repo", action="move", moved_to=new, head=drafter.head_sha))
+    [moved] = [d for d in store.drafters() if d.repo_id in (DRAFTER, new)]
+    assert (moved.id, moved.repo_id, moved.publisher, moved.status) == (drafter.id, new, "dflash-community", "ok")
+    assert len(store.events()) == before
+    report = watcher.poll_once()  # z-lab's listing no longer shows it: it moved, it is not gone
+    assert not report.errors and report.events == [] and store.get_drafter(new).status == "ok"
+
+
+# ---- drafters hub-webhooks --create --------------------------------------------------------------------------
+
+def run_hub_webhooks(hub: FakeHub, tmp_path: Path, token: str | None) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key not in ("HF_TOKEN", "DRAFTERS_HF_TOKEN")}
+    env.update({"DRAFTERS_HOME": str(tmp_path / "home"), "DRAFTERS_HUB_ENDPOINT": hub.url,
+                "DRAFTERS_SEND_TOKEN_TO_ENDPOINT": "1", "DRAFTERS_HUB_WEBHOOK_SECRET": SECRET,
+                "DRAFTERS_WATCHED_ORGS": json.dumps(["Qwen", "z-lab"]), "HF_HOME": str(tmp_path / "hf-home")})
+    if token is not None:
+        env["HF_TOKEN"] = token
+    return subprocess.run(
+        [sys.executable, "-m", "registry.cli", "hub-webhooks", "--url", "https://hooks.example.org/drafters",
+         "--create"], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_hub_webhooks_create_makes_the_org_webhook_on_the_hub(scenario: Scenario, hub: FakeHub,
+                                                              tmp_path: Path) -> None:
+    token = "hf_writerTOKEN0123456789abcdef"
+    done = run_hub_webhooks(hub, tmp_path, token)
+    assert done.returncode == 0, done.stderr
+    [(creator, created)] = scenario.state.webhooks()
+    assert creator == token
+    assert created["url"] == "https://hooks.example.org/drafters" and created["domains"] == ["repo"]
+    assert created["watched"] == [{"type": "org", "name": "Qwen"}, {"type": "org", "name": "z-lab"}]
+    assert created["secret"] == SECRET  # the Hub got it ...
+    assert f"created webhook {created['id']}" in done.stdout
+    assert SECRET not in done.stdout + done.stderr and token not in done.stdout + done.stderr  # ... nobody else
+    assert [r.authorization for r in hub.requests if r.method == "POST"] == [f"Bearer {token}"]
+
+
+@pytest.mark.parametrize("token", [None, "hf_revokedTOKEN0123456789abcdef"])
+def test_hub_webhooks_create_without_a_valid_token_fails_in_one_line(
+    scenario: Scenario, hub: FakeHub, tmp_path: Path, token: str | None
+) -> None:
+    if token is not None:
+        scenario.state.revoke_token(token)
+    done = run_hub_webhooks(hub, tmp_path, token)
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert ("needs a Hub token" if token is None else "401") in lines[0]
+    assert SECRET not in done.stdout + done.stderr
+    assert token is None or token not in done.stdout + done.stderr
+    assert scenario.state.webhooks() == []
+    assert len([r for r in hub.requests if r.method == "POST"]) == (0 if token is None else 1)
