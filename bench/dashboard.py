@@ -29,7 +29,7 @@ import streamlit as st  # noqa: E402
 from sqlalchemy import Engine, insert, select  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from registry.models import (  # noqa: E402
+from registry.store.models import (
     BenchmarkRun,
     Checkpoint,
     CheckpointRevision,

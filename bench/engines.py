@@ -27,11 +27,11 @@ sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve(
 
 import torch  # noqa: E402
 
-from verifier.engine import PairRun, RunSettings, run_pair  # noqa: E402
+from verifier.engines.pytorch import PairRun, RunSettings, run_pair  # noqa: E402
 from verifier.harness import DEFAULT_REPEATS  # noqa: E402
-from verifier.llamacpp import LlamaCppOptions, find_server, run_llamacpp_pair  # noqa: E402
+from verifier.engines.llamacpp.engine import LlamaCppOptions, find_server, run_llamacpp_pair  # noqa: E402
 from verifier.prompts import BUNDLED_SET_NAMES, bundled_set  # noqa: E402
-from verifier.tiny import cached_build  # noqa: E402
+from verifier.build_cache import cached_build  # noqa: E402
 from verifier.tiny import dflash as tiny_dflash  # noqa: E402
 from verifier.tiny import qwen3 as tiny_qwen3  # noqa: E402
 

@@ -23,7 +23,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from registry import calibration, pricing  # noqa: E402
+from registry import calibration
+from registry.domain import pricing  # noqa: E402
 from registry.settings import get_settings  # noqa: E402
 from registry.store import Store  # noqa: E402
 

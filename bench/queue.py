@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from sqlalchemy import create_engine, text  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 
-from registry import jobs as queue  # noqa: E402
+from registry.store import jobs as queue  # noqa: E402
 from registry.store import Store  # noqa: E402
 
 KIND = "bench"

@@ -39,12 +39,12 @@ sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve(
 
 import torch  # noqa: E402
 
-from verifier.engine import PairRun, RunSettings, run_pair  # noqa: E402
+from verifier.engines.pytorch import PairRun, RunSettings, run_pair  # noqa: E402
 from verifier.harness import DEFAULT_REPEATS  # noqa: E402
 from verifier.loading import load_causal_lm, load_target, resolve_device  # noqa: E402
 from verifier.methods.dflash import muse_glimmer_assistant  # noqa: E402
 from verifier.prompts import bundled_sets, encode_prompt  # noqa: E402
-from verifier.tiny import cached_build  # noqa: E402
+from verifier.build_cache import cached_build  # noqa: E402
 from verifier.tiny import dflash as tiny_dflash  # noqa: E402
 from verifier.tiny import qwen3 as tiny_qwen3  # noqa: E402
 

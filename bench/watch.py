@@ -33,7 +33,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 from registry.hub import HubClient  # noqa: E402
 from registry.store import Store  # noqa: E402
-from registry.watch import PollReport, Watcher  # noqa: E402
+from registry.watch.poller import PollReport, Watcher  # noqa: E402
 from tests.fakehub.scenario import DAY_0, Scenario  # noqa: E402
 from tests.fakehub.server import FakeHub  # noqa: E402
 
@@ -82,7 +82,7 @@ def real_orgs() -> int:
     from datetime import timedelta
 
     from registry.settings import DEFAULT_WATCHED_ORGS
-    from registry.watch import DRAFTER_QUERIES
+    from registry.watch.poller import DRAFTER_QUERIES
     from tests.fakehub.state import HubState, dflash_drafter_files
     from tests.fakehub.scenario import QWEN3_8B_DFLASH_CONFIG
 

@@ -19,8 +19,8 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from registry import queries
-from registry.db import DatabaseError
+from dashboard import queries
+from registry.store.db import DatabaseError
 from registry.settings import get_settings
 
 # Long enough that moving between pages and widgets is instant, short enough that a watcher's news shows soon.
@@ -132,7 +132,7 @@ def short_name(ref: str) -> str:
 def local_verdict(target: str, drafter: str) -> queries.PairVerdict | None:
     """The verdict between two local folders, read from their files as `drafters check` does; None when either
     folder is gone. Folders declare nothing, so the best they reach is "structural"."""
-    from registry import compat, configs
+    from registry.domain import compat, configs
     from registry.local import LocalRepoError, read_local_repo
 
     try:

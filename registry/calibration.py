@@ -24,14 +24,14 @@ from typing import Any
 
 from sqlalchemy import select
 
-from registry import pricing
-from registry.catalog import load_catalog_data
-from registry.configs import ConfigError, detect_method, parse_config
-from registry.gpus import Gpu, find_gpu, load_gpus
+from registry.domain import pricing
+from registry.domain.catalog import load_catalog_data
+from registry.domain.configs import ConfigError, detect_method, parse_config
+from registry.domain.gpus import Gpu, find_gpu, load_gpus
 from registry.local import LocalRepoError, looks_like_folder, read_local_repo
-from registry.memory import stored_bits_per_weight
-from registry.models import BenchmarkRun
-from registry.runs import RunRecord, list_runs
+from registry.domain.memory import stored_bits_per_weight
+from registry.store.models import BenchmarkRun
+from registry.store.runs import RunRecord, list_runs
 from registry.store import Store
 
 PREDICTION_KEY = "prediction"

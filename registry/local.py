@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from registry import configs
+from registry.domain import configs
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")

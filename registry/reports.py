@@ -6,8 +6,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date
 
-from registry import lag, names
-from registry.records import CheckpointRecord, CompatRecord, DrafterRecord
+from registry.domain import lag, names
+from registry.store.records import CheckpointRecord, CompatRecord, DrafterRecord
 from registry.store import NotFound, Store
 
 VERDICT_ORDER = {"exact": 0, "structural": 1, "unknown": 2, "incompatible": 3}

@@ -35,4 +35,4 @@ def test_wheel_carries_data_files(tmp_path: Path) -> None:
     assert expected <= names, sorted(expected - names)
     assert not any(name.startswith("tests/") for name in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "drafters = registry.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "drafters = drafters.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from registry.runs import list_runs
+from registry.store.runs import list_runs
 from registry.store import Store
 from tests.conftest import REPO_ROOT
 from tests.dashboard.test_browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, _free_port
@@ -68,7 +68,7 @@ def test_up_shows_drafters_lag_speedups_and_alerts(tmp_path: Path, hub: FakeHub,
         "DRAFTERS_DEMO_REPEATS": "1",
         "COLUMNS": "200",
     }
-    process = subprocess.Popen([sys.executable, "-m", "registry.cli", "up"], env=env, stdout=subprocess.PIPE,
+    process = subprocess.Popen([sys.executable, "-m", "drafters.cli", "up"], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     output = Output(process)
     try:

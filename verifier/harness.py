@@ -230,7 +230,7 @@ def resolve_draft_length(method: str | None, drafter: Path | None, requested: in
     if method in ("dflash", "dspark"):
         block_size = DFLASH_DEFAULT_BLOCK_SIZE
         if folder is not None:
-            from registry.configs import drafter_facts
+            from registry.domain.configs import drafter_facts
             from verifier.loading import read_config
 
             block_size = drafter_facts(read_config(folder), method).block_size or DFLASH_DEFAULT_BLOCK_SIZE
@@ -421,7 +421,7 @@ def common_provenance(engine: Engine, prompt_sets: Sequence[PromptSet], sets_dig
 
 
 def tokenizer_digest(folder: Path) -> str | None:
-    from registry.configs import tokenizer_digest as digest
+    from registry.domain.configs import tokenizer_digest as digest
 
     files = {name: (folder / name).read_bytes() for name in TOKENIZER_FILE_NAMES if (folder / name).is_file()}
     return digest(files) if files else None

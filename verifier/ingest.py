@@ -25,7 +25,7 @@ from verifier.metrics import Acceptance
 if TYPE_CHECKING:
     import httpx
 
-    from registry.runs import RunRecord
+    from registry.store.runs import RunRecord
     from registry.store import Store
 
 SERVER_KINDS = ("llamacpp", "vllm", "sglang")
@@ -353,7 +353,7 @@ def ingest_server(
 ) -> RunRecord:
     """Read a running server's speculative counters and store them as a run; raises ServerReadError when the
     server cannot be read or has verified no drafts yet (nothing is stored then)."""
-    from registry.runs import RunSpec, SetResult, record_run, regression_event
+    from registry.store.runs import RunSpec, SetResult, record_run, regression_event
 
     if not hardware.strip():
         raise ServerReadError("say which hardware the server runs on (e.g. 'RTX 3060 12GB')")

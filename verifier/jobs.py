@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from registry import calibration
-from registry import jobs as queue
-from registry.runs import RunRecord, RunSpec, SetResult, record_run, regression_event
+from registry.store import jobs as queue
+from registry.store.runs import RunRecord, RunSpec, SetResult, record_run, regression_event
 from registry.store import Store
 
 if TYPE_CHECKING:
@@ -93,12 +93,12 @@ def _prompt_sets(request: VerifyRequest) -> list[Any]:
 
 def run_engine(request: VerifyRequest, progress: Callable[[int, int, str], None] | None = None) -> PairRun:
     """Either engine, driven by the one harness (`verifier.harness`): the same result type from both."""
-    from verifier.engine import RunSettings, run_pair
+    from verifier.engines.pytorch import RunSettings, run_pair
 
     settings = RunSettings(**request.settings)
     target_dir = resolve_folder(request.target, request.target_revision)
     if request.engine == "llamacpp":
-        from verifier.llamacpp import run_llamacpp_pair
+        from verifier.engines.llamacpp.engine import run_llamacpp_pair
 
         # llama.cpp also takes a drafter that is already a .gguf file.
         gguf = Path(request.drafter).expanduser() if request.drafter else None

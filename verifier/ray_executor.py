@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from registry import jobs as queue
-from registry.runs import RunRecord, get_run
+from registry.store import jobs as queue
+from registry.store.runs import RunRecord, get_run
 from registry.store import Store
 from verifier.jobs import VerifyRequest, job_run_id, verify_now
 

@@ -6,7 +6,7 @@ import altair as alt
 import streamlit as st
 
 from dashboard import data
-from registry.queries import METHOD_LABELS, NO_VERDICT, availability_matrix
+from dashboard.queries import METHOD_LABELS, NO_VERDICT, availability_matrix
 
 VERDICT_COLORS = {"exact": "#2e7d32", "structural": "#f9a825", "unknown": "#9e9e9e", "incompatible": "#c62828",
                   NO_VERDICT: "#e0e0e0"}

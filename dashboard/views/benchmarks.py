@@ -7,7 +7,7 @@ import altair as alt
 import streamlit as st
 
 from dashboard import data
-from registry.queries import revision_changes
+from dashboard.queries import revision_changes
 
 st.title("Benchmarks")
 url = data.require_database()

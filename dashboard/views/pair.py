@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import data
-from registry import gpus, memory, pricing
+from registry.domain import gpus, memory, pricing
 
 st.title("Pair")
 url = data.require_database()

@@ -14,8 +14,8 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from registry.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec
-from registry.runs import RunSpec, SetResult, record_run
+from registry.store.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec
+from registry.store.runs import RunSpec, SetResult, record_run
 from registry.settings import get_settings
 from registry.store import Store
 from tests.conftest import REPO_ROOT

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from registry.catalog_import import load_catalog
-from registry.records import EventSpec
-from registry.runs import RunSpec, SetResult, record_run
+from registry.store.catalog_import import load_catalog
+from registry.store.records import EventSpec
+from registry.store.runs import RunSpec, SetResult, record_run
 from registry.store import Store
 from tests.dashboard.conftest import PAGE_NAMES, point_dashboard_at, run_page
 from tests.dashboard.test_browser import browser_page  # noqa: F401 - the shared Chromium page
@@ -67,7 +67,7 @@ def test_every_page_over_the_demo_database_has_no_error_box(demo_db: str, page: 
 
 def test_a_local_pair_has_a_short_name_a_verdict_and_a_memory_budget(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from registry import memory
+    from registry.domain import memory
 
     configs = Path(__file__).resolve().parents[1] / "data" / "configs"
     target, drafter = tmp_path / "models" / "tiny-qwen3-target-aa11", tmp_path / "models" / "tiny-dflash-bb22"

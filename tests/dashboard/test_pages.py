@@ -18,9 +18,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from streamlit.testing.v1 import AppTest
 
 from dashboard import data, launch
-from registry import memory, queries, reports
-from registry.db import head_revision
-from registry.runs import RunSpec, SetResult, list_runs, record_run
+from registry.domain import memory
+from dashboard import queries
+from registry import reports
+from registry.store.db import head_revision
+from registry.store.runs import RunSpec, SetResult, list_runs, record_run
 from registry.store import Store
 from tests.conftest import REPO_ROOT
 from tests.dashboard.conftest import (

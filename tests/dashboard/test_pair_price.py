@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from registry import calibration
-from registry.gpus import load_gpus
-from registry.runs import RunSpec, SetResult, record_run
+from registry.domain.gpus import load_gpus
+from registry.store.runs import RunSpec, SetResult, record_run
 from tests.dashboard.conftest import DFLASH_8B, QWEN3_8B, Seeded, assert_clean, chart_data, run_page
 from tests.dashboard.test_pages import frame_with
 

@@ -18,7 +18,7 @@ from tests.llamacpp import (
     server_binary,
     skip_unless_wanted,
 )
-from verifier.llamacpp import (
+from verifier.engines.llamacpp.engine import (
     ConversionFailed,
     convert_pair,
     convert_to_gguf,
@@ -134,7 +134,7 @@ def test_drafters_gguf_command(tmp_path: Path, llama_source: Path, qwen3_target:
     env = {**os.environ, "DRAFTERS_HOME": str(tmp_path / "home"), "DRAFTERS_LLAMA_CPP_DIR": str(llama_source)}
     out = tmp_path / "gguf"
     result = subprocess.run(
-        [sys.executable, "-m", "registry.cli", "gguf", str(qwen3_target), str(draft_lm), "--out", str(out), "--json"],
+        [sys.executable, "-m", "drafters.cli", "gguf", str(qwen3_target), str(draft_lm), "--out", str(out), "--json"],
         capture_output=True, text=True, env=env, timeout=300, check=False,
     )
     assert result.returncode == 0, result.stderr
@@ -142,6 +142,6 @@ def test_drafters_gguf_command(tmp_path: Path, llama_source: Path, qwen3_target:
     assert [Path(f["path"]).name for f in files] == [f"{qwen3_target.name}-f32.gguf", f"{draft_lm.name}-f32.gguf"]
     assert all((out / Path(f["path"]).name).is_file() for f in files)
 
-    missing = subprocess.run([sys.executable, "-m", "registry.cli", "gguf", str(tmp_path / "nope"), "--out", str(out)],
+    missing = subprocess.run([sys.executable, "-m", "drafters.cli", "gguf", str(tmp_path / "nope"), "--out", str(out)],
                              capture_output=True, text=True, env=env, timeout=120, check=False)
     assert missing.returncode == 2 and "is not a model folder" in missing.stderr

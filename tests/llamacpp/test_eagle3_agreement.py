@@ -17,8 +17,14 @@ from pathlib import Path
 import pytest
 
 from tests.llamacpp import cache_root, llama_options, llama_source, qwen3_target, server_binary, skip_unless_wanted
-from verifier.engine import RunSettings, TorchEngine
-from verifier.llamacpp import LlamaCppOptions, cached_gguf, eagle3_target_layers, load_llamacpp_engine, read_gguf_metadata
+from verifier.engines.pytorch import RunSettings, TorchEngine
+from verifier.engines.llamacpp.engine import (
+    LlamaCppOptions,
+    cached_gguf,
+    eagle3_target_layers,
+    load_llamacpp_engine,
+    read_gguf_metadata,
+)
 from verifier.loading import read_config
 from verifier.methods.eagle3 import SPECULATORS_LAYOUT, YUHUILI_LAYOUT, parse_eagle3_config
 from verifier.metrics import RoundRecord

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from registry.runs import list_runs
+from registry.store.runs import list_runs
 from registry.store import Store
 from tests.llamacpp import SKIP_VARIABLE, draft_lm, llama_options, llama_source, qwen3_target, server_binary
 from verifier.ingest import (
@@ -196,7 +196,7 @@ def test_prometheus_labels_and_values() -> None:
 def test_a_real_llama_server_is_ingested(
     sqlite_store: Store, llama_options: object, qwen3_target: Path, draft_lm: Path, server_binary: object, tmp_path: Path
 ) -> None:
-    from verifier.llamacpp import Draft, LlamaServer, cached_gguf
+    from verifier.engines.llamacpp.engine import Draft, LlamaServer, cached_gguf
 
     target = cached_gguf(qwen3_target, llama_options.gguf_cache, source=llama_options.source_dir,
                          build=server_binary.build)
@@ -210,7 +210,7 @@ def test_a_real_llama_server_is_ingested(
         key = server._client.headers["Authorization"].removeprefix("Bearer ")
         env = {**os.environ, "DRAFTERS_HOME": str(tmp_path / "home"), "TEST_LLAMA_KEY": key}
         result = subprocess.run(
-            [sys.executable, "-m", "registry.cli", "ingest", "llamacpp", "--url", server.url, "--hardware",
+            [sys.executable, "-m", "drafters.cli", "ingest", "llamacpp", "--url", server.url, "--hardware",
              "test machine", "--drafter", "tiny-draft", "--api-key-env", "TEST_LLAMA_KEY", "--json"],
             capture_output=True, text=True, env=env, timeout=120, check=False,
         )

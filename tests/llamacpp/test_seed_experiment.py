@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.llamacpp import cache_root, llama_source, server_binary, skip_unless_wanted
-from verifier.llamacpp import convert_pair, read_gguf_metadata
+from verifier.engines.llamacpp.engine import convert_pair, read_gguf_metadata
 
 skip_unless_wanted()
 
@@ -31,7 +31,7 @@ def _json_documents(text: str) -> list[Any]:
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "registry.cli", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "drafters.cli", *args], capture_output=True, text=True, env=env,
                           timeout=900, check=False)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from registry.runs import get_run, list_runs
+from registry.store.runs import get_run, list_runs
 from registry.store import Store
 from tests.llamacpp import (
     cache_root,
@@ -26,9 +26,9 @@ from tests.llamacpp import (
     server_binary,
     skip_unless_wanted,
 )
-from verifier.engine import RunSettings
+from verifier.engines.pytorch import RunSettings
 from verifier.jobs import VerifyRequest, Worker, enqueue, verify_now
-from verifier.llamacpp import LlamaCppOptions, ServerFailed, run_llamacpp_pair
+from verifier.engines.llamacpp.engine import LlamaCppOptions, ServerFailed, run_llamacpp_pair
 from verifier.prompts import bundled_set
 
 skip_unless_wanted()
@@ -54,7 +54,7 @@ def nothing_left_running() -> None:
 
 
 def _dflash(target: Path, *, trained: bool, layers: tuple[int, ...] | None = None) -> Path:
-    from verifier.tiny import cached_build
+    from verifier.build_cache import cached_build
     from verifier.tiny.dflash import (
         SOURCE_FILES,
         DrafterShape,
@@ -163,7 +163,7 @@ def test_a_gguf_that_does_not_load_fails_its_job_and_the_worker_goes_on(
     sqlite_store: Store, llama_env: None, tmp_path: Path, qwen3_target: Path, draft_lm: Path,
     llama_options: LlamaCppOptions
 ) -> None:
-    from verifier.llamacpp import cached_gguf
+    from verifier.engines.llamacpp.engine import cached_gguf
 
     good = cached_gguf(draft_lm, llama_options.gguf_cache, source=llama_options.source_dir, build=11434)
     broken = tmp_path / "truncated.gguf"
@@ -220,7 +220,7 @@ def test_verify_engine_llamacpp_from_the_command_line(
     env = {**os.environ, "DRAFTERS_HOME": str(tmp_path / "home"), "DRAFTERS_LLAMA_CPP_DIR": str(llama_source),
            "DRAFTERS_MODELS_DIR": str(cache_root()), "DRAFTERS_LLAMACPP_THREADS": "1"}
     result = subprocess.run(
-        [sys.executable, "-m", "registry.cli", "verify", str(qwen3_target), str(draft_lm), "--engine", "llamacpp",
+        [sys.executable, "-m", "drafters.cli", "verify", str(qwen3_target), str(draft_lm), "--engine", "llamacpp",
          "--sets", "math", "--repeats", "1", "--max-new-tokens", "32", "--device", "cpu", "--json"],
         capture_output=True, text=True, env=env, timeout=300, check=False,
     )

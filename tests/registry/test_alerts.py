@@ -9,12 +9,12 @@ from xml.etree import ElementTree as ET
 import httpx
 from sqlalchemy import update
 
-from registry import alerts
-from registry.feed import ATOM, render_feed
-from registry.models import Delivery
-from registry.push import PushHint, PushServer, repo_from_payload
-from registry.records import EventSpec
-from registry.secrets import SecretBox
+from registry.alerts import webhooks as alerts
+from registry.alerts.feed import ATOM, render_feed
+from registry.store.models import Delivery
+from registry.watch.push import PushHint, PushServer, repo_from_payload
+from registry.store.records import EventSpec
+from registry.alerts.secrets import SecretBox
 from registry.store import Store, utcnow
 from tests.support.receiver import Receiver
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import registry
-from registry.catalog import METHODS, Catalog, CatalogDrafter, CatalogError, load_catalog_data
-from registry.lag import target_lag
+from registry.domain.catalog import METHODS, Catalog, CatalogDrafter, CatalogError, load_catalog_data
+from registry.domain.lag import target_lag
 
 PACKAGED = Path(registry.__file__).parent / "data" / "catalog.json"
 GiB = 2**30

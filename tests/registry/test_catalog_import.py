@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from registry.catalog_import import CATALOG_SHA, load_catalog
+from registry.store.catalog_import import CATALOG_SHA, load_catalog
 from registry.hub import HubClient
 from registry.store import Store
-from registry.watch import Watcher
+from registry.watch.poller import Watcher
 from tests.fakehub.scenario import ZLAB_QWEN3_8B_DFLASH_SHA, Scenario
 from tests.fakehub.server import FakeHub
 from tests.snapshot import snapshot

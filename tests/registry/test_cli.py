@@ -16,7 +16,7 @@ CONFIGS = REPO / "tests" / "data" / "configs"
 
 def drafters(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "registry.cli", *args],
+        [sys.executable, "-m", "drafters.cli", *args],
         capture_output=True,
         text=True,
         env={**os.environ, "COLUMNS": "200", **(env or {})},
@@ -45,7 +45,7 @@ def test_catalog_find_lag(db_env: dict[str, str]) -> None:
     lag = drafters("lag", "--json", env=db_env)
     assert lag.returncode == 0, lag.stderr
     lag_rows = {r["target_repo_id"]: r for r in json.loads(lag.stdout)}
-    from registry.catalog import load_catalog_data
+    from registry.domain.catalog import load_catalog_data
 
     catalog = load_catalog_data()
     dflash_targets = {t for d in catalog.drafters if d.in_21 for t in d.targets}

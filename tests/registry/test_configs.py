@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, models
 
-from registry.configs import (
+from registry.domain.configs import (
     ConfigError,
     build_target_layer_ids,
     config_fingerprint,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from registry.catalog import load_catalog_data
-from registry.coverage import (
+from registry.domain.catalog import load_catalog_data
+from registry.domain.coverage import (
     DEEPSPEC,
     DEEPSPEC_GEMMA4,
     DFLASH2,
@@ -76,7 +76,7 @@ def test_every_catalog_method_runs_somewhere() -> None:
 
 def test_the_tables_match_what_the_engines_implement() -> None:
     pytest.importorskip("torch")
-    from verifier.llamacpp import SPEC_TYPES
+    from verifier.engines.llamacpp.engine import SPEC_TYPES
     from verifier.methods import METHOD_MODULES
 
     assert {method for method, _ in RUNS[PYTORCH]} <= set(METHOD_MODULES)

@@ -9,7 +9,7 @@ from importlib import resources
 
 import pytest
 
-from registry.gpus import GpuCatalogError, find_gpu, load_gpus, parse_gpus
+from registry.domain.gpus import GpuCatalogError, find_gpu, load_gpus, parse_gpus
 
 REQUIRED = ["RTX 3060 12GB", "RTX 4060 Ti 16GB", "RTX 3090", "RTX 4090", "RTX 5090", "L4", "L40S", "A100 40GB",
             "A100 80GB", "H100 SXM", "H200", "MI300X"]

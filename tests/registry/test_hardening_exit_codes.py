@@ -18,7 +18,7 @@ CONFIGS = REPO / "tests" / "data" / "configs"
 
 def drafters(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
              timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "registry.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "drafters.cli", *args], capture_output=True, text=True,
                           env={**os.environ, "COLUMNS": "200", **(env or {})}, cwd=cwd, timeout=timeout)
 
 

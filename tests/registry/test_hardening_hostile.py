@@ -13,11 +13,11 @@ from pathlib import Path
 import feedparser
 import pytest
 
-from registry import alerts
-from registry.configs import detect_method
-from registry.feed import render_feed
-from registry.records import EventSpec
-from registry.secrets import SecretBox
+from registry.alerts import webhooks as alerts
+from registry.domain.configs import detect_method
+from registry.alerts.feed import render_feed
+from registry.store.records import EventSpec
+from registry.alerts.secrets import SecretBox
 from registry.store import Store
 from tests.fakehub.scenario import QWEN3_8B_DFLASH_CONFIG, Scenario
 from tests.fakehub.server import FakeHub
@@ -29,7 +29,7 @@ EVIL_DRAFTER = "z-lab/Qwen3-8B-Evil-speculator"
 
 
 def drafters(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "registry.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "drafters.cli", *args], capture_output=True, text=True,
                           env={**os.environ, "COLUMNS": "200", **env}, timeout=120)
 
 
@@ -106,7 +106,7 @@ def test_a_hostile_hub_config_breaks_nothing(tmp_path: Path, scenario: Scenario,
 
 def test_hostile_names_are_literal_on_the_pages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from dashboard import data
-    from registry.runs import RunSpec, record_run
+    from registry.store.runs import RunSpec, record_run
     from tests.dashboard.conftest import point_dashboard_at, run_page
 
     # A local folder's name is anyone's text: it reaches the Pair page's Markdown through runs.

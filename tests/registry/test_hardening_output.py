@@ -12,7 +12,7 @@ import pytest
 
 
 def drafters(*args: str, env: dict[str, str], columns: int = 80) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "registry.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "drafters.cli", *args], capture_output=True, text=True,
                           env={**os.environ, **env, "COLUMNS": str(columns)}, timeout=120)
 
 

@@ -60,7 +60,7 @@ def _start(args: list[str], home: Path) -> tuple[subprocess.Popen[str], list[int
     env = {**os.environ, "DRAFTERS_HOME": str(home), "DRAFTERS_DASHBOARD_PORT": str(_free_port()),
            "DRAFTERS_WATCHED_ORGS": "[]"}
     env.pop("DRAFTERS_DATABASE_URL", None)
-    process = subprocess.Popen([sys.executable, "-m", "registry.cli", *args], env=env, stdout=subprocess.PIPE,
+    process = subprocess.Popen([sys.executable, "-m", "drafters.cli", *args], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     assert process.stdout is not None
     lines = []
@@ -106,7 +106,7 @@ def test_sigkill_of_up_still_stops_the_dashboard_child(tmp_path: Path) -> None:
 # ---- llama-server's arguments and the converter's refusals ------------------------------------------------------
 
 def test_llamacpp_args_cannot_move_the_server_off_loopback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from verifier.llamacpp import LlamaCppOptions, LlamaServer, ServerBinary
+    from verifier.engines.llamacpp.engine import LlamaCppOptions, LlamaServer, ServerBinary
 
     for hostile in ("--host 0.0.0.0", "--port=80", "-ngl 99 --api-key x"):
         monkeypatch.setenv("DRAFTERS_LLAMACPP_ARGS", hostile)
@@ -131,7 +131,7 @@ def test_the_converter_refuses_folders_with_publisher_code(tmp_path: Path) -> No
     env = {**os.environ, "DRAFTERS_HOME": str(tmp_path / "home")}
 
     def gguf() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "registry.cli", "gguf", str(target), "--out", str(tmp_path / "o")],
+        return subprocess.run([sys.executable, "-m", "drafters.cli", "gguf", str(target), "--out", str(tmp_path / "o")],
                               capture_output=True, text=True, env=env, timeout=120)
 
     config = json.loads((target / "config.json").read_text())
@@ -157,7 +157,7 @@ def test_llama_server_answers_only_with_its_key(tmp_path: Path) -> None:
     import httpx
 
     from tests.llamacpp import cache_root, skip_unless_wanted
-    from verifier.llamacpp import LlamaServer, cached_gguf, fetch_llama_cpp_source, find_server
+    from verifier.engines.llamacpp.engine import LlamaServer, cached_gguf, fetch_llama_cpp_source, find_server
     from verifier.tiny.qwen3 import cached_target
 
     skip_unless_wanted()

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from registry import push
-from registry.push import PushHint, PushServer, nesting_depth
+from registry.watch import push
+from registry.watch.push import PushHint, PushServer, nesting_depth
 
 SECRET = "hub-webhook-secret"
 PAYLOAD = json.dumps({"event": {"action": "update", "scope": "repo.content"},
@@ -57,7 +57,7 @@ def server_process(tmp_path: Path) -> Iterator[int]:
     port = _free_port()
     env = {**os.environ, "DRAFTERS_HOME": str(tmp_path / "home"), "DRAFTERS_HUB_WEBHOOK_SECRET": SECRET,
            "DRAFTERS_HUB_ENDPOINT": "http://127.0.0.1:9", "DRAFTERS_HUB_TIMEOUT_S": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "registry.cli", "push-server", "--port", str(port)], env=env,
+    process = subprocess.Popen([sys.executable, "-m", "drafters.cli", "push-server", "--port", str(port)], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert process.stdout is not None
     line = process.stdout.readline()

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
-from registry import alerts
-from registry.records import EventSpec
-from registry.secrets import SecretBox
+from registry.alerts import webhooks as alerts
+from registry.store.records import EventSpec
+from registry.alerts.secrets import SecretBox
 from registry.store import Store
 from tests.fakehub.scenario import Scenario
 from tests.fakehub.server import FakeHub
@@ -26,7 +26,7 @@ TOKEN = "hf_secretTokenValue1234567890"
 
 def drafters(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None
              ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "registry.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "drafters.cli", *args], capture_output=True, text=True,
                           env={**os.environ, "COLUMNS": "200", **(env or {})}, cwd=cwd, timeout=120)
 
 
@@ -74,7 +74,7 @@ def test_the_token_reaches_another_endpoint_only_when_allowed(base_env: dict[str
 def test_up_does_not_print_the_database_password(base_env: dict[str, str], database_url: str) -> None:
     url = make_url(database_url)
     process = subprocess.Popen(
-        [sys.executable, "-m", "registry.cli", "up", "--no-watch", "--no-worker", "--no-dashboard", "--no-demo"],
+        [sys.executable, "-m", "drafters.cli", "up", "--no-watch", "--no-worker", "--no-dashboard", "--no-demo"],
         env={**os.environ, **base_env, "DRAFTERS_DATABASE_URL": database_url},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -200,7 +200,7 @@ def test_bad_subscriptions_are_refused_at_subscribe(base_env: dict[str, str], ar
 def test_one_broken_subscription_does_not_stop_deliver(base_env: dict[str, str], home: Path) -> None:
     from sqlalchemy import update
 
-    from registry.models import Subscription
+    from registry.store.models import Subscription
 
     database_url = f"sqlite:///{home / 'registry.db'}"
     assert drafters("catalog", "load", env=base_env).returncode == 0

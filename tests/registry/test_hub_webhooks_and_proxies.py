@@ -9,10 +9,10 @@ import huggingface_hub
 import pytest
 from typer.testing import CliRunner
 
-from registry.cli import app
+from drafters.cli import app
 from registry.hub import HubClient, HubUnreachable
-from registry.push import PushHint, head_sha_from_payload, hint_from_payload, repo_from_payload
-from registry.service import Service
+from registry.watch.push import PushHint, head_sha_from_payload, hint_from_payload, repo_from_payload
+from drafters.service import Service
 from registry.settings import get_settings
 from registry.store import Store
 from tests.fakehub.server import FakeHub

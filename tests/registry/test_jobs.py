@@ -7,9 +7,9 @@ from datetime import timedelta
 
 from sqlalchemy import update
 
-from registry import jobs
-from registry.models import Job
-from registry.runs import RunSpec, SetResult, get_run, list_runs, record_run
+from registry.store import jobs
+from registry.store.models import Job
+from registry.store.runs import RunSpec, SetResult, get_run, list_runs, record_run
 from registry.store import Store, utcnow
 
 

@@ -6,7 +6,7 @@ from datetime import date, timedelta
 
 import pytest
 
-from registry.lag import GroupLag, Lag, summarize, summarize_group, target_lag, upgrade_lag
+from registry.domain.lag import GroupLag, Lag, summarize, summarize_group, target_lag, upgrade_lag
 
 TODAY = date(2026, 10, 1)
 

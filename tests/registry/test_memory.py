@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from registry import memory
+from registry.domain import memory
 
 CONFIGS = Path(__file__).resolve().parent.parent / "data" / "configs"
 

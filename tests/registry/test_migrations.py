@@ -7,8 +7,8 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 
-from registry import db
-from registry.models import Base
+from registry.store import db
+from registry.store.models import Base
 
 
 def test_one_head() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from registry.catalog import load_catalog_data
-from registry.names import (
+from registry.domain.catalog import load_catalog_data
+from registry.domain.names import (
     RepoName,
     RepoNameError,
     derivative_kind,
@@ -337,7 +337,7 @@ def test_derivative_kind(name: str, kind: str | None) -> None:
 
 
 def test_is_newer_generation_ignores_size_but_not_line() -> None:
-    from registry.names import is_newer_generation
+    from registry.domain.names import is_newer_generation
 
     assert is_newer_generation(parse_repo_id("Qwen/Qwen3-8B"), parse_repo_id("Qwen/Qwen3.5-27B"))
     assert is_newer_generation(parse_repo_id("google/gemma-3-12b-it"), parse_repo_id("google/gemma-4-E2B-it"))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from registry.runs import RunSpec, SetResult, get_run, record_run
+from registry.store.runs import RunSpec, SetResult, get_run, record_run
 from registry.store import Store
 from tests.registry.test_cli import drafters
 

@@ -8,12 +8,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import select
 
-from registry import calibration, pricing
-from registry.catalog import load_catalog_data
-from registry.gpus import load_gpus
-from registry.memory import GIB
-from registry.models import BenchmarkRun
-from registry.runs import RunSpec, SetResult, get_run, record_run
+from registry import calibration
+from registry.domain import pricing
+from registry.domain.catalog import load_catalog_data
+from registry.domain.gpus import load_gpus
+from registry.domain.memory import GIB
+from registry.store.models import BenchmarkRun
+from registry.store.runs import RunSpec, SetResult, get_run, record_run
 from registry.store import Store
 
 ONE_GB_S = pricing.Device("test", "discrete", bandwidth_bytes_s=1e9, bf16_ops_s=None, int8_ops_s=None,

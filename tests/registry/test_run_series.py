@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from registry.runs import RunSpec, SetResult, metric_version, record_run, regression_event
+from registry.store.runs import RunSpec, SetResult, metric_version, record_run, regression_event
 from registry.store import Store, utcnow
 
 SETS = (SetResult(prompt_set="code", prompt_set_digest="d"),)

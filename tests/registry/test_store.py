@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from registry.catalog_import import load_catalog
-from registry.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec
+from registry.store.catalog_import import load_catalog
+from registry.store.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec
 from registry.reports import find_for_checkpoint
 from registry.store import Store
 from tests.snapshot import snapshot

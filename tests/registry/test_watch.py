@@ -8,7 +8,7 @@ from pathlib import Path
 from registry.hub import HubClient
 from registry.reports import lag_table
 from registry.store import Store
-from registry.watch import Watcher
+from registry.watch.poller import Watcher
 from tests.fakehub.scenario import Scenario
 from tests.fakehub.server import FakeHub
 

@@ -16,7 +16,7 @@ import pytest
 
 from registry.hub import HubClient
 from registry.store import Store
-from registry.watch import PollReport, Watcher
+from registry.watch.poller import PollReport, Watcher
 from tests.conftest import _create_pg_database, _drop_pg_database
 from tests.fakehub.scenario import QWEN3_8B_DFLASH_CONFIG, Scenario
 from tests.fakehub.server import FakeHub, RecordedRequest

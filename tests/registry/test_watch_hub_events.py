@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from registry.hub import HubClient
-from registry.push import PushHint, PushServer
-from registry.records import DrafterSpec
+from registry.watch.push import PushHint, PushServer
+from registry.store.records import DrafterSpec
 from registry.store import Store
-from registry.watch import Watcher
+from registry.watch.poller import Watcher
 from tests.fakehub.scenario import QWEN3_8B_DFLASH_CONFIG, Scenario
 from tests.fakehub.server import FakeHub
 from tests.fakehub.state import dflash_drafter_files
@@ -269,7 +269,7 @@ def run_hub_webhooks(hub: FakeHub, tmp_path: Path, token: str | None) -> subproc
     if token is not None:
         env["HF_TOKEN"] = token
     return subprocess.run(
-        [sys.executable, "-m", "registry.cli", "hub-webhooks", "--url", "https://hooks.example.org/drafters",
+        [sys.executable, "-m", "drafters.cli", "hub-webhooks", "--url", "https://hooks.example.org/drafters",
          "--create"], env=env, capture_output=True, text=True, timeout=120)
 
 

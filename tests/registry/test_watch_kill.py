@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from registry.store import Store
-from registry.watch import Watcher
+from registry.watch.poller import Watcher
 from tests.conftest import _create_pg_database, _drop_pg_database
 from tests.fakehub.scenario import QWEN3_8B_CONFIG, QWEN3_8B_DFLASH_CONFIG, Scenario
 from tests.fakehub.server import FakeHub

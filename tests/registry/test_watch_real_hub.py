@@ -11,7 +11,7 @@ import pytest
 
 from registry.hub import HubClient
 from registry.store import Store
-from registry.watch import DRAFTER_QUERIES, QUARANTINE_AFTER, Watcher
+from registry.watch.poller import DRAFTER_QUERIES, QUARANTINE_AFTER, Watcher
 from tests.fakehub.scenario import QWEN3_8B_DFLASH_CONFIG, QWEN36_27B_CONFIG, Scenario
 from tests.fakehub.server import FakeHub
 from tests.fakehub.state import dflash_drafter_files, target_files, utc
@@ -259,7 +259,7 @@ def test_a_rename_of_an_older_repo_keeps_one_checkpoint_and_raises_nothing(
 def test_a_restarted_watcher_takes_its_own_leases_back(
     store: Store, hub: FakeHub, tmp_path: Path, owner_is_stable: bool
 ) -> None:
-    from registry.watch import stable_owner
+    from registry.watch.poller import stable_owner
 
     owner = stable_owner(tmp_path / "home")
     crashed = make_watcher(store, hub, tmp_path, owner=owner)

@@ -81,7 +81,7 @@ def _start_worker(home: Path, ray_dir: str) -> tuple[subprocess.Popen[str], set[
     env = {**os.environ, "DRAFTERS_HOME": str(home), "RAY_TMPDIR": ray_dir}
     env.pop("RAY_ADDRESS", None)  # a local instance, started by the worker itself
     env.pop("DRAFTERS_DATABASE_URL", None)
-    process = subprocess.Popen([sys.executable, "-m", "registry.cli", "worker", "--executor", "ray"], env=env,
+    process = subprocess.Popen([sys.executable, "-m", "drafters.cli", "worker", "--executor", "ray"], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert process.stdout is not None
     lines = []

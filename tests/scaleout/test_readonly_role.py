@@ -15,9 +15,9 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from registry import queries
-from registry.records import EventSpec
-from registry.roles import RoleError, create_readonly_role
+from dashboard import queries
+from registry.store.records import EventSpec
+from registry.store.roles import RoleError, create_readonly_role
 from registry.store import Store
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ postgres_only = pytest.mark.parametrize("database_url", ["postgresql"], indirect
 
 
 def drafters(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "registry.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "drafters.cli", *args], capture_output=True, text=True,
                           env={**os.environ, "COLUMNS": "200", **env}, timeout=120, cwd=REPO_ROOT)
 
 

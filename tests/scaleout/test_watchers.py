@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import update
 
 from registry.hub import HubClient
-from registry.models import WatchCursor
+from registry.store.models import WatchCursor
 from registry.store import Store
-from registry.watch import PollReport, Watcher
+from registry.watch.poller import PollReport, Watcher
 from tests.fakehub.scenario import Scenario
 from tests.fakehub.server import FakeHub
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from registry.hub import HubClient
 from registry.store import Store
-from registry.watch import Watcher
+from registry.watch.poller import Watcher
 
 # Every run uses the same lease owner: a restarted watcher takes over its killed predecessor's leases instead of
 # waiting for them to expire.

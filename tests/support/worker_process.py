@@ -17,10 +17,10 @@ import threading
 
 import torch
 
-from registry import jobs as queue
-from registry.runs import RunRecord
+from registry.store import jobs as queue
+from registry.store.runs import RunRecord
 from registry.store import Store
-from verifier import engine  # noqa: F401 - imported before "ready" so that every worker starts warm
+from verifier.engines import pytorch as engine  # noqa: F401 - imported before "ready" so that every worker starts warm
 from verifier.jobs import Worker
 
 IDLE_S = 0.2

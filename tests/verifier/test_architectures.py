@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from verifier.decode import CacheCheckpoint, new_cache, rollback_problem
-from verifier.engine import (
+from verifier.engines.pytorch import (
     IncompatiblePair,
     PairRun,
     RunSettings,

@@ -12,7 +12,7 @@ import torch
 
 from verifier.decode import DecodeResult, decode
 from verifier import harness
-from verifier.engine import IncompatiblePair, PairRun, RunSettings, TorchEngine, run_pair
+from verifier.engines.pytorch import IncompatiblePair, PairRun, RunSettings, TorchEngine, run_pair
 from verifier.loading import LoadedTarget, LoadError, cached_snapshot, files_digest, load_target
 from verifier.methods import UnsupportedMethod, proposer_builder
 from verifier.prompts import Message, Prompt, PromptSet, bundled_set, bundled_sets, encode_prompt

@@ -15,7 +15,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from verifier.engine import IncompatiblePair, PairRun, RunSettings, run_pair
+from verifier.engines.pytorch import IncompatiblePair, PairRun, RunSettings, run_pair
 from verifier.loading import LoadedTarget, LoadError
 from verifier.methods.dflash import (
     MUSE_GLIMMER_RENAMES,

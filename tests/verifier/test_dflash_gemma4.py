@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from verifier.decode import new_cache
-from verifier.engine import RunSettings, run_pair
+from verifier.engines.pytorch import RunSettings, run_pair
 from verifier.loading import load_causal_lm, load_target
 from verifier.methods.dflash import build_proposer, embed_block, output_numerics, parse_dflash_config, target_geometry
 from verifier.prompts import bundled_set

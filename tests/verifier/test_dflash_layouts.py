@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from verifier.engine import RunSettings, run_pair
+from verifier.engines.pytorch import RunSettings, run_pair
 from verifier.loading import read_config
 from verifier.methods.dflash import DFlashFormatError, parse_dflash_config, read_drafter_weights
 from verifier.methods.dflash_layouts import (

@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from verifier.engine import IncompatiblePair, PairRun, RunSettings, run_pair
+from verifier.engines.pytorch import IncompatiblePair, PairRun, RunSettings, run_pair
 from verifier.loading import LoadedTarget, read_config
 from verifier.methods.eagle3 import (
     SPECULATORS_LAYOUT,
@@ -254,7 +254,7 @@ def test_non_eagle3_speculators_configs_are_refused() -> None:
 @pytest.mark.parametrize("target_layers", [2, 3, 5, 6])
 def test_registry_and_verifier_agree_on_layer_ids(variant: str, target_layers: int) -> None:
     """`drafters check` (registry.compat) and the verifier refuse exactly the same targets."""
-    from registry.compat import check_pair
+    from registry.domain.compat import check_pair
 
     from verifier.methods.eagle3 import TargetShape, compatibility_problems
 

@@ -17,11 +17,11 @@ from safetensors.torch import load_file, save_file
 from transformers import Qwen3Config
 from transformers.models.qwen3.modeling_qwen3 import Qwen3RotaryEmbedding
 
-from registry.compat import check_pair
-from registry.configs import detect_method
-from registry.coverage import DEEPSPEC, DEEPSPEC_GEMMA4, PYTORCH, coverage
+from registry.domain.compat import check_pair
+from registry.domain.configs import detect_method
+from registry.domain.coverage import DEEPSPEC, DEEPSPEC_GEMMA4, PYTORCH, coverage
 from verifier.decode import new_cache
-from verifier.engine import RunSettings, run_pair
+from verifier.engines.pytorch import RunSettings, run_pair
 from verifier.loading import LoadedTarget, read_config
 from verifier.methods.eagle3 import (
     DEEPSPEC_LAYOUT,

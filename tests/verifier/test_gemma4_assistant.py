@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from verifier.decode import DecodeResult, decode, new_cache
-from verifier.engine import RunSettings
+from verifier.engines.pytorch import RunSettings
 from verifier.loading import LoadedTarget, load_causal_lm, load_target
 from verifier.methods import proposer_builder
 from verifier.methods.gemma4_assistant import (

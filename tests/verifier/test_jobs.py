@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from registry import jobs as queue
-from registry.models import Job
-from registry.runs import get_run, list_runs
+from registry.store import jobs as queue
+from registry.store.models import Job
+from registry.store.runs import get_run, list_runs
 from registry.store import Store, utcnow
 from verifier.jobs import VerifyRequest, Worker, enqueue, verify_now
 from verifier.metrics import recompute_efficiency
@@ -99,7 +99,7 @@ def test_job_of_a_killed_worker_is_retried_and_finished_once(store: Store, datab
 
 def test_cli_verify_json(database_url: str, tiny_target_dir: Path, tiny_draft_lm_dir: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "registry.cli", "verify", str(tiny_target_dir), str(tiny_draft_lm_dir),
+        [sys.executable, "-m", "drafters.cli", "verify", str(tiny_target_dir), str(tiny_draft_lm_dir),
          "--sets", "code", "--repeats", "1", "--max-new-tokens", "16", "--json"],
         capture_output=True, text=True, timeout=600,
         env={**os.environ, "DRAFTERS_DATABASE_URL": database_url},
@@ -119,7 +119,7 @@ def test_compare_reproduces_the_seed_experiment(database_url: str, gemma4_target
                                                gemma4_dflash_dir: Path, assistant_dir: Path) -> None:
     """DFlash against Gemma's own assistant on one Gemma-4 target: same prompts, priced, not ranked."""
     result = subprocess.run(
-        [sys.executable, "-m", "registry.cli", "compare", str(gemma4_target_dir), str(gemma4_dflash_dir),
+        [sys.executable, "-m", "drafters.cli", "compare", str(gemma4_target_dir), str(gemma4_dflash_dir),
          str(assistant_dir), "--sets", "code", "--repeats", "2", "--max-new-tokens", "16", "--json"],
         capture_output=True, text=True, timeout=900,
         env={**os.environ, "DRAFTERS_DATABASE_URL": database_url},

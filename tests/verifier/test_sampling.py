@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from verifier.decode import accept_greedy, accept_sampled, decode, probabilities
-from verifier.engine import RunSettings
+from verifier.engines.pytorch import RunSettings
 from verifier.loading import LoadedTarget, load_causal_lm
 from verifier.methods import proposer_builder
 from verifier.proposer import Proposal, Proposer, TargetOutput

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from huggingface_hub import constants, hf_hub_download
 
-from registry import jobs as queue
+from registry.store import jobs as queue
 from registry.hub import HubClient
-from registry.runs import get_run
+from registry.store.runs import get_run
 from registry.store import Store
-from registry.watch import Watcher
+from registry.watch.poller import Watcher
 from tests.fakehub.state import HubState, readme_with_card, utc
 from tests.fakehub.server import FakeHub
 from verifier.jobs import Worker, enqueue_cached_pair

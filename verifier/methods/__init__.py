@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from verifier.engine import RunSettings
+    from verifier.engines.pytorch import RunSettings
     from verifier.loading import LoadedTarget
     from verifier.proposer import Proposer
 

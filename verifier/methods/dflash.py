@@ -31,7 +31,7 @@ from verifier.loading import LoadError, read_config, weight_files
 from verifier.proposer import Proposal, TargetOutput
 
 if TYPE_CHECKING:
-    from verifier.engine import RunSettings
+    from verifier.engines.pytorch import RunSettings
     from verifier.loading import LoadedTarget
 
 DFLASH_ARCHITECTURE = "DFlashDraftModel"
@@ -731,7 +731,7 @@ class DFlashProposer:
 def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> DFlashProposer:
     """A DFlash proposer for `target`; raises `IncompatiblePair` when the drafter cannot serve this target."""
     from verifier.decode import rollback_problem
-    from verifier.engine import IncompatiblePair
+    from verifier.engines.pytorch import IncompatiblePair
 
     drafter_dir = Path(drafter_dir)
     config = parse_dflash_config(read_config(drafter_dir))

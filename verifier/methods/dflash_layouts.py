@@ -34,7 +34,7 @@ from verifier.methods.dflash import (
 from verifier.proposer import Proposal
 
 if TYPE_CHECKING:
-    from verifier.engine import RunSettings
+    from verifier.engines.pytorch import RunSettings
     from verifier.loading import LoadedTarget
 
 Z_LAB = "z-lab"
@@ -194,7 +194,7 @@ class LayoutDFlashProposer(DFlashProposer):
 def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> DFlashProposer:
     """A DFlash proposer for any known layout; z-lab's folders go to `verifier.methods.dflash` unchanged."""
     from verifier.decode import rollback_problem
-    from verifier.engine import IncompatiblePair
+    from verifier.engines.pytorch import IncompatiblePair
 
     drafter_dir = Path(drafter_dir)
     raw = read_config(drafter_dir)

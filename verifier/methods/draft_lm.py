@@ -20,7 +20,7 @@ from verifier.loading import LoadError, load_causal_lm, resolve_dtype
 from verifier.proposer import Proposal, TargetOutput
 
 if TYPE_CHECKING:
-    from verifier.engine import RunSettings
+    from verifier.engines.pytorch import RunSettings
     from verifier.loading import LoadedTarget
 
 DEFAULT_DRAFT_LENGTH = 4
@@ -103,7 +103,7 @@ class DraftLMProposer:
 
 def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> DraftLMProposer:
     """A draft-LM proposer; raises `IncompatiblePair` when the target's or the draft's cache cannot roll back."""
-    from verifier.engine import IncompatiblePair
+    from verifier.engines.pytorch import IncompatiblePair
 
     model = load_causal_lm(Path(drafter_dir), device=target.device, dtype=resolve_dtype(settings.dtype))
     problems = [

@@ -34,7 +34,7 @@ from verifier.methods.dflash_layouts import LayoutDFlashProposer, draft_vocab_ma
 from verifier.proposer import Proposal
 
 if TYPE_CHECKING:
-    from verifier.engine import RunSettings
+    from verifier.engines.pytorch import RunSettings
     from verifier.loading import LoadedTarget
 
 HEAD_TYPES = ("vanilla", "gated", "rnn")
@@ -173,7 +173,7 @@ def split_tensors(
 
 def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> DSparkProposer:
     from verifier.decode import rollback_problem
-    from verifier.engine import IncompatiblePair
+    from verifier.engines.pytorch import IncompatiblePair
 
     drafter_dir = Path(drafter_dir)
     raw = read_config(drafter_dir)

@@ -44,7 +44,7 @@ from verifier.methods.dflash import RMSNorm, layout_problems, read_drafter_weigh
 from verifier.proposer import Proposal, TargetOutput
 
 if TYPE_CHECKING:
-    from verifier.engine import RunSettings
+    from verifier.engines.pytorch import RunSettings
     from verifier.loading import LoadedTarget
 
 EAGLE3_ARCHITECTURE = "LlamaForCausalLMEagle3"
@@ -677,7 +677,7 @@ def compatibility_problems(config: Eagle3Config, target: TargetShape) -> list[st
 def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> Eagle3Proposer:
     """An EAGLE-3 proposer for `target`; raises `IncompatiblePair` when the head cannot serve this target."""
     from verifier.decode import rollback_problem
-    from verifier.engine import IncompatiblePair
+    from verifier.engines.pytorch import IncompatiblePair
 
     drafter_dir = Path(drafter_dir)
     config = parse_eagle3_config(read_config(drafter_dir))

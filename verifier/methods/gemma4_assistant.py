@@ -27,7 +27,7 @@ from verifier.loading import load_causal_lm, read_config
 from verifier.proposer import Proposal, TargetOutput
 
 if TYPE_CHECKING:
-    from verifier.engine import RunSettings
+    from verifier.engines.pytorch import RunSettings
     from verifier.loading import LoadedTarget
 
 ASSISTANT_ARCHITECTURES = ("Gemma4AssistantForCausalLM",)

@@ -28,7 +28,7 @@ from verifier.methods.dflash import (
     parse_dflash_config,
     target_geometry,
 )
-from verifier.tiny import cached_build
+from verifier.build_cache import cached_build
 from verifier.tiny.qwen3 import Training, _fit, corpus_token_stream
 from verifier.tiny.tokenizer import MASK_TOKEN
 

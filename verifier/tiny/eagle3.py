@@ -30,7 +30,7 @@ from verifier.methods.eagle3 import (
     Eagle3DraftModel,
     parse_eagle3_config,
 )
-from verifier.tiny import cached_build
+from verifier.build_cache import cached_build
 from verifier.tiny.dflash import REPLY_OPENING, _greedy_sequences
 from verifier.tiny.qwen3 import Training, _fit, corpus_token_stream
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from verifier.tiny import cached_build
+from verifier.build_cache import cached_build
 from verifier.tiny.qwen3 import Training, _batches, _fit, _one_thread, _save, corpus_token_stream
 from verifier.tiny.tokenizer import build_tokenizer
 

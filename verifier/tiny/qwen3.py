@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from verifier.tiny import cached_build
+from verifier.build_cache import cached_build
 from verifier.tiny.tokenizer import build_tokenizer, corpus_documents
 
 SOURCE_FILES = (Path(__file__), Path(__file__).with_name("tokenizer.py"), Path(__file__).with_name("corpus.txt"))

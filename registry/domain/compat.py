@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from registry.configs import DFLASH_FAMILY, DrafterFacts, ModelFacts, detect_method, drafter_facts, model_facts
+from registry.domain.configs import DFLASH_FAMILY, DrafterFacts, ModelFacts, detect_method, drafter_facts, model_facts
 
 Verdict = Literal["exact", "structural", "incompatible", "unknown"]
 

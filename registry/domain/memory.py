@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from registry import configs
+from registry.domain import configs
 
 GIB = 2**30
 CARD_SIZES_GB: tuple[int, ...] = (8, 12, 16, 24, 48, 80)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from registry.catalog import Catalog, load_catalog_data
-from registry.records import CheckpointSpec, DrafterSpec, RevisionSpec
-from registry.store import Store
+from registry.domain.catalog import Catalog, load_catalog_data
+from registry.store.records import CheckpointSpec, DrafterSpec, RevisionSpec
+from registry.store.core import Store
 
 # Revision sha for facts the reference publishes but nobody has read from the Hub yet.
 CATALOG_SHA = "catalog"

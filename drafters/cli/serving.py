@@ -6,10 +6,10 @@ from typing import Annotated
 
 import typer
 
-from registry import render
+from drafters.cli import render
 from registry.settings import get_settings
-from registry.cli.common import Failed, UserError, app, open_store
-from registry.cli.verifying import print_runs, run_with_progress
+from drafters.cli.common import Failed, UserError, app, open_store
+from drafters.cli.verifying import print_runs, run_with_progress
 
 
 @app.command("dashboard")
@@ -81,7 +81,7 @@ def up(
     """The main job: upgrade the database, load the catalog, then watch, deliver alerts, verify and serve."""
     import signal
 
-    from registry.service import Service
+    from drafters.service import Service
 
     service = Service(get_settings(), open_store(),
                       lambda line: render.console.print(render.strip_control(line), soft_wrap=True, markup=False,

@@ -14,10 +14,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from registry import alerts
-from registry.catalog_import import load_catalog
-from registry.feed import write_feed
-from registry.secrets import SecretBox
+from registry.alerts import webhooks as alerts
+from registry.store.catalog_import import load_catalog
+from registry.alerts.feed import write_feed
+from registry.alerts.secrets import SecretBox
 from registry.settings import Settings
 from registry.store import Store
 
@@ -41,7 +41,7 @@ class Service:
     def instance(self) -> str:
         """This host and home: the key of this service's status rows and the owner of its watch leases, the same
         after a restart so the new process takes its own orgs back at once."""
-        from registry.watch import stable_owner
+        from registry.watch.poller import stable_owner
 
         return stable_owner(self.settings.home_dir)
 
@@ -109,9 +109,9 @@ class Service:
 
     def _watch_loop(self) -> None:
         from registry.hub import HubClient
-        from registry.watch import Watcher
+        from registry.watch.poller import Watcher
 
-        from registry.watch import DRAFTER_QUERIES
+        from registry.watch.poller import DRAFTER_QUERIES
 
         client = HubClient(self.settings.hub_endpoint, self.settings.token_value(), self.settings.hub_cache_dir,
                            timeout=self.settings.hub_timeout_s)

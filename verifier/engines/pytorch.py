@@ -199,8 +199,8 @@ def run_pair(
 
 
 def _load_drafter(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> tuple[str, Proposer]:
-    from registry.compat import check_pair
-    from registry.configs import detect_method
+    from registry.domain.compat import check_pair
+    from registry.domain.configs import detect_method
     from verifier.methods import proposer_builder
 
     drafter_config = read_config(drafter_dir)

@@ -34,7 +34,9 @@ from pathlib import Path
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from registry import configs, hub, names
+from registry.domain import configs
+from registry import hub
+from registry.domain import names
 from registry.hub import (
     BudgetExhausted,
     HubClient,
@@ -46,8 +48,8 @@ from registry.hub import (
     RateLimited,
     Unreadable,
 )
-from registry.models import Checkpoint, Drafter, WatchCursor
-from registry.records import CheckpointSpec, DrafterSpec, EventRecord, EventSpec, RevisionSpec
+from registry.store.models import Checkpoint, Drafter, WatchCursor
+from registry.store.records import CheckpointSpec, DrafterSpec, EventRecord, EventSpec, RevisionSpec
 from registry.store import Store, aware, utcnow
 
 log = logging.getLogger(__name__)

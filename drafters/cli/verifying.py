@@ -10,17 +10,18 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from registry import calibration, render
+from registry import calibration
+from drafters.cli import render
 from registry.local import looks_like_folder
-from registry.runs import metric_version
+from registry.store.runs import metric_version
 from registry.settings import get_settings
 from registry.store import Store
-from registry.cli.common import Failed, JsonOption, UserError, app, open_store
+from drafters.cli.common import Failed, JsonOption, UserError, app, open_store
 from verifier.harness import DEFAULT_REPEATS  # a light module: no torch at CLI start
 
 if TYPE_CHECKING:
-    from registry.jobs import JobRecord
-    from registry.runs import RunRecord
+    from registry.store.jobs import JobRecord
+    from registry.store.runs import RunRecord
     from verifier.jobs import VerifyRequest
 
 
@@ -287,7 +288,7 @@ def runs_command(
     as_json: JsonOption = False,
 ) -> None:
     """Stored benchmark runs, newest first."""
-    from registry.runs import list_runs
+    from registry.store.runs import list_runs
 
     store = open_store()
     records = list_runs(store, target=target, drafter=drafter, limit=limit)
@@ -309,7 +310,7 @@ def gguf_command(
 ) -> None:
     """Convert a target and its drafter to GGUF with llama.cpp's own converter (a DFlash, DSpark or EAGLE-3
     drafter with --target-model-dir: it has no embeddings or tokenizer of its own). Needs the llamacpp extra."""
-    from verifier.llamacpp import ConversionFailed, LlamaCppMissing, convert_pair
+    from verifier.engines.llamacpp.engine import ConversionFailed, LlamaCppMissing, convert_pair
     from verifier.loading import LoadError
 
     for folder in (target, drafter):

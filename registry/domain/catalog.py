@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from registry.names import RepoNameError, split_repo_id
+from registry.domain.names import RepoNameError, split_repo_id
 
 METHODS = ("dflash", "dflash2", "dspark", "gemma4-assistant", "eagle3", "draft-lm")
 RELEASE_PRECISIONS = ("day", "month", "approx")

@@ -8,10 +8,12 @@ from typing import Annotated
 
 import typer
 
-from registry import calibration, pricing, render
-from registry.cli.common import JsonOption, UserError, app, checked_ref, open_store
-from registry.gpus import GpuCatalogError, find_gpu, load_gpus
-from registry.memory import GIB
+from registry import calibration
+from registry.domain import pricing
+from drafters.cli import render
+from drafters.cli.common import JsonOption, UserError, app, checked_ref, open_store
+from registry.domain.gpus import GpuCatalogError, find_gpu, load_gpus
+from registry.domain.memory import GIB
 
 
 def _prompt_digests(path: Path) -> dict[str, str]:

@@ -13,8 +13,8 @@ from typing import Any
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from registry.models import Job
-from registry.store import Store, aware, utcnow
+from registry.store.models import Job
+from registry.store.core import Store, aware, utcnow
 
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
 

@@ -398,7 +398,7 @@ def eagle3_target_layers(folder: Path) -> list[int] | None:
     converter from a top-level `eagle_aux_hidden_state_layer_ids` only (the speculators layout, which counts the same
     way). yuhuili's / SpecForge's layout keeps layer OUTPUT ids under `eagle_config`, which the converter ignores and
     replaces by EAGLE-3's default [2, N/2, N-3]: the head would then read other layers than it was trained on."""
-    from registry.configs import detect_method
+    from registry.domain.configs import detect_method
     from verifier.loading import LoadError, read_config
     from verifier.methods.eagle3 import Eagle3FormatError, parse_eagle3_config
 
@@ -475,7 +475,7 @@ def cached_gguf(
     outtype: str = "f32",
 ) -> GgufInfo:
     """The GGUF of `model_dir` under `cache_root`, converted once per content, target, build and outtype."""
-    from verifier.tiny import cached_build
+    from verifier.build_cache import cached_build
 
     model_dir = Path(model_dir)
     name = f"gguf-{model_dir.resolve().name}-{outtype}"
@@ -870,7 +870,7 @@ class LlamaCppEngine:
 
     def divergence(self, prompt_ids: Sequence[int], baseline: Sequence[int], speculative: Sequence[int],
                    set_name: str, prompt_index: int, repeat: int) -> Any:
-        from verifier.engine import first_divergence
+        from verifier.engines.pytorch import first_divergence
 
         return first_divergence(baseline, speculative, set_name, prompt_index, repeat)
 
@@ -878,7 +878,7 @@ class LlamaCppEngine:
         return None  # a server's peak RSS covers its lifetime, which is this run
 
     def report(self) -> EngineReport:
-        from verifier.engine import snapshot_sha
+        from verifier.engines.pytorch import snapshot_sha
         from verifier.loading import files_digest
 
         drafter_dir = self._drafter_dir
@@ -918,7 +918,7 @@ class LlamaCppEngine:
 
 
 def _method_of(drafter: Path, override: str | None = None) -> str:
-    from registry.configs import detect_method
+    from registry.domain.configs import detect_method
     from verifier.loading import read_config
 
     if override:

@@ -7,13 +7,14 @@ from typing import Annotated
 
 import typer
 
-from registry import compat, render
-from registry.catalog_import import load_catalog
-from registry.db import current_revision, head_revision
+from registry.domain import compat
+from drafters.cli import render
+from registry.store.catalog_import import load_catalog
+from registry.store.db import current_revision, head_revision
 from registry.local import looks_like_folder, read_local_repo
 from registry.reports import find_for_checkpoint, lag_by, lag_table, upgrade_table
 from registry.store import NotFound, Store
-from registry.cli.common import JsonOption, UserError, app, catalog_app, checked_ref, db_app, open_store, today
+from drafters.cli.common import JsonOption, UserError, app, catalog_app, checked_ref, db_app, open_store, today
 
 
 @db_app.command("upgrade")
@@ -31,7 +32,7 @@ def db_readonly_role(
     """Create (or renew) a PostgreSQL role that can read the registry and write nothing, for the dashboard."""
     import os
 
-    from registry.roles import RoleError, create_readonly_role
+    from registry.store.roles import RoleError, create_readonly_role
 
     password = os.environ.get(password_env)
     if not password:
@@ -63,8 +64,8 @@ def catalog_coverage(as_json: JsonOption = False) -> None:
     """Which bundled catalog drafters each engine (pytorch, llama.cpp) can run, by method and weight layout."""
     from rich.text import Text
 
-    from registry.catalog import load_catalog_data
-    from registry.coverage import ENGINES, coverage
+    from registry.domain.catalog import load_catalog_data
+    from registry.domain.coverage import ENGINES, coverage
 
     drafters = load_catalog_data().drafters
     rows = [(d, coverage(d.method, d.config, d.repo_id)) for d in drafters]
@@ -115,7 +116,7 @@ def find(repo_id: str, as_json: JsonOption = False) -> None:
 
 def _coverage_of(store: Store, repo_id: str, method: str | None):
     """Which engines run this drafter, from its newest stored config (or its repo id when none is stored)."""
-    from registry.coverage import coverage
+    from registry.domain.coverage import coverage
 
     head = store.drafter_head_revision(repo_id)
     return coverage(method, head.config if head else None, repo_id)
@@ -123,7 +124,7 @@ def _coverage_of(store: Store, repo_id: str, method: str | None):
 
 def _resolve_side(store: Store, value: str, *, drafter: bool) -> tuple[dict | None, str | None, str | None, tuple[str, ...], str | None, str | None]:
     """(config, tokenizer digest, repo id, declared targets, method, problem) for a repo id or a local folder."""
-    from registry import configs
+    from registry.domain import configs
 
     if looks_like_folder(value):
         local = read_local_repo(Path(value))

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
-from registry.records import EventRecord
+from registry.store.records import EventRecord
 
 ATOM = "http://www.w3.org/2005/Atom"
 FEED_ID = "tag:drafter-registry,2026:events"

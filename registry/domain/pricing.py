@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from registry.configs import DFLASH_FAMILY
-from registry.gpus import Gpu
-from registry.memory import BF16, FP8, GIB, MXFP4, Q4_0, Q4_K_M, Q8_0, Quantization
+from registry.domain.configs import DFLASH_FAMILY
+from registry.domain.gpus import Gpu
+from registry.domain.memory import BF16, FP8, GIB, MXFP4, Q4_0, Q4_K_M, Q8_0, Quantization
 
 # K-quants between Q8_0 and Q4_K_M, for the "what would fit" answer: Q6_K stores 6.5625 bits per weight
 # (256-weight super-blocks); Q5_K_M mixes Q5_K and Q6_K blocks (≈5.5–5.9 bits; 5.7 used).

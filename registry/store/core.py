@@ -13,9 +13,9 @@ from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload, sessionmaker
 
-from registry import compat, configs, names
-from registry.db import open_database, session_scope
-from registry.models import (
+from registry.domain import compat, configs, names
+from registry.store.db import open_database, session_scope
+from registry.store.models import (
     Checkpoint,
     CheckpointAlias,
     CheckpointBase,
@@ -30,7 +30,7 @@ from registry.models import (
     WatchCursor,
     WatchFailure,
 )
-from registry.records import (
+from registry.store.records import (
     CheckpointRecord,
     CheckpointSpec,
     CompatRecord,

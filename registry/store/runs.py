@@ -12,9 +12,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
-from registry.models import BenchmarkRun, RunSetResult
-from registry.records import EventSpec
-from registry.store import Store, aware, utcnow
+from registry.store.models import BenchmarkRun, RunSetResult
+from registry.store.records import EventSpec
+from registry.store.core import Store, aware, utcnow
 
 # τ falling by more than this fraction against the previous comparable run is a regression worth an alert.
 REGRESSION_FRACTION = 0.10

@@ -21,8 +21,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import aliased
 
 from registry import calibration, reports
-from registry.db import DatabaseError, current_revision, head_revision, make_engine
-from registry.models import (
+from registry.store.db import DatabaseError, current_revision, head_revision, make_engine
+from registry.store.models import (
     BenchmarkRun,
     Checkpoint,
     CheckpointAlias,
@@ -34,7 +34,7 @@ from registry.models import (
     Event,
     RunSetResult,
 )
-from registry.runs import list_runs
+from registry.store.runs import list_runs
 from registry.store import Store, aware
 
 METHOD_LABELS: dict[str, str] = {

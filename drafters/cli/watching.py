@@ -8,19 +8,19 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from registry import render
+from drafters.cli import render
 from registry.settings import get_settings
 from registry.store import NotFound, Store
-from registry.cli.common import Failed, JsonOption, UserError, app, open_store
+from drafters.cli.common import Failed, JsonOption, UserError, app, open_store
 
 if TYPE_CHECKING:
-    from registry.secrets import SecretBox
-    from registry.watch import PollReport, Watcher
+    from registry.alerts.secrets import SecretBox
+    from registry.watch.poller import PollReport, Watcher
 
 
 def make_watcher(store: Store, *, max_requests: int | None = None, deadline_s: float | None = None) -> "Watcher":
     from registry.hub import HubClient
-    from registry.watch import DRAFTER_QUERIES, Watcher
+    from registry.watch.poller import DRAFTER_QUERIES, Watcher
 
     settings = get_settings()
     client = HubClient(
@@ -112,7 +112,7 @@ def alerts_command(
 
 
 def _secret_box() -> "SecretBox":
-    from registry.secrets import SecretBox
+    from registry.alerts.secrets import SecretBox
 
     return SecretBox(get_settings().home_dir / "secrets.json")
 
@@ -138,7 +138,7 @@ def subscribe_command(
     for the receiver."""
     import os
 
-    from registry import alerts
+    from registry.alerts import webhooks as alerts
 
     secret = None
     if secret_env is not None:
@@ -190,7 +190,7 @@ def subscriptions_command(as_json: JsonOption = False) -> None:
     """Webhook subscriptions (URLs masked: a webhook URL can be a credential)."""
     import dataclasses
 
-    from registry import alerts
+    from registry.alerts import webhooks as alerts
 
     records = [dataclasses.replace(r, url=alerts.mask_url(r.url)) for r in alerts.subscriptions(open_store())]
     if as_json:
@@ -203,7 +203,7 @@ def subscriptions_command(as_json: JsonOption = False) -> None:
 
 @app.command("unsubscribe")
 def unsubscribe_command(uid: str) -> None:
-    from registry import alerts
+    from registry.alerts import webhooks as alerts
 
     if not alerts.unsubscribe(open_store(), _secret_box(), uid):
         raise NotFound(f"no subscription {uid}")
@@ -212,7 +212,7 @@ def unsubscribe_command(uid: str) -> None:
 @app.command("deliver")
 def deliver_command() -> None:
     """Send pending webhook deliveries now (the long-running service does this on its own)."""
-    from registry import alerts
+    from registry.alerts import webhooks as alerts
 
     report = alerts.deliver_pending(open_store(), _secret_box())
     render.console.print(f"deliveries: {report.delivered} delivered, {report.pending} pending, {report.failed} given up")
@@ -221,7 +221,7 @@ def deliver_command() -> None:
 @app.command("feed")
 def feed_command(out: Annotated[Path | None, typer.Option(help="Where to write the Atom feed.")] = None) -> None:
     """Write the Atom feed of events (default: $DRAFTERS_HOME/feed.atom)."""
-    from registry.feed import write_feed
+    from registry.alerts.feed import write_feed
 
     path = write_feed(open_store().events(), out or get_settings().home_dir / "feed.atom")
     render.console.print(f"feed written to {path}")
@@ -236,7 +236,7 @@ def push_server(
     import os
     import threading
 
-    from registry.push import PushServer
+    from registry.watch.push import PushServer
 
     secret = os.environ.get(secret_env)
     if not secret:

@@ -9,10 +9,10 @@ import sys
 
 import typer
 
-from registry import render
-from registry.cli import lookup, pricing, serving, verifying, watching  # noqa: F401 - registers the commands
-from registry.cli.common import Failed, UserError, app
-from registry.db import DatabaseError
+from drafters.cli import render
+from drafters.cli import lookup, pricing, serving, verifying, watching  # noqa: F401 - registers the commands
+from drafters.cli.common import Failed, UserError, app
+from registry.store.db import DatabaseError
 from registry.local import LocalRepoError
 from registry.store import NotFound
 

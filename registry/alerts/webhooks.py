@@ -25,8 +25,8 @@ from typing import Any
 import httpx
 from sqlalchemy import func, select
 
-from registry.models import Delivery, Event, Subscription
-from registry.secrets import SecretBox
+from registry.store.models import Delivery, Event, Subscription
+from registry.alerts.secrets import SecretBox
 from registry.store import Store, aware, utcnow
 
 log = logging.getLogger(__name__)

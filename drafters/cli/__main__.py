@@ -1,0 +1,3 @@
+from drafters.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""What leaves the registry: webhook deliveries (signed), their secrets, and the Atom feed."""

@@ -1,0 +1,1 @@
+"""Pure domain rules: no database, no network, no clock."""

@@ -1,0 +1,1 @@
+"""The Hub watcher: polls, leases, Hub-to-spec translation, events, and the Hub webhook endpoint."""

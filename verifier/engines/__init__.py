@@ -1,0 +1,1 @@
+"""Engines that run a pair for the harness: PyTorch (pytorch.py) and llama.cpp (llamacpp/)."""
