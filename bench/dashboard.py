@@ -22,7 +22,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# bench/ itself must not be on the path: bench/queue.py would shadow the standard library's queue.
+# The checkout first, bench/ off the path: bench/dashboard.py and bench/verifier.py would shadow the packages.
 sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import streamlit as st  # noqa: E402

@@ -28,8 +28,10 @@ sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve(
 import torch  # noqa: E402
 
 from verifier.engines.pytorch import PairRun, RunSettings, run_pair  # noqa: E402
-from verifier.harness import DEFAULT_REPEATS  # noqa: E402
-from verifier.engines.llamacpp.engine import LlamaCppOptions, find_server, run_llamacpp_pair  # noqa: E402
+from verifier.harness.contract import DEFAULT_REPEATS  # noqa: E402
+from verifier.engines.llamacpp.engine import run_llamacpp_pair  # noqa: E402
+from verifier.engines.llamacpp.install import find_server  # noqa: E402
+from verifier.engines.llamacpp.server import LlamaCppOptions  # noqa: E402
 from verifier.prompts import BUNDLED_SET_NAMES, bundled_set  # noqa: E402
 from verifier.build_cache import cached_build  # noqa: E402
 from verifier.tiny import dflash as tiny_dflash  # noqa: E402

@@ -38,11 +38,13 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import torch  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
 
 from verifier.engines.pytorch import PairRun, RunSettings, run_pair  # noqa: E402
-from verifier.harness import DEFAULT_REPEATS  # noqa: E402
+from verifier.harness.contract import DEFAULT_REPEATS  # noqa: E402
 from verifier.loading import load_causal_lm, load_target, resolve_device  # noqa: E402
-from verifier.methods.dflash import muse_glimmer_assistant  # noqa: E402
+from verifier.methods.dflash.muse_glimmer import muse_glimmer_assistant  # noqa: E402
 from verifier.prompts import bundled_sets, encode_prompt  # noqa: E402
 from verifier.build_cache import cached_build  # noqa: E402
 from verifier.tiny import dflash as tiny_dflash  # noqa: E402
@@ -271,9 +273,6 @@ def _range(bounds: tuple[float, float] | None, digits: int = 2) -> str:
 
 
 def render(rows: list[Row], context: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(title=f"verifier vs transformers — {context['size']} pair on {context['device']}: "
                         f"{context['measures']}")
     for column in ("method", "ours tok/s (min–max)", "HF tok/s", "ours/HF (min–max)", "same out", "τ", "τ emitted",

@@ -19,23 +19,27 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import json
 import os
 import pstats
 import sys
 import tempfile
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# bench/ itself must not be on the path: bench/queue.py would shadow the standard library's queue.
+# The checkout first, bench/ off the path: bench/dashboard.py and bench/verifier.py would shadow the packages.
 sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 from registry.hub import HubClient  # noqa: E402
+from registry.settings import DEFAULT_WATCHED_ORGS  # noqa: E402
 from registry.store import Store  # noqa: E402
-from registry.watch.poller import PollReport, Watcher  # noqa: E402
-from tests.fakehub.scenario import DAY_0, Scenario  # noqa: E402
+from registry.watch.poller import DRAFTER_QUERIES, PollReport, Watcher  # noqa: E402
+from tests.fakehub.scenario import DAY_0, QWEN3_8B_DFLASH_CONFIG, Scenario  # noqa: E402
 from tests.fakehub.server import FakeHub  # noqa: E402
+from tests.fakehub.state import HubState, dflash_drafter_files  # noqa: E402
 
 FIRST_POLL_TARGET_S = 10.0
 REPOLL_REQUESTS_PER_ORG = 1
@@ -78,14 +82,6 @@ def print_table(rows: list[Row], models: int, orgs: int) -> None:
 
 def real_orgs() -> int:
     """Request counts per poll for the default watched orgs at real size, drafter queries included."""
-    import json
-    from datetime import timedelta
-
-    from registry.settings import DEFAULT_WATCHED_ORGS
-    from registry.watch.poller import DRAFTER_QUERIES
-    from tests.fakehub.state import HubState, dflash_drafter_files
-    from tests.fakehub.scenario import QWEN3_8B_DFLASH_CONFIG
-
     state = HubState()
     start = DAY_0 - timedelta(days=800)
     index = 0

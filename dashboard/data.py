@@ -1,8 +1,8 @@
-"""What the pages read: registry.queries behind Streamlit's caches, over one read-only engine per database.
+"""What the pages read: dashboard.queries behind Streamlit's caches, over one read-only engine per database.
 
 Every cached function takes the database URL (so two databases never share a cache entry) and fetches the
 engine from `st.cache_resource`. The dashboard never writes: the engine refuses writes (see
-registry.queries.open_read_only), and nothing here calls a Store command.
+registry.store.read_only.open_read_only), and nothing here calls a Store command.
 """
 
 from __future__ import annotations
@@ -20,8 +20,11 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from dashboard import queries
-from registry.store.db import DatabaseError
+from registry.domain import compat, configs
+from registry.domain.drafter_facts import detect_method
+from registry.local import LocalRepoError, read_local_repo
 from registry.settings import get_settings
+from registry.store.db import DatabaseError
 
 # Long enough that moving between pages and widgets is instant, short enough that a watcher's news shows soon.
 TTL_S = 60
@@ -132,9 +135,6 @@ def short_name(ref: str) -> str:
 def local_verdict(target: str, drafter: str) -> queries.PairVerdict | None:
     """The verdict between two local folders, read from their files as `drafters check` does; None when either
     folder is gone. Folders declare nothing, so the best they reach is "structural"."""
-    from registry.domain import compat, configs
-    from registry.local import LocalRepoError, read_local_repo
-
     try:
         target_repo, drafter_repo = read_local_repo(Path(target)), read_local_repo(Path(drafter))
     except (LocalRepoError, OSError):
@@ -146,7 +146,7 @@ def local_verdict(target: str, drafter: str) -> queries.PairVerdict | None:
         except configs.ConfigError:
             parsed.append(None)
     drafter_config, target_config = parsed
-    method = (configs.detect_method(drafter_config) or "draft-lm") if drafter_config else None
+    method = (detect_method(drafter_config) or "draft-lm") if drafter_config else None
     result = compat.check_pair(drafter_config, target_config, drafter_method=method, target_repo_id=None,
                                declared_targets=(), drafter_tokenizer_digest=drafter_repo.tokenizer_digest,
                                target_tokenizer_digest=target_repo.tokenizer_digest)

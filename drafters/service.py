@@ -14,12 +14,18 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from dashboard.launch import launch
 from registry.alerts import webhooks as alerts
-from registry.store.catalog_import import load_catalog
 from registry.alerts.feed import write_feed
 from registry.alerts.secrets import SecretBox
+from registry.hub import HubClient
+from registry.processes import stop as stop_process
 from registry.settings import Settings
 from registry.store import Store
+from registry.store.catalog_import import load_catalog
+from registry.watch.poller import DRAFTER_QUERIES, Watcher, stable_owner
+from verifier.demo import enqueue_demo
+from verifier.jobs import Worker, enqueue_cached_pair
 
 log = logging.getLogger(__name__)
 # Pauses before restarting a part that died: its first death is retried quickly, a crash loop slowly.
@@ -41,8 +47,6 @@ class Service:
     def instance(self) -> str:
         """This host and home: the key of this service's status rows and the owner of its watch leases, the same
         after a restart so the new process takes its own orgs back at once."""
-        from registry.watch.poller import stable_owner
-
         return stable_owner(self.settings.home_dir)
 
     def status(self, name: str, state: str, *, detail: str | None = None, success: bool = False,
@@ -98,8 +102,6 @@ class Service:
         self.threads.append(thread)
 
     def _start_dashboard(self) -> None:
-        from dashboard.launch import launch
-
         log_path = self.settings.home_dir / "dashboard.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("ab") as sink:
@@ -108,11 +110,6 @@ class Service:
         self.say(f"dashboard: http://127.0.0.1:{self.settings.dashboard_port}/ (log: {log_path})")
 
     def _watch_loop(self) -> None:
-        from registry.hub import HubClient
-        from registry.watch.poller import Watcher
-
-        from registry.watch.poller import DRAFTER_QUERIES
-
         client = HubClient(self.settings.hub_endpoint, self.settings.token_value(), self.settings.hub_cache_dir,
                            timeout=self.settings.hub_timeout_s)
         watcher = Watcher(self.store, client, list(self.settings.watched_orgs), owner=self.instance,
@@ -153,8 +150,6 @@ class Service:
             self.stop.wait(wait)
 
     def _on_pair(self, drafter: str, drafter_sha: str, target: str, target_sha: str, verdict: str) -> None:
-        from verifier.jobs import enqueue_cached_pair
-
         job = enqueue_cached_pair(self.store, drafter, drafter_sha, target, target_sha)
         if job is not None:
             self.say(f"queued a measurement of {drafter} on {target} ({verdict}); its weights are in the local cache")
@@ -176,8 +171,6 @@ class Service:
             self.stop.wait(30.0)
 
     def _worker_loop(self) -> None:
-        from verifier.jobs import Worker
-
         worker = Worker(self.store)
 
         def report(job: object) -> None:
@@ -188,16 +181,12 @@ class Service:
         worker.run_forever(self.stop, on_job=report)
 
     def _demo(self) -> None:
-        from verifier.demo import enqueue_demo
-
         queued = enqueue_demo(self.store, self.settings.models_dir, self.say,
                               max_new_tokens=self.settings.demo_max_new_tokens, repeats=self.settings.demo_repeats)
         if queued:
             self.say(f"queued {queued} verification jobs on the tiny demo pairs")
 
     def close(self) -> None:
-        from registry.processes import stop as stop_process
-
         self.stop.set()
         stop_process(self.dashboard)  # type: ignore[arg-type]
         for thread in self.threads:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine
 
+from registry.settings import get_settings
 from registry.store.models import Base
 
 config = context.config
@@ -17,8 +18,6 @@ def _engine():  # type: ignore[no-untyped-def]
         return engine
     url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option("sqlalchemy.url")
     if not url:
-        from registry.settings import get_settings
-
         url = get_settings().resolved_database_url
     return create_engine(url)
 

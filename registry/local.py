@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from registry.domain import configs
+from registry.domain.configs import ConfigError
+from registry.domain.tokenizers import tokenizer_digest
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
@@ -42,8 +43,8 @@ def read_local_repo(path: Path) -> LocalRepo:
         raise LocalRepoError(f"{path} has no config.json")
     tokenizer_files = {name: (path / name).read_bytes() for name in TOKENIZER_FILES if (path / name).is_file()}
     try:
-        digest = configs.tokenizer_digest(tokenizer_files) if tokenizer_files else None
-    except configs.ConfigError as exc:
+        digest = tokenizer_digest(tokenizer_files) if tokenizer_files else None
+    except ConfigError as exc:
         raise LocalRepoError(f"{path}: bad tokenizer files: {exc}") from None
     weight_bytes = sum(p.stat().st_size for p in path.iterdir() if p.suffix in WEIGHT_SUFFIXES)
     return LocalRepo(path=path, config_raw=config_path.read_bytes(), tokenizer_digest=digest, weight_bytes=weight_bytes)

@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from datetime import date
 
 from registry.domain import lag, names
+from registry.domain.compat import VERDICT_ORDER
 from registry.store.records import CheckpointRecord, CompatRecord, DrafterRecord
 from registry.store import NotFound, Store
-
-VERDICT_ORDER = {"exact": 0, "structural": 1, "unknown": 2, "incompatible": 3}
 
 
 @dataclass(frozen=True)

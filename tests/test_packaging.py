@@ -31,6 +31,7 @@ def test_wheel_carries_data_files(tmp_path: Path) -> None:
         "verifier/tiny/corpus.txt",
         "dashboard/app.py",
         "dashboard/views/overview.py",
+        "drafters/cli/__init__.py",
     }
     assert expected <= names, sorted(expected - names)
     assert not any(name.startswith("tests/") for name in names)

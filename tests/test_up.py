@@ -20,7 +20,7 @@ import pytest
 from registry.store.runs import list_runs
 from registry.store import Store
 from tests.conftest import REPO_ROOT
-from tests.dashboard.test_browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, _free_port
+from tests.dashboard.conftest import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, free_port
 from tests.fakehub.scenario import Scenario
 from tests.fakehub.server import FakeHub
 
@@ -54,7 +54,7 @@ class Output:
 def test_up_shows_drafters_lag_speedups_and_alerts(tmp_path: Path, hub: FakeHub, scenario: Scenario) -> None:
     home = tmp_path / "home"
     database_url = f"sqlite:///{home / 'registry.db'}"
-    port = _free_port()
+    port = free_port()
     models = Path(os.environ.get("DRAFTERS_TEST_CACHE", REPO_ROOT / ".cache" / "test-models"))
     env = {
         **{k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "DRAFTERS_DATABASE_URL")},

@@ -5,190 +5,36 @@ SGLang (`/get_server_info`) each expose cumulative counters since boot. `ingest_
 stored run (engine, version, τ, acceptance, tok/s, the user's hardware), so numbers measured on a user's own GPU
 land in the history beside the verifier's. The verifier's llama.cpp engine reads the same counters per request.
 
-Counter semantics (llama.cpp and vLLM agree): `drafts` = verification steps, `draft_tokens` = drafted tokens,
-`accepted` = accepted drafts, `accepted_per_position[i]` = steps whose draft i + 1 was accepted (drafts are
-accepted as a prefix, so it also counts the steps that accepted more than i).
+Parsing the counters and what they mean live in `verifier.counters`.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx
+
 from registry import calibration
+from registry.domain.engines import SERVER_ENGINE_NAMES, SERVER_KINDS
+from registry.store import Store
+from registry.store.records import RunRecord, RunSpec, SetResult
+from registry.store.runs import record_run, regression_event
+from verifier.counters import (
+    LLAMACPP_PREFIX,
+    VLLM_PREFIX,
+    ServerReadError,
+    counter_total,
+    counter_acceptance,
+    parse_prometheus,
+    spec_counters,
+)
 from verifier.metrics import Acceptance
-
-if TYPE_CHECKING:
-    import httpx
-
-    from registry.store.runs import RunRecord
-    from registry.store import Store
-
-SERVER_KINDS = ("llamacpp", "vllm", "sglang")
-ENGINE_NAMES = {"llamacpp": "llama.cpp", "vllm": "vllm", "sglang": "sglang"}
 # What an ingested run was measured on: whatever the server served, not one of the verifier's prompt sets.
 LIVE_TRAFFIC = "live-traffic"
-LLAMACPP_PREFIX = "llamacpp:"
-VLLM_PREFIX = "vllm:"
-
-_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+-?\d+)?$")
-_LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
-_LABEL_ESCAPE = re.compile(r"\\(.)")
-_LABEL_ESCAPES = {"n": "\n"}  # Prometheus escapes only backslash, double quote and newline in label values
-
-
-class ServerReadError(ValueError):
-    """A server's answer could not be read as speculative-decoding counters; the message says what is missing."""
-
-
-@dataclass(frozen=True)
-class Sample:
-    name: str
-    labels: Mapping[str, str]
-    value: float
-
-
-def parse_prometheus(text: str) -> list[Sample]:
-    """Samples of a Prometheus text exposition; a malformed line is an error naming its number."""
-    samples = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        match = _SAMPLE.match(line)
-        if match is None:
-            raise ServerReadError(f"metrics line {number} is not a Prometheus sample: {line[:120]!r}")
-        name, label_text, value_text = match.groups()
-        try:
-            value = float(value_text)
-        except ValueError:
-            raise ServerReadError(f"metrics line {number}: {value_text!r} is not a number") from None
-        samples.append(Sample(name=name, labels=_parse_labels(label_text or "", number), value=value))
-    return samples
-
-
-def _parse_labels(text: str, number: int) -> dict[str, str]:
-    labels: dict[str, str] = {}
-    text, position = text.strip(), 0
-    while position < len(text):
-        match = _LABEL.match(text, position)
-        if match is None:
-            raise ServerReadError(f"metrics line {number}: malformed labels {{{text[:120]}}}")
-        labels[match.group(1)] = _LABEL_ESCAPE.sub(lambda m: _LABEL_ESCAPES.get(m.group(1), m.group(1)), match.group(2))
-        position = match.end()
-    return labels
-
-
-@dataclass(frozen=True)
-class SpecCounters:
-    drafts: int
-    draft_tokens: int
-    accepted: int
-    accepted_per_position: tuple[int, ...] = ()
-
-    def minus(self, earlier: SpecCounters) -> SpecCounters:
-        """What happened between `earlier` and this reading of the same server."""
-        positions = max(len(self.accepted_per_position), len(earlier.accepted_per_position))
-        mine = _padded(self.accepted_per_position, positions)
-        theirs = _padded(earlier.accepted_per_position, positions)
-        return SpecCounters(
-            drafts=self.drafts - earlier.drafts,
-            draft_tokens=self.draft_tokens - earlier.draft_tokens,
-            accepted=self.accepted - earlier.accepted,
-            accepted_per_position=tuple(a - b for a, b in zip(mine, theirs, strict=True)),
-        )
-
-    def plus(self, other: SpecCounters) -> SpecCounters:
-        positions = max(len(self.accepted_per_position), len(other.accepted_per_position))
-        return SpecCounters(
-            drafts=self.drafts + other.drafts,
-            draft_tokens=self.draft_tokens + other.draft_tokens,
-            accepted=self.accepted + other.accepted,
-            accepted_per_position=tuple(
-                a + b
-                for a, b in zip(
-                    _padded(self.accepted_per_position, positions),
-                    _padded(other.accepted_per_position, positions),
-                    strict=True,
-                )
-            ),
-        )
-
-
-NO_COUNTS = SpecCounters(drafts=0, draft_tokens=0, accepted=0)
-
-
-def _padded(values: tuple[int, ...], length: int) -> tuple[int, ...]:
-    return values + (0,) * (length - len(values))
-
-
-def _counter(samples: Iterable[Sample], name: str) -> float | None:
-    """The sum of a counter over its label sets (vLLM reports one per engine), with or without `_total`."""
-    values = [s.value for s in samples if s.name in (name, f"{name}_total")]
-    return sum(values) if values else None
-
-
-def spec_counters(samples: list[Sample], prefix: str) -> SpecCounters | None:
-    """llama.cpp's (`llamacpp:`) or vLLM's (`vllm:`) speculative counters; None when the server drafts nothing."""
-    drafts = _counter(samples, f"{prefix}spec_decode_num_drafts")
-    if drafts is None:
-        return None
-    draft_tokens = _counter(samples, f"{prefix}spec_decode_num_draft_tokens")
-    accepted = _counter(samples, f"{prefix}spec_decode_num_accepted_tokens")
-    if draft_tokens is None or accepted is None:
-        raise ServerReadError(f"{prefix}spec_decode_num_drafts is there but the drafted or accepted counter is not")
-    per_position: dict[int, float] = {}
-    for sample in samples:
-        if sample.name in (f"{prefix}spec_decode_num_accepted_tokens_per_pos",
-                           f"{prefix}spec_decode_num_accepted_tokens_per_pos_total"):
-            try:
-                position = int(sample.labels["position"])
-            except (KeyError, ValueError):
-                raise ServerReadError(f"{sample.name} has no integer 'position' label") from None
-            per_position[position] = per_position.get(position, 0.0) + sample.value
-    return SpecCounters(
-        drafts=int(drafts),
-        draft_tokens=int(draft_tokens),
-        accepted=int(accepted),
-        accepted_per_position=tuple(int(per_position.get(i, 0.0)) for i in range(max(per_position, default=-1) + 1)),
-    )
-
-
-def counter_acceptance(counters: SpecCounters) -> Acceptance | None:
-    """τ, acceptance rate and per-position acceptance from a server's counters; None when nothing was verified.
-
-    Marginal acceptance m_i is over all verification steps (how llama.cpp and vLLM report it), so it equals the
-    verifier's definition when every step drafted at least i tokens; `uniform_draft_length` says whether they did.
-    """
-    if counters.drafts <= 0:
-        return None
-    steps = counters.drafts
-    reached = (steps, *counters.accepted_per_position)  # reached[i] = steps that accepted at least i drafts
-    if any(later > earlier for earlier, later in zip(reached, reached[1:], strict=False)) or reached[-1] < 0:
-        raise ServerReadError(f"per-position acceptance counters {list(counters.accepted_per_position)} are not "
-                              f"non-increasing within {steps} steps")
-    histogram = tuple(reached[n] - reached[n + 1] for n in range(len(reached) - 1)) + (reached[-1],)
-    marginal = tuple(count / steps for count in counters.accepted_per_position)
-    conditional = tuple(
-        (count / reached[i] if reached[i] else None) for i, count in enumerate(counters.accepted_per_position)
-    )
-    tau = 1.0 + counters.accepted / steps
-    return Acceptance(
-        rounds=steps,
-        drafted=counters.draft_tokens,
-        accepted=counters.accepted,
-        tau=tau,
-        acceptance_rate=counters.accepted / counters.draft_tokens if counters.draft_tokens else None,
-        histogram=histogram,
-        marginal=marginal,
-        conditional=conditional,
-        uniform_draft_length=bool(marginal) and counters.draft_tokens == steps * len(marginal),
-        identity_gap=tau - (1.0 + sum(marginal)),
-    )
 
 
 @dataclass(frozen=True)
@@ -207,8 +53,6 @@ class ServerReading:
 
 
 def _get(client: httpx.Client, url: str, path: str) -> httpx.Response:
-    import httpx
-
     try:
         response = client.get(url.rstrip("/") + path)
     except httpx.HTTPError as error:
@@ -237,11 +81,11 @@ def read_llamacpp(client: httpx.Client, url: str) -> ServerReading:
     slots_json = _json(slots, "/slots") if slots.status_code == 200 else []
     params = slots_json[0].get("params", {}) if isinstance(slots_json, list) and slots_json else {}
     spec_types = [t for t in str(params.get("speculative.types", "")).split(",") if t and t != "none"]
-    predicted = _counter(samples, f"{LLAMACPP_PREFIX}tokens_predicted")
-    predicted_seconds = _counter(samples, f"{LLAMACPP_PREFIX}tokens_predicted_seconds")
+    predicted = counter_total(samples, f"{LLAMACPP_PREFIX}tokens_predicted")
+    predicted_seconds = counter_total(samples, f"{LLAMACPP_PREFIX}tokens_predicted_seconds")
     acceptance = counter_acceptance(counters) if counters else None
     return ServerReading(
-        engine="llama.cpp",
+        engine=SERVER_ENGINE_NAMES["llamacpp"],
         engine_version=props_json.get("build_info"),
         model=props_json.get("model_alias") or props_json.get("model_path"),
         method=",".join(spec_types) or None,
@@ -266,12 +110,12 @@ def read_vllm(client: httpx.Client, url: str) -> ServerReading:
     # Decode speed per request: mean inter-token latency (older vLLM: time per output token).
     latency_sum = latency_count = None
     for name in ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"):
-        latency_sum, latency_count = _counter(samples, f"{name}_sum"), _counter(samples, f"{name}_count")
+        latency_sum, latency_count = counter_total(samples, f"{name}_sum"), counter_total(samples, f"{name}_count")
         if latency_sum and latency_count:
             break
     acceptance = counter_acceptance(counters) if counters else None
     return ServerReading(
-        engine="vllm",
+        engine=SERVER_ENGINE_NAMES["vllm"],
         engine_version=version_json.get("version"),
         model=models[0] if len(models) == 1 else None,
         method=None,
@@ -297,7 +141,7 @@ def read_sglang(client: httpx.Client, url: str) -> ServerReading:
     throughput = _finite_or_none(state.get("last_gen_throughput"))
     draft_tokens = body.get("speculative_num_draft_tokens")
     return ServerReading(
-        engine="sglang",
+        engine=SERVER_ENGINE_NAMES["sglang"],
         engine_version=body.get("version"),
         model=body.get("served_model_name") or body.get("model_path"),
         method=str(body["speculative_algorithm"]).lower() if body.get("speculative_algorithm") else None,
@@ -321,8 +165,6 @@ READERS: dict[str, Callable[[httpx.Client, str], ServerReading]] = {
 
 
 def read_server(kind: str, url: str, *, timeout_s: float = 10.0, api_key: str | None = None) -> ServerReading:
-    import httpx
-
     if kind not in READERS:
         raise ServerReadError(f"unknown server kind {kind!r}; choose one of {', '.join(SERVER_KINDS)}")
     if urlsplit(url).scheme not in ("http", "https"):
@@ -353,8 +195,6 @@ def ingest_server(
 ) -> RunRecord:
     """Read a running server's speculative counters and store them as a run; raises ServerReadError when the
     server cannot be read or has verified no drafts yet (nothing is stored then)."""
-    from registry.store.runs import RunSpec, SetResult, record_run, regression_event
-
     if not hardware.strip():
         raise ServerReadError("say which hardware the server runs on (e.g. 'RTX 3060 12GB')")
     reading = read_server(kind, url, timeout_s=timeout_s, api_key=api_key)

@@ -13,20 +13,21 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from registry import calibration
-from registry.store import jobs as queue
-from registry.store.runs import RunRecord, RunSpec, SetResult, record_run, regression_event
+from registry.domain.engines import VERIFIER_ENGINES
 from registry.store import Store
-
-if TYPE_CHECKING:
-    from verifier.harness import PairRun
+from registry.store import jobs as queue
+from registry.store.records import RunRecord, RunSpec, SetResult
+from registry.store.runs import record_run, regression_event
+from verifier.engines.llamacpp.engine import run_llamacpp_pair
+from verifier.folders import LoadError, cached_snapshot
+from verifier.harness.contract import PairRun, RunSettings
+from verifier.prompts import bundled_set, load_prompt_file
 
 log = logging.getLogger(__name__)
 VERIFY = "verify"
-# Engine a request asks for → the engine name stored with its runs.
-ENGINES = {"pytorch": "pytorch", "llamacpp": "llama.cpp"}
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,8 @@ class VerifyRequest:
     engine: str = "pytorch"
 
     def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise ValueError(f"unknown engine {self.engine!r}; choose one of {', '.join(ENGINES)}")
+        if self.engine not in VERIFIER_ENGINES:
+            raise ValueError(f"unknown engine {self.engine!r}; choose one of {', '.join(VERIFIER_ENGINES)}")
 
     def to_payload(self) -> dict[str, Any]:
         payload = asdict(self)
@@ -77,29 +78,23 @@ def resolve_folder(ref: str, revision: str | None) -> Path:
     if path.is_dir():
         return path
     if ref.count("/") == 1 and not path.exists():
-        from verifier.loading import cached_snapshot
-
         return cached_snapshot(ref, revision or "main")
     raise FileNotFoundError(f"{ref} is neither a model folder nor a repo id")
 
 
 def _prompt_sets(request: VerifyRequest) -> list[Any]:
-    from verifier.prompts import bundled_set, load_prompt_file
-
     sets = [bundled_set(name) for name in request.prompt_sets]
     sets += [load_prompt_file(Path(p)) for p in request.prompt_files]
     return sets
 
 
 def run_engine(request: VerifyRequest, progress: Callable[[int, int, str], None] | None = None) -> PairRun:
-    """Either engine, driven by the one harness (`verifier.harness`): the same result type from both."""
-    from verifier.engines.pytorch import RunSettings, run_pair
+    """Either engine, driven by the one harness (`verifier.harness.run`): the same result type from both."""
+    from verifier.engines.pytorch import run_pair  # torch, which only PyTorch runs need
 
     settings = RunSettings(**request.settings)
     target_dir = resolve_folder(request.target, request.target_revision)
     if request.engine == "llamacpp":
-        from verifier.engines.llamacpp.engine import run_llamacpp_pair
-
         # llama.cpp also takes a drafter that is already a .gguf file.
         gguf = Path(request.drafter).expanduser() if request.drafter else None
         drafter = gguf if gguf is not None and gguf.is_file() and gguf.suffix == ".gguf" else (
@@ -182,7 +177,7 @@ def _failed_spec(request: VerifyRequest, reason: str, *, job_id: int | None, run
         status="failed",
         failure_reason=reason,
         job_id=job_id,
-        engine=ENGINES[request.engine],
+        engine=VERIFIER_ENGINES[request.engine],
         target_revision=request.target_revision,
         drafter_revision=request.drafter_revision,
         temperature=float(request.settings.get("temperature", 0.0)),
@@ -234,8 +229,6 @@ def enqueue_cached_pair(store: Store, drafter: str, drafter_sha: str, target: st
                         settings: dict[str, Any] | None = None) -> queue.JobRecord | None:
     """Queue a measurement of a newly compatible pair when both repos sit in the local Hugging Face cache at those
     shas (the verifier never downloads); each (drafter sha, target sha) pair is queued once."""
-    from verifier.loading import LoadError, cached_snapshot
-
     try:
         cached_snapshot(drafter, drafter_sha, cache_dir=cache_dir)
         cached_snapshot(target, target_sha, cache_dir=cache_dir)

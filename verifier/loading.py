@@ -1,31 +1,23 @@
-"""Loading target and drafter folders safely: safetensors only, no remote code, no network.
+"""Loading target and drafter folders into torch safely: safetensors only, no remote code, no network.
 
-A folder is a local checkout (config.json + *.safetensors (+ index) + tokenizer files) or a snapshot in the local
-Hugging Face cache found by repo id + sha.
+Reading folders without torch (config, weight files, digests, cached snapshots) lives in verifier/folders.py.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-CONFIG_FILE = "config.json"
-SAFETENSORS_INDEX = "model.safetensors.index.json"
-PICKLE_WEIGHT_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+from verifier.folders import LoadError, files_digest, read_config, weight_files
+
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "bfloat16": torch.bfloat16,
     "float16": torch.float16,
 }
-
-
-class LoadError(ValueError):
-    """A folder cannot be loaded safely; the message says why and what to do."""
 
 
 @dataclass
@@ -52,54 +44,6 @@ def resolve_dtype(name: str) -> torch.dtype:
         return DTYPES[name]
     except KeyError:
         raise LoadError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}") from None
-
-
-def read_config(folder: Path) -> dict[str, Any]:
-    config_path = folder / CONFIG_FILE
-    if not config_path.is_file():
-        raise LoadError(f"{folder} has no {CONFIG_FILE}")
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise LoadError(f"{config_path} is not valid JSON: {error}") from error
-    if not isinstance(config, dict):
-        raise LoadError(f"{config_path} must hold a JSON object")
-    return config
-
-
-def weight_files(folder: Path) -> list[Path]:
-    """The safetensors weight files of `folder`; refuses folders that only have pickle weights."""
-    safetensors = sorted(folder.glob("*.safetensors"))
-    if safetensors:
-        return safetensors
-    pickles = sorted(p.name for p in folder.iterdir() if p.suffix in PICKLE_WEIGHT_SUFFIXES)
-    if pickles:
-        raise LoadError(
-            f"{folder} has only pickle weights ({', '.join(pickles)}); the verifier loads safetensors only "
-            "because pickle files can run arbitrary code. Convert the weights to safetensors first."
-        )
-    raise LoadError(f"{folder} has no *.safetensors weight files")
-
-
-def weight_bytes(folder: Path) -> int:
-    return sum(path.stat().st_size for path in weight_files(folder))
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def files_digest(folder: Path) -> str:
-    """sha256 over `name:sha256` lines of config.json, the safetensors index (if any) and the weight files."""
-    files = [folder / CONFIG_FILE, *weight_files(folder)]
-    if (folder / SAFETENSORS_INDEX).is_file():
-        files.append(folder / SAFETENSORS_INDEX)
-    lines = sorted(f"{path.name}:{file_sha256(path)}" for path in files)
-    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
 def refuse_remote_code(folder: Path, config: dict[str, Any]) -> None:
@@ -165,18 +109,3 @@ def load_target(folder: Path, *, device: str = "auto", dtype: str = "float32") -
     except (OSError, ValueError) as error:
         raise LoadError(f"{folder}: the tokenizer cannot be loaded: {error}") from error
     return LoadedTarget(model=model, tokenizer=tokenizer, config=config, path=folder, files_digest=files_digest(folder))
-
-
-def cached_snapshot(repo_id: str, revision: str, *, cache_dir: Path | None = None) -> Path:
-    """The folder of `repo_id` at `revision` in the local Hugging Face cache; never touches the network."""
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
-
-    try:
-        folder = snapshot_download(repo_id, revision=revision, cache_dir=cache_dir, local_files_only=True)
-    except LocalEntryNotFoundError as error:
-        raise LoadError(
-            f"{repo_id}@{revision} is not in the local Hugging Face cache; download it first "
-            "(the verifier never downloads)"
-        ) from error
-    return Path(folder)

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from registry.store import jobs as queue
-from registry.store.runs import RunRecord, get_run
+from registry.store.records import RunRecord
+from registry.store.runs import get_run
 from registry.store import Store
 from verifier.jobs import VerifyRequest, job_run_id, verify_now
 

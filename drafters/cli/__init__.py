@@ -1,20 +1,22 @@
-"""`drafters`: a thin command line over registry/ (and verifier/ where installed).
+"""`drafters`: a thin command line over registry/, verifier/ and dashboard/ (torch only where a command needs it).
 
 Commands live in one module per area; importing them registers them on `app`.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 
 import typer
 
-from drafters.cli import render
 from drafters.cli import lookup, pricing, serving, verifying, watching  # noqa: F401 - registers the commands
+from drafters.cli import render
 from drafters.cli.common import Failed, UserError, app
-from registry.store.db import DatabaseError
 from registry.local import LocalRepoError
 from registry.store import NotFound
+from registry.store.db import DatabaseError
 
 
 def _fail(message: str, code: int) -> None:
@@ -24,9 +26,6 @@ def _fail(message: str, code: int) -> None:
 
 
 def main() -> None:
-    import logging
-    import os
-
     # Warnings reach the user through the commands' own output; DRAFTERS_LOG_LEVEL=INFO shows the details.
     logging.basicConfig(level=os.environ.get("DRAFTERS_LOG_LEVEL", "ERROR").upper(),
                         format="%(asctime)s %(name)s %(levelname)s %(message)s", force=True)

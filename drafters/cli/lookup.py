@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.padding import Padding
+from rich.text import Text
 
-from registry.domain import compat
 from drafters.cli import render
-from registry.store.catalog_import import load_catalog
-from registry.store.db import current_revision, head_revision
+from drafters.cli.common import JsonOption, UserError, app, catalog_app, checked_ref, db_app, open_store, today
+from registry.domain import compat, configs
+from registry.domain.catalog import load_catalog_data
+from registry.domain.coverage import coverage
+from registry.domain.drafter_facts import detect_method
+from registry.domain.engines import MEASURED
 from registry.local import looks_like_folder, read_local_repo
 from registry.reports import find_for_checkpoint, lag_by, lag_table, upgrade_table
 from registry.store import NotFound, Store
-from drafters.cli.common import JsonOption, UserError, app, catalog_app, checked_ref, db_app, open_store, today
+from registry.store.catalog_import import load_catalog
+from registry.store.db import current_revision, head_revision
+from registry.store.roles import RoleError, create_readonly_role
 
 
 @db_app.command("upgrade")
@@ -30,10 +38,6 @@ def db_readonly_role(
     password_env: Annotated[str, typer.Option("--password-env", help="Environment variable holding its password.")],
 ) -> None:
     """Create (or renew) a PostgreSQL role that can read the registry and write nothing, for the dashboard."""
-    import os
-
-    from registry.store.roles import RoleError, create_readonly_role
-
     password = os.environ.get(password_env)
     if not password:
         raise UserError(f"environment variable {password_env} is not set or empty: put the role's password there")
@@ -62,11 +66,6 @@ def catalog_load(as_json: JsonOption = False) -> None:
 @catalog_app.command("coverage")
 def catalog_coverage(as_json: JsonOption = False) -> None:
     """Which bundled catalog drafters each engine (pytorch, llama.cpp) can run, by method and weight layout."""
-    from rich.text import Text
-
-    from registry.domain.catalog import load_catalog_data
-    from registry.domain.coverage import ENGINES, coverage
-
     drafters = load_catalog_data().drafters
     rows = [(d, coverage(d.method, d.config, d.repo_id)) for d in drafters]
     if as_json:
@@ -77,18 +76,16 @@ def catalog_coverage(as_json: JsonOption = False) -> None:
     marks = {True: Text("✓", style="green"), False: Text("✗", style="red")}
     render.table(
         "catalog coverage",
-        ["drafter", "method", "layout", *ENGINES],
-        [(d.repo_id, c.method, c.layout, *(marks[e in c.engines] for e in ENGINES)) for d, c in rows],
+        ["drafter", "method", "layout", *MEASURED],
+        [(d.repo_id, c.method, c.layout, *(marks[e in c.engines] for e in MEASURED)) for d, c in rows],
     )
-    counts = ", ".join(f"{e} {sum(e in c.engines for _, c in rows)}/{len(rows)}" for e in ENGINES)
+    counts = ", ".join(f"{e} {sum(e in c.engines for _, c in rows)}/{len(rows)}" for e in MEASURED)
     render.console.print(f"runnable: {counts}; by none: {sum(not c.runnable for _, c in rows)}")
 
 
 @app.command("find")
 def find(repo_id: str, as_json: JsonOption = False) -> None:
     """Every drafter that fits a checkpoint, with its verdict, reasons and lag."""
-    from rich.padding import Padding
-
     store = open_store()
     checkpoint, rows = find_for_checkpoint(store, checked_ref(repo_id, "the checkpoint"))
     runs = {r.drafter_repo_id: _coverage_of(store, r.drafter_repo_id, r.method) for r in rows}
@@ -116,23 +113,19 @@ def find(repo_id: str, as_json: JsonOption = False) -> None:
 
 def _coverage_of(store: Store, repo_id: str, method: str | None):
     """Which engines run this drafter, from its newest stored config (or its repo id when none is stored)."""
-    from registry.domain.coverage import coverage
-
     head = store.drafter_head_revision(repo_id)
     return coverage(method, head.config if head else None, repo_id)
 
 
 def _resolve_side(store: Store, value: str, *, drafter: bool) -> tuple[dict | None, str | None, str | None, tuple[str, ...], str | None, str | None]:
     """(config, tokenizer digest, repo id, declared targets, method, problem) for a repo id or a local folder."""
-    from registry.domain import configs
-
     if looks_like_folder(value):
         local = read_local_repo(Path(value))
         try:
             config = configs.parse_config(local.config_raw)
         except configs.ConfigError as exc:
             return None, local.tokenizer_digest, None, (), None, str(exc)
-        method = (configs.detect_method(config) or "draft-lm") if drafter else None
+        method = (detect_method(config) or "draft-lm") if drafter else None
         return config, local.tokenizer_digest, None, (), method, None
     if drafter:
         record = store.get_drafter(value)

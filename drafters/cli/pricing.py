@@ -8,20 +8,17 @@ from typing import Annotated
 
 import typer
 
-from registry import calibration
-from registry.domain import pricing
 from drafters.cli import render
 from drafters.cli.common import JsonOption, UserError, app, checked_ref, open_store
+from registry import calibration
+from registry.domain import pricing
 from registry.domain.gpus import GpuCatalogError, find_gpu, load_gpus
 from registry.domain.memory import GIB
+from verifier.prompts import PromptFileError, load_prompt_file
 
 
 def _prompt_digests(path: Path) -> dict[str, str]:
     """{set name: digest} of a prompt file, computed the way the verifier stores it."""
-    try:
-        from verifier.prompts import PromptFileError, load_prompt_file
-    except ImportError:
-        raise UserError("--prompts needs the verifier installed (pip install 'drafter-registry[verifier]')") from None
     try:
         prompt_set = load_prompt_file(path)
     except PromptFileError as exc:

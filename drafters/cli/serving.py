@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import signal
+import time
 from typing import Annotated
 
 import typer
 
+from dashboard.launch import LaunchError, launch
 from drafters.cli import render
-from registry.settings import get_settings
 from drafters.cli.common import Failed, UserError, app, open_store
-from drafters.cli.verifying import print_runs, run_with_progress
+from drafters.cli.runs_view import print_runs
+from drafters.cli.verifying import run_with_progress
+from drafters.service import Service
+from registry.processes import stop as stop_process
+from registry.settings import get_settings
+from verifier.demo import build_demo_models, demo_requests, enqueue_demo
 
 
 @app.command("dashboard")
 def dashboard_command(port: Annotated[int | None, typer.Option(help="Port on 127.0.0.1.")] = None) -> None:
     """Serve the Streamlit dashboard (read-only) on 127.0.0.1."""
-    from dashboard.launch import LaunchError, launch
-
     settings = get_settings()
     open_store()  # the schema is brought to head before the read-only dashboard looks at it
     chosen = port or settings.dashboard_port
@@ -25,11 +30,6 @@ def dashboard_command(port: Annotated[int | None, typer.Option(help="Port on 127
     except LaunchError as exc:
         raise UserError(str(exc)) from None
     render.console.print(f"dashboard: http://127.0.0.1:{chosen}/")
-    import signal
-    import time
-
-    from registry.processes import stop as stop_process
-
     stopping: list[float] = []
 
     def on_sigterm(*_: object) -> None:
@@ -55,8 +55,6 @@ def demo_command(
     run: Annotated[bool, typer.Option("--run", help="Measure now instead of queueing for a worker.")] = False,
 ) -> None:
     """Build the tiny demo pairs (Qwen3 + draft LM + DFlash, Gemma-4 + assistant) and measure them."""
-    from verifier.demo import build_demo_models, demo_requests, enqueue_demo
-
     store = open_store()
     say = lambda line: render.console.print(line, soft_wrap=True, markup=False)  # noqa: E731
     settings = get_settings()
@@ -79,10 +77,6 @@ def up(
     demo: Annotated[bool, typer.Option(help="Build the tiny demo pairs and measure them once.")] = True,
 ) -> None:
     """The main job: upgrade the database, load the catalog, then watch, deliver alerts, verify and serve."""
-    import signal
-
-    from drafters.service import Service
-
     service = Service(get_settings(), open_store(),
                       lambda line: render.console.print(render.strip_control(line), soft_wrap=True, markup=False,
                                                         highlight=False))

@@ -1,38 +1,43 @@
-"""Commands that measure pairs: verify, compare, runs, gguf, ingest, worker."""
+"""Commands that measure pairs: verify, compare, runs, gguf, ingest, worker (how runs are shown: runs_view.py)."""
 
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from registry import calibration
 from drafters.cli import render
-from registry.local import looks_like_folder
-from registry.store.runs import metric_version
+from drafters.cli.common import Failed, JsonOption, UserError, app, open_store
+from drafters.cli.runs_view import fmt, print_runs, run_json
+from registry import calibration
+from registry.domain.engines import SERVER_KINDS, VERIFIER_ENGINES as ENGINES
 from registry.settings import get_settings
 from registry.store import Store
-from drafters.cli.common import Failed, JsonOption, UserError, app, open_store
-from verifier.harness import DEFAULT_REPEATS  # a light module: no torch at CLI start
+from registry.store.jobs import JobRecord
+from registry.store.runs import RunRecord, list_runs
+from verifier.engines.llamacpp.convert import ConversionFailed, convert_pair
+from verifier.engines.llamacpp.install import LlamaCppMissing
+from verifier.folders import LoadError
+from verifier.harness.contract import DEFAULT_REPEATS
+from verifier.ingest import ServerReadError, ingest_server
+from verifier.jobs import VerifyRequest, Worker, enqueue as enqueue_job, verify_now
+from verifier.prompts import BUNDLED_SET_NAMES, PromptFileError, load_prompt_file
+from verifier.ray_executor import RayExecutor, RayUnavailable
 
-if TYPE_CHECKING:
-    from registry.store.jobs import JobRecord
-    from registry.store.runs import RunRecord
-    from verifier.jobs import VerifyRequest
+# Every import above stays free of torch (tests/test_layers.py checks that the command line starts without it).
 
 
 def _verify_request(target: str, drafter: str | None, *, prompts: list[Path] | None, sets: str | None,
                     method: str | None, max_new_tokens: int, temperature: float, seed: int, repeats: int,
                     device: str, dtype: str, draft_length: int | None, thinking: bool,
                     target_revision: str | None = None, drafter_revision: str | None = None,
-                    engine: str = "pytorch") -> "VerifyRequest":
-    from verifier.jobs import ENGINES, VerifyRequest
-    from verifier.prompts import BUNDLED_SET_NAMES
-
+                    engine: str = "pytorch") -> VerifyRequest:
     if engine not in ENGINES:
         raise UserError(f"--engine takes {' or '.join(ENGINES)}, got {engine!r}")
     if sets is None:
@@ -42,8 +47,6 @@ def _verify_request(target: str, drafter: str | None, *, prompts: list[Path] | N
         unknown = set(chosen) - set(BUNDLED_SET_NAMES)
         if unknown:
             raise UserError(f"unknown prompt sets {sorted(unknown)}; bundled: {', '.join(BUNDLED_SET_NAMES)}")
-    from verifier.prompts import PromptFileError, load_prompt_file
-
     for path in prompts or []:
         if not path.is_file():
             raise UserError(f"prompt file {path} does not exist")
@@ -59,11 +62,7 @@ def _verify_request(target: str, drafter: str | None, *, prompts: list[Path] | N
                          prompt_files=tuple(str(p) for p in prompts or ()), settings=settings, engine=engine)
 
 
-def run_with_progress(store: Store, request: "VerifyRequest", label: str) -> "RunRecord":
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from verifier.jobs import verify_now
-
+def run_with_progress(store: Store, request: VerifyRequest, label: str) -> RunRecord:
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[now]}"),
                   TimeElapsedColumn(), console=render.error_console, transient=True) as progress:
         task = progress.add_task(label, total=None, now="loading")
@@ -72,125 +71,6 @@ def run_with_progress(store: Store, request: "VerifyRequest", label: str) -> "Ru
             progress.update(task, completed=done, total=total, now=now)
 
         return verify_now(store, request, progress=report)
-
-
-def _prediction_json(record: "RunRecord", prediction: calibration.RunPrediction | None) -> dict | None:
-    """The pricing model's prediction of a run and its errors (`prediction` when given, else the stored one of
-    the current model); its `note` says why a number is missing."""
-    stored = calibration.stored_prediction(record)
-    chosen = prediction or stored
-    if chosen is None:
-        return None
-    return {**asdict(chosen), "source": "stored with the run" if chosen == stored else "computed on read"}
-
-
-def _run_json(record: "RunRecord", prediction: calibration.RunPrediction | None = None) -> dict:
-    metrics = record.metrics
-    return {
-        "run_id": record.run_id,
-        "status": record.status,
-        "failure_reason": record.failure_reason,
-        "engine": record.engine,
-        "engine_version": record.engine_version,
-        "target": record.target,
-        "drafter": record.drafter,
-        "method": record.method,
-        "lossless": record.lossless,
-        "tau": record.tau,
-        "acceptance_rate": record.acceptance_rate,
-        "per_position_acceptance": list(metrics.get("marginal") or []),
-        "per_position_acceptance_conditional": list((metrics.get("per_position_acceptance") or {}).get("conditional") or []),
-        "acceptance_histogram": metrics.get("acceptance_histogram"),
-        "baseline_tokens_per_s": record.baseline_tokens_per_s,
-        "tokens_per_s": record.tokens_per_s,
-        "speedup": record.speedup,
-        "speedup_spread": metrics.get("speedup_spread"),
-        "decode_speedup": metrics.get("decode_speedup"),
-        "tau_emitted": metrics.get("tau_emitted"),
-        "ideal_speedup": metrics.get("ideal_speedup"),
-        "efficiency": record.efficiency,
-        "forward_costs": metrics.get("forward_costs"),
-        "metric_version": metric_version(record),
-        "repeats": metrics.get("repeats"),
-        "ttft_s": metrics.get("ttft_s"),
-        "tpot_s": metrics.get("tpot_s"),
-        "draft_time_share": metrics.get("draft_time_share"),
-        "peak_memory_bytes": record.peak_memory_bytes,
-        "target_weight_bytes": record.target_weight_bytes,
-        "drafter_weight_bytes": record.drafter_weight_bytes,
-        "per_set": {s.prompt_set: {"tau": s.tau, "acceptance_rate": s.acceptance_rate, "speedup": s.speedup,
-                                   "speedup_spread": s.speedup_spread, "lossless": s.lossless,
-                                   "per_position_acceptance": list(s.per_position_acceptance)} for s in record.sets},
-        "provenance": record.provenance,
-        "prediction": _prediction_json(record, prediction),
-    }
-
-
-def _speedup_cell(record: "RunRecord") -> str:
-    """The median with its min-max over repeats, when the run stored it."""
-    spread = record.metrics.get("speedup_spread") or {}
-    if record.speedup is None or spread.get("minimum") is None:
-        return _fmt(record.speedup)
-    return f"{_fmt(record.speedup)} ({spread['minimum']:.2f}-{spread['maximum']:.2f}, n={spread.get('n')})"
-
-
-def _fmt(value: float | None, spec: str = ".2f") -> str:
-    return "-" if value is None else format(value, spec)
-
-
-def _label(ref: str | None) -> str:
-    """Repo ids as they are; local folders by their last path part, so tables stay readable."""
-    if ref is None:
-        return "(baseline)"
-    return Path(ref).name if looks_like_folder(ref) else ref
-
-
-def _prediction_cell(prediction: calibration.RunPrediction | None) -> str:
-    """Predicted tok/s (speedup) and their errors against the measurement; a dash where the model could not
-    predict the run (the reason is in --json's prediction.note)."""
-    if prediction is None or not prediction.predicted:
-        return "-"
-    if prediction.predicted_tokens_per_s is not None and prediction.tokens_per_s_error is not None:
-        cell = f"{prediction.predicted_tokens_per_s:.1f} ({prediction.tokens_per_s_error:+.0%})"
-    else:
-        cell = f"{prediction.predicted_baseline_tokens_per_s:.1f} base ({_pct(prediction.baseline_error)})"
-    if prediction.predicted_speedup is not None:
-        cell += f", S {prediction.predicted_speedup:.2f} ({_pct(prediction.speedup_error)})"
-    return cell
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.0%}"
-
-
-def print_runs(records: list["RunRecord"],
-               predictions: dict[str, calibration.RunPrediction] | None = None) -> None:
-    """`predictions` by run id; without them, each run's stored prediction from the current model."""
-    chosen = predictions if predictions is not None else {
-        r.run_id: p for r in records if (p := calibration.stored_prediction(r)) is not None}
-    render.table(
-        "speculative decoding, measured",
-        ["drafter", "engine", "method", "lossless", "τ", "τ emitted", "accept", "base tok/s", "tok/s",
-         "speedup (min-max)", "efficiency", "predicted tok/s, S (error)", "peak mem", "metrics v", "run"],
-        [
-            (_label(r.drafter), r.engine, r.method, r.lossless, _fmt(r.tau), _fmt(r.metrics.get("tau_emitted")),
-             _fmt(r.acceptance_rate), _fmt(r.baseline_tokens_per_s, ".1f"),
-             _fmt(r.tokens_per_s, ".1f"), _speedup_cell(r), _fmt(r.efficiency), _prediction_cell(chosen.get(r.run_id)),
-             f"{r.peak_memory_bytes / 2**20:.0f} MiB" if r.peak_memory_bytes else None, metric_version(r), r.run_id[:12])
-            if r.status == "ok" else (_label(r.drafter), r.engine, r.method, "-", "-", "-", "-", "-", "-", "-", "-", "-",
-                                      "-", metric_version(r), render.styled("[red]failed:[/] {}", r.failure_reason))
-            for r in records
-        ],
-    )
-    for r in records:
-        if r.status != "ok":
-            continue
-        render.table(
-            f"{_label(r.drafter)} on {_label(r.target)} ({r.engine}): per prompt set",
-            ["prompt set", "τ", "accept", "speedup (min-max spread)", "lossless", "per-position acceptance"],
-            [(s.prompt_set, _fmt(s.tau), _fmt(s.acceptance_rate), f"{_fmt(s.speedup)} (±{_fmt(s.speedup_spread)})",
-              s.lossless, " ".join(f"{m:.2f}" for m in s.per_position_acceptance[:8])) for s in r.sets],
-        )
 
 
 PromptsOption = Annotated[list[Path] | None, typer.Option("--prompts", help="JSONL prompt file (repeatable).")]
@@ -218,8 +98,6 @@ def verify_command(
     as_json: JsonOption = False,
 ) -> None:
     """Run real speculative decoding for one (target, drafter) pair: lossless check, τ, speedup, memory."""
-    from verifier.jobs import enqueue as enqueue_job
-
     store = open_store()
     request = _verify_request(target, drafter, prompts=prompts, sets=sets, method=method,
                               max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, repeats=repeats,
@@ -234,7 +112,7 @@ def verify_command(
         return
     record = run_with_progress(store, request, f"{Path(drafter).name} on {Path(target).name}")
     if as_json:
-        render.print_json(_run_json(record))
+        render.print_json(run_json(record))
     else:
         print_runs([record])
     if record.status != "ok":
@@ -272,7 +150,7 @@ def compare_command(
             records.append(run_with_progress(store, request, f"{Path(drafter).name} on {Path(target).name} ({chosen})"))
     if as_json:
         for record in records:
-            render.print_json(_run_json(record))
+            render.print_json(run_json(record))
     else:
         print_runs(records)
     failed = [r for r in records if r.status != "ok"]
@@ -288,14 +166,12 @@ def runs_command(
     as_json: JsonOption = False,
 ) -> None:
     """Stored benchmark runs, newest first."""
-    from registry.store.runs import list_runs
-
     store = open_store()
     records = list_runs(store, target=target, drafter=drafter, limit=limit)
     # Stored predictions of the current model as they are; older or missing ones computed now (nothing written).
     predictions = calibration.current_predictions(store, records)
     if as_json:
-        render.print_json([_run_json(r, predictions.get(r.run_id)) for r in records])
+        render.print_json([run_json(r, predictions.get(r.run_id)) for r in records])
         return
     print_runs(records, predictions)
 
@@ -310,9 +186,6 @@ def gguf_command(
 ) -> None:
     """Convert a target and its drafter to GGUF with llama.cpp's own converter (a DFlash, DSpark or EAGLE-3
     drafter with --target-model-dir: it has no embeddings or tokenizer of its own). Needs the llamacpp extra."""
-    from verifier.engines.llamacpp.engine import ConversionFailed, LlamaCppMissing, convert_pair
-    from verifier.loading import LoadError
-
     for folder in (target, drafter):
         if folder is not None and not folder.is_dir():
             raise UserError(f"{folder} is not a model folder")
@@ -340,8 +213,6 @@ def ingest_command(
     as_json: JsonOption = False,
 ) -> None:
     """Record a run from a server you already run (its speculative counters since boot), beside everyone else's."""
-    from verifier.ingest import SERVER_KINDS, ServerReadError, ingest_server
-
     if server not in SERVER_KINDS:
         raise UserError(f"ingest takes {', '.join(SERVER_KINDS)}, got {server!r}")
     try:
@@ -353,12 +224,12 @@ def ingest_command(
     except ServerReadError as exc:
         raise UserError(str(exc)) from None
     if as_json:
-        render.print_json(_run_json(record))
+        render.print_json(run_json(record))
         return
     render.console.print(
         f"run {record.run_id[:12]}: {record.engine} {record.engine_version or ''} on {record.hardware}, "
-        f"{record.target}: τ {_fmt(record.tau)}, acceptance {_fmt(record.acceptance_rate)}, "
-        f"{_fmt(record.tokens_per_s, '.1f')} tok/s", markup=False)
+        f"{record.target}: τ {fmt(record.tau)}, acceptance {fmt(record.acceptance_rate)}, "
+        f"{fmt(record.tokens_per_s, '.1f')} tok/s", markup=False)
 
 
 @app.command("worker")
@@ -368,17 +239,10 @@ def worker_command(
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address for --executor ray.")] = None,
 ) -> None:
     """Claim queued verification jobs and run them (a lease with heartbeats; a dead worker's job is retried)."""
-    import signal
-    import threading
-
-    from verifier.jobs import Worker
-
     store = open_store()
     worker = Worker(store)
     close: Callable[[], None] = lambda: None  # noqa: E731
     if executor == "ray":
-        from verifier.ray_executor import RayExecutor, RayUnavailable
-
         try:
             ray_executor = RayExecutor(address=ray_address, database_url=get_settings().resolved_database_url)
         except RayUnavailable as exc:
@@ -387,7 +251,7 @@ def worker_command(
     elif executor != "local":
         raise UserError("--executor takes 'local' or 'ray'")
 
-    def report(job: "JobRecord") -> None:
+    def report(job: JobRecord) -> None:
         render.console.print(render.strip_control(f"job {job.id}: {job.status}" + (f" ({job.error})" if job.error else "")),
                              markup=False, highlight=False)
 

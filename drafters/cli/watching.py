@@ -2,26 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
+from huggingface_hub import HfApi
 
 from drafters.cli import render
+from drafters.cli.common import Failed, JsonOption, UserError, app, open_store
+from registry.alerts import webhooks as alerts
+from registry.alerts.feed import write_feed
+from registry.alerts.secrets import SecretBox
+from registry.hub import HubClient
 from registry.settings import get_settings
 from registry.store import NotFound, Store
-from drafters.cli.common import Failed, JsonOption, UserError, app, open_store
-
-if TYPE_CHECKING:
-    from registry.alerts.secrets import SecretBox
-    from registry.watch.poller import PollReport, Watcher
+from registry.watch.poller import DRAFTER_QUERIES, PollReport, Watcher
+from registry.watch.push import PushServer
 
 
-def make_watcher(store: Store, *, max_requests: int | None = None, deadline_s: float | None = None) -> "Watcher":
-    from registry.hub import HubClient
-    from registry.watch.poller import DRAFTER_QUERIES, Watcher
-
+def make_watcher(store: Store, *, max_requests: int | None = None, deadline_s: float | None = None) -> Watcher:
     settings = get_settings()
     client = HubClient(
         settings.hub_endpoint,
@@ -34,7 +37,7 @@ def make_watcher(store: Store, *, max_requests: int | None = None, deadline_s: f
                    drafter_queries=DRAFTER_QUERIES)
 
 
-def _print_poll(report: "PollReport") -> None:
+def _print_poll(report: PollReport) -> None:
     for org in report.orgs:
         state = "busy (another watcher)" if org.skipped_lease else (f"[red]{render.plain(org.error)}[/]" if org.error else "ok")
         render.console.print(f"  {render.plain(org.org):<14} listed {org.listed:>5}  processed {org.processed:>5}  {state}")
@@ -58,8 +61,6 @@ def watch(
     as_json: JsonOption = False,
 ) -> None:
     """Watch the Hub for new checkpoints, upgrades, in-place weight changes and drafter releases."""
-    import threading
-
     store = open_store()
     watcher = make_watcher(store, max_requests=max_requests)
     if once:
@@ -111,9 +112,7 @@ def alerts_command(
     )
 
 
-def _secret_box() -> "SecretBox":
-    from registry.alerts.secrets import SecretBox
-
+def _secret_box() -> SecretBox:
     return SecretBox(get_settings().home_dir / "secrets.json")
 
 
@@ -136,10 +135,6 @@ def subscribe_command(
 
     Without --secret-env a new whsec_ secret is generated; it is never printed: --secret-out writes it to a file
     for the receiver."""
-    import os
-
-    from registry.alerts import webhooks as alerts
-
     secret = None
     if secret_env is not None:
         secret = os.environ.get(secret_env)
@@ -173,8 +168,6 @@ def subscribe_command(
 
 def _write_private(path: Path, text: str) -> None:
     """Created 0600 before the secret is written; an existing file is not overwritten."""
-    import os
-
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
@@ -188,10 +181,6 @@ def _write_private(path: Path, text: str) -> None:
 @app.command("subscriptions")
 def subscriptions_command(as_json: JsonOption = False) -> None:
     """Webhook subscriptions (URLs masked: a webhook URL can be a credential)."""
-    import dataclasses
-
-    from registry.alerts import webhooks as alerts
-
     records = [dataclasses.replace(r, url=alerts.mask_url(r.url)) for r in alerts.subscriptions(open_store())]
     if as_json:
         render.print_json(records)
@@ -203,8 +192,6 @@ def subscriptions_command(as_json: JsonOption = False) -> None:
 
 @app.command("unsubscribe")
 def unsubscribe_command(uid: str) -> None:
-    from registry.alerts import webhooks as alerts
-
     if not alerts.unsubscribe(open_store(), _secret_box(), uid):
         raise NotFound(f"no subscription {uid}")
 
@@ -212,8 +199,6 @@ def unsubscribe_command(uid: str) -> None:
 @app.command("deliver")
 def deliver_command() -> None:
     """Send pending webhook deliveries now (the long-running service does this on its own)."""
-    from registry.alerts import webhooks as alerts
-
     report = alerts.deliver_pending(open_store(), _secret_box())
     render.console.print(f"deliveries: {report.delivered} delivered, {report.pending} pending, {report.failed} given up")
 
@@ -221,8 +206,6 @@ def deliver_command() -> None:
 @app.command("feed")
 def feed_command(out: Annotated[Path | None, typer.Option(help="Where to write the Atom feed.")] = None) -> None:
     """Write the Atom feed of events (default: $DRAFTERS_HOME/feed.atom)."""
-    from registry.alerts.feed import write_feed
-
     path = write_feed(open_store().events(), out or get_settings().home_dir / "feed.atom")
     render.console.print(f"feed written to {path}")
 
@@ -233,11 +216,6 @@ def push_server(
     secret_env: Annotated[str, typer.Option(help="Env var with the Hub webhook's shared secret.")] = "DRAFTERS_HUB_WEBHOOK_SECRET",
 ) -> None:
     """Accept Hub webhook calls and read the named repo right away."""
-    import os
-    import threading
-
-    from registry.watch.push import PushServer
-
     secret = os.environ.get(secret_env)
     if not secret:
         raise UserError(f"set {secret_env} to the Hub webhook's secret first")
@@ -304,8 +282,6 @@ def hub_webhooks_command(
     """The Hub webhook that watches every watched org (repo changes only), so that polling is the safety net.
 
     Prints the settings to enter at huggingface.co/settings/webhooks; with --create (and a token) creates it."""
-    import os
-
     settings = get_settings()
     if not url.startswith("https://"):
         raise UserError("the Hub delivers webhooks to public https:// URLs only")
@@ -322,8 +298,6 @@ def hub_webhooks_command(
         raise UserError("creating a webhook needs a Hub token (HF_TOKEN or DRAFTERS_HF_TOKEN)")
     if not secret:
         raise UserError(f"set {secret_env} to the webhook's secret first")
-    from huggingface_hub import HfApi
-
     try:
         info = HfApi(endpoint=settings.hub_endpoint, token=token).create_webhook(
             url=url, watched=watched, domains=["repo"], secret=secret)

@@ -3,6 +3,7 @@
 Verdicts: "exact" (declared for this very checkpoint, nothing fails), "structural" (not declared but every
 structural check passes: it will run, acceptance unmeasured), "incompatible" (a check fails; the reason names both
 values, target first), "unknown" (a config is missing or malformed, or nothing decisive could be checked).
+Slightly over 400 lines: the verdict and the per-method checks it runs are one rule set, read together.
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from registry.domain.configs import DFLASH_FAMILY, DrafterFacts, ModelFacts, detect_method, drafter_facts, model_facts
+from registry.domain.configs import ModelFacts, model_facts
+from registry.domain.drafter_facts import DFLASH_FAMILY, DrafterFacts, detect_method, drafter_facts
 
 Verdict = Literal["exact", "structural", "incompatible", "unknown"]
+# Best first: how reports and the dashboard rank the verdicts of one checkpoint.
+VERDICT_ORDER = {"exact": 0, "structural": 1, "unknown": 2, "incompatible": 3}
 
 # Decoder-only families a hidden-state drafter (DFlash, EAGLE-3) or a draft LM can sit on.
 SUPPORTED_TARGET_MODEL_TYPES = frozenset(

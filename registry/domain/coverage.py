@@ -2,7 +2,7 @@
 alone (pure, no I/O), so `drafters find` and `drafters catalog coverage` can say so without downloading weights.
 
 The tables mirror what the engines implement (tests check them against `verifier.methods` and
-`verifier.llamacpp.SPEC_TYPES`): the PyTorch engine runs a (method, layout) pair only when it has a loader for that
+`verifier.engines.llamacpp.engine.SPEC_TYPES`): the PyTorch engine runs a (method, layout) pair only when it has a loader for that
 layout; llama.cpp runs a method when llama-server has a `--spec-type` for it and its converter reads the layout.
 """
 
@@ -13,9 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-PYTORCH = "pytorch"
-LLAMA_CPP = "llama.cpp"
-ENGINES = (PYTORCH, LLAMA_CPP)
+from registry.domain.engines import LLAMA_CPP, MEASURED, PYTORCH
 
 # Layout names.
 CAUSAL_LM = "causal-lm"
@@ -120,5 +118,5 @@ def layout_of(method: str | None, config: Mapping[str, Any] | None, repo_id: str
 def coverage(method: str | None, config: Mapping[str, Any] | None, repo_id: str | None) -> Coverage:
     method = method or "draft-lm"
     layout = layout_of(method, config, repo_id)
-    engines = tuple(engine for engine in ENGINES if (method, layout) in RUNS[engine])
+    engines = tuple(engine for engine in MEASURED if (method, layout) in RUNS[engine])
     return Coverage(method=method, layout=layout, engines=engines)

@@ -2,7 +2,7 @@
 drafters for, every entry with its sources.
 
 Discrete cards and unified-memory machines (Apple M-series) are separate kinds: a unified machine shares its
-memory with the operating system and the CPU, so only part of it is usable by the GPU (see registry.pricing).
+memory with the operating system and the CPU, so only part of it is usable by the GPU (see registry.domain.pricing).
 """
 
 from __future__ import annotations

@@ -6,56 +6,19 @@ never take one job twice. SQLite has one writer at a time; a conditional UPDATE 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from registry.store import Store
+from registry.store.core import utcnow
+from registry.store.mappers import job_record
 from registry.store.models import Job
-from registry.store.core import Store, aware, utcnow
+from registry.store.records import JobRecord
 
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    id: int
-    kind: str
-    payload: dict[str, Any]
-    status: str
-    attempts: int
-    max_attempts: int
-    num_gpus: int
-    lease_owner: str | None
-    lease_expires_at: datetime | None
-    error: str | None
-    dedupe_key: str | None
-    run_id: str | None
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-
-
-def _record(row: Job) -> JobRecord:
-    return JobRecord(
-        id=row.id,
-        kind=row.kind,
-        payload=dict(row.payload),
-        status=row.status,
-        attempts=row.attempts,
-        max_attempts=row.max_attempts,
-        num_gpus=row.num_gpus,
-        lease_owner=row.lease_owner,
-        lease_expires_at=aware(row.lease_expires_at),
-        error=row.error,
-        dedupe_key=row.dedupe_key,
-        run_id=row.run_id,
-        created_at=aware(row.created_at),  # type: ignore[arg-type]
-        started_at=aware(row.started_at),
-        finished_at=aware(row.finished_at),
-    )
 
 
 def enqueue(
@@ -84,7 +47,7 @@ def enqueue(
             )
             session.add(row)
             session.flush()
-            return _record(row)
+            return job_record(row)
     except IntegrityError:
         return None
 
@@ -150,7 +113,7 @@ def claim(store: Store, worker_id: str, *, lease_s: float = 60.0, kinds: tuple[s
         if lost_before:
             row.error = f"previous worker lost its lease (attempt {row.attempts - 1})"
         session.flush()
-        return _record(row)
+        return job_record(row)
 
 
 def heartbeat(store: Store, job_id: int, worker_id: str, *, lease_s: float = 60.0) -> bool:
@@ -199,7 +162,7 @@ def fail(store: Store, job_id: int, worker_id: str, *, error: str, retry: bool, 
 def get_job(store: Store, job_id: int) -> JobRecord | None:
     with store.session() as session:
         row = session.get(Job, job_id)
-        return _record(row) if row else None
+        return job_record(row) if row else None
 
 
 def list_jobs(store: Store, *, status: str | None = None, limit: int | None = None) -> list[JobRecord]:
@@ -209,4 +172,4 @@ def list_jobs(store: Store, *, status: str | None = None, limit: int | None = No
             query = query.where(Job.status == status)
         if limit is not None:
             query = query.limit(limit)
-        return [_record(row) for row in session.scalars(query)]
+        return [job_record(row) for row in session.scalars(query)]

@@ -1,4 +1,4 @@
-"""Plain values the store hands to callers (the ORM never leaves registry/)."""
+"""Plain values the store hands to callers and takes from them (the ORM never leaves registry/store)."""
 
 from __future__ import annotations
 
@@ -204,3 +204,128 @@ class WatchCursorRecord:
     polled_at: datetime | None
     last_error: str | None
     lease_owner: str | None
+
+
+@dataclass(frozen=True)
+class OrgLease:
+    """The outcome of taking an org's watch lease."""
+
+    won: bool  # we hold the lease now
+    cursor: datetime | None  # newest lastModified fully processed
+    baseline: bool  # the org was never polled
+
+
+@dataclass(frozen=True)
+class SubscriptionSpec:
+    """A webhook subscription to store; the caller picks the uid (and keeps its secret outside the database)."""
+
+    uid: str
+    url: str
+    event_types: tuple[str, ...] = ()
+    org: str | None = None
+    family: str | None = None
+    repo: str | None = None
+    has_secret: bool = False
+    include_past: bool = False  # False: only events recorded after the subscription are sent
+
+
+@dataclass(frozen=True)
+class SubscriptionRecord:
+    uid: str
+    url: str
+    event_types: tuple[str, ...]
+    org: str | None
+    family: str | None
+    repo: str | None
+    has_secret: bool
+    active: bool
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class DueDelivery:
+    """A pending delivery whose next attempt is due, with what it delivers."""
+
+    delivery_id: int
+    subscription: SubscriptionRecord
+    event: EventRecord
+    attempts: int  # attempts made before this one
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    id: int
+    kind: str
+    payload: dict[str, Any]
+    status: str
+    attempts: int
+    max_attempts: int
+    num_gpus: int
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    error: str | None
+    dedupe_key: str | None
+    run_id: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class SetResult:
+    """One prompt set's stored numbers within a run."""
+
+    prompt_set: str
+    prompt_set_digest: str
+    tau: float | None = None
+    tau_spread: float | None = None
+    acceptance_rate: float | None = None
+    per_position_acceptance: tuple[float, ...] = ()
+    baseline_tokens_per_s: float | None = None
+    tokens_per_s: float | None = None
+    speedup: float | None = None
+    speedup_spread: float | None = None
+    lossless: bool | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    target: str
+    drafter: str | None
+    status: str = "ok"
+    failure_reason: str | None = None
+    job_id: int | None = None
+    engine: str = "pytorch"
+    engine_version: str | None = None
+    target_revision: str | None = None
+    drafter_revision: str | None = None
+    method: str | None = None
+    draft_length: int | None = None
+    temperature: float = 0.0
+    seed: int | None = None
+    dtype: str | None = None
+    device_name: str | None = None
+    hardware: str | None = None
+    torch_version: str | None = None
+    transformers_version: str | None = None
+    lossless: bool | None = None
+    tau: float | None = None
+    acceptance_rate: float | None = None
+    baseline_tokens_per_s: float | None = None
+    tokens_per_s: float | None = None
+    speedup: float | None = None
+    efficiency: float | None = None
+    peak_memory_bytes: int | None = None
+    target_weight_bytes: int | None = None
+    drafter_weight_bytes: int | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    sets: tuple[SetResult, ...] = ()
+    run_id: str | None = None  # chosen by the store unless the caller needs it up front
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RunRecord(RunSpec):
+    pass

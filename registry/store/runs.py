@@ -5,90 +5,24 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from dataclasses import dataclass, field, fields
-from datetime import datetime
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
+from registry.domain.regression import regression
+from registry.store import Store
+from registry.store.core import utcnow
+from registry.store.mappers import RUN_COLUMNS, SET_COLUMNS, run_record
 from registry.store.models import BenchmarkRun, RunSetResult
-from registry.store.records import EventSpec
-from registry.store.core import Store, aware, utcnow
+from registry.store.records import EventSpec, RunRecord, RunSpec, SetResult
 
-# τ falling by more than this fraction against the previous comparable run is a regression worth an alert.
-REGRESSION_FRACTION = 0.10
-# Metric definitions (verifier.metrics METRIC_VERSION) a run's numbers were measured under; runs stored before
-# versions existed are version 1. An ok run's `metrics` hold, from version 2: "metric_version", "tau_emitted",
-# "decode_speedup", "speedup_spread", and "forward_costs" = {"context_length", "gamma", "target_step_s" (T(1)),
-# "verify_step_s" (T(γ+1)), "draft_step_s", "repeats", "spread"} (None where the engine cannot time forwards).
-FIRST_METRIC_VERSION = 1
-
-
-def metric_version(run: RunSpec) -> int:
-    return int(run.metrics.get("metric_version") or FIRST_METRIC_VERSION)
-
-
-@dataclass(frozen=True)
-class SetResult:
-    prompt_set: str
-    prompt_set_digest: str
-    tau: float | None = None
-    tau_spread: float | None = None
-    acceptance_rate: float | None = None
-    per_position_acceptance: tuple[float, ...] = ()
-    baseline_tokens_per_s: float | None = None
-    tokens_per_s: float | None = None
-    speedup: float | None = None
-    speedup_spread: float | None = None
-    lossless: bool | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    target: str
-    drafter: str | None
-    status: str = "ok"
-    failure_reason: str | None = None
-    job_id: int | None = None
-    engine: str = "pytorch"
-    engine_version: str | None = None
-    target_revision: str | None = None
-    drafter_revision: str | None = None
-    method: str | None = None
-    draft_length: int | None = None
-    temperature: float = 0.0
-    seed: int | None = None
-    dtype: str | None = None
-    device_name: str | None = None
-    hardware: str | None = None
-    torch_version: str | None = None
-    transformers_version: str | None = None
-    lossless: bool | None = None
-    tau: float | None = None
-    acceptance_rate: float | None = None
-    baseline_tokens_per_s: float | None = None
-    tokens_per_s: float | None = None
-    speedup: float | None = None
-    efficiency: float | None = None
-    peak_memory_bytes: int | None = None
-    target_weight_bytes: int | None = None
-    drafter_weight_bytes: int | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
-    provenance: dict[str, Any] = field(default_factory=dict)
-    sets: tuple[SetResult, ...] = ()
-    run_id: str | None = None  # chosen by the store unless the caller needs it up front
-    created_at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class RunRecord(RunSpec):
-    pass
-
-
-_RUN_COLUMNS = [f.name for f in fields(RunSpec) if f.name not in ("sets", "run_id", "created_at")]
-_SET_COLUMNS = [f.name for f in fields(SetResult)]
+# SetResult is re-exported: callers build a RunSpec's sets from this module's names.
+__all__ = ["PREDICTION_KEY", "RunRecord", "RunSpec", "SetResult", "get_run", "list_runs", "record_run",
+           "regression_event", "set_predictions"]
+# Where a run's price prediction sits in its metrics (registry.calibration writes it).
+PREDICTION_KEY = "prediction"
 
 
 def record_run(store: Store, spec: RunSpec) -> RunRecord:
@@ -97,18 +31,18 @@ def record_run(store: Store, spec: RunSpec) -> RunRecord:
     with store.session() as session:
         existing = session.scalar(select(BenchmarkRun).where(BenchmarkRun.run_id == run_id))
         if existing is not None:
-            return _run_record(existing)
-        values = {name: getattr(spec, name) for name in _RUN_COLUMNS}
+            return run_record(existing)
+        values = {name: getattr(spec, name) for name in RUN_COLUMNS}
         values["metrics"], values["provenance"] = _as_json(spec.metrics), _as_json(spec.provenance)
         row = BenchmarkRun(run_id=run_id, created_at=spec.created_at or utcnow(), **values)
         for result in spec.sets:
-            values = {name: getattr(result, name) for name in _SET_COLUMNS}
+            values = {name: getattr(result, name) for name in SET_COLUMNS}
             values["per_position_acceptance"] = list(result.per_position_acceptance)
             values["metrics"] = _as_json(result.metrics)
             row.set_results.append(RunSetResult(**values))
         session.add(row)
         session.flush()
-        return _run_record(row)
+        return run_record(row)
 
 
 def _finite(value: Any) -> Any:
@@ -130,7 +64,7 @@ def _as_json(value: dict[str, Any]) -> dict[str, Any]:
 def get_run(store: Store, run_id: str) -> RunRecord | None:
     with store.session() as session:
         row = session.scalar(select(BenchmarkRun).where(BenchmarkRun.run_id == run_id))
-        return _run_record(row) if row else None
+        return run_record(row) if row else None
 
 
 def list_runs(
@@ -165,73 +99,34 @@ def list_runs(
             query = query.where(BenchmarkRun.engine == engine)
         if limit is not None:
             query = query.limit(limit)
-        return [_run_record(row) for row in session.scalars(query)]
-
-
-def _run_record(row: BenchmarkRun) -> RunRecord:
-    sets = tuple(
-        SetResult(
-            **{
-                **{name: getattr(result, name) for name in _SET_COLUMNS},
-                "per_position_acceptance": tuple(result.per_position_acceptance or ()),
-                "metrics": dict(result.metrics or {}),
-            }
-        )
-        for result in sorted(row.set_results, key=lambda r: r.prompt_set)
-    )
-    values = {name: getattr(row, name) for name in _RUN_COLUMNS}
-    values["metrics"] = dict(row.metrics or {})
-    values["provenance"] = dict(row.provenance or {})
-    return RunRecord(**values, sets=sets, run_id=row.run_id, created_at=aware(row.created_at))
+        return [run_record(row) for row in session.scalars(query)]
 
 
 def regression_event(store: Store, run: RunRecord) -> EventSpec | None:
-    """An `acceptance_regressed` event when τ fell against the previous comparable run of the same pair.
-
-    Comparable = same target, drafter, engine, hardware, method, temperature, prompt sets and metric version; runs
-    on other hardware or prompts, or measured under other metric definitions, are a different series and never
-    compared.
-    """
+    """An `acceptance_regressed` event when τ fell against the previous comparable run of the same pair (the rule
+    is registry.domain.regression's)."""
     if run.status != "ok" or run.tau is None or run.drafter is None:
         return None
     # The newest few runs of the series are enough: the comparison is with the latest comparable one.
     recent = list_runs(store, target=run.target, drafter=run.drafter, status="ok", engine=run.engine,
                        hardware=run.hardware, method=run.method, limit=20)
-    previous = [
-        r
-        for r in recent
-        if r.run_id != run.run_id
-        and r.temperature == run.temperature
-        and metric_version(r) == metric_version(run)
-        and {s.prompt_set: s.prompt_set_digest for s in r.sets} == {s.prompt_set: s.prompt_set_digest for s in run.sets}
-        and r.tau is not None
-        and r.created_at is not None
-        and run.created_at is not None
-        and r.created_at <= run.created_at
-    ]
-    if not previous:
+    found = regression(run, recent)
+    if found is None:
         return None
-    last = previous[0]
-    if run.tau >= last.tau * (1 - REGRESSION_FRACTION):  # type: ignore[operator]
-        return None
-    changed = []
-    if last.target_revision != run.target_revision:
-        changed.append(f"target {str(last.target_revision)[:8]} -> {str(run.target_revision)[:8]}")
-    if last.drafter_revision != run.drafter_revision:
-        changed.append(f"drafter {str(last.drafter_revision)[:8]} -> {str(run.drafter_revision)[:8]}")
-    return EventSpec(
-        type="acceptance_regressed",
-        subject=run.drafter,
-        dedupe_key=f"acceptance_regressed:{run.run_id}",
-        payload={
-            "message": f"τ of {run.drafter} on {run.target} fell {last.tau:.2f} -> {run.tau:.2f}"
-            + (f" ({'; '.join(changed)})" if changed else " (no revision changed)"),
-            "target": run.target,
-            "previous_run": last.run_id,
-            "run": run.run_id,
-            "previous_tau": last.tau,
-            "tau": run.tau,
-            "hardware": run.hardware,
-        },
-        org=run.drafter.split("/", 1)[0] if run.drafter.count("/") == 1 else None,
-    )
+    return EventSpec(type=found.type, subject=found.subject, dedupe_key=found.dedupe_key, payload=found.payload,
+                     org=found.org)
+
+
+def set_predictions(store: Store, predictions: Mapping[str, dict[str, Any]]) -> int:
+    """Write each run's prediction (run id -> the stored prediction) into its metrics under PREDICTION_KEY;
+    returns how many runs changed. Unknown run ids are skipped."""
+    changed = 0
+    with store.session() as session:
+        for row in session.scalars(select(BenchmarkRun).where(BenchmarkRun.run_id.in_(list(predictions)))):
+            value = predictions[row.run_id]
+            metrics = dict(row.metrics or {})
+            if metrics.get(PREDICTION_KEY) != value:
+                metrics[PREDICTION_KEY] = value
+                row.metrics = metrics  # a new dict, so the JSON column sees the change
+                changed += 1
+    return changed

@@ -1,9 +1,14 @@
 """A registry seeded through the project's own API (Store upserts, record_run, record_event) for the dashboard
-tests, and helpers to run its pages with AppTest."""
+tests, helpers to run its pages with AppTest, and what the browser tests share (a served dashboard, Chromium)."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -12,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import streamlit as st
+from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
 from registry.store.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec
@@ -23,6 +29,13 @@ from tests.conftest import REPO_ROOT
 CONFIGS = REPO_ROOT / "tests" / "data" / "configs"
 PAGES = REPO_ROOT / "dashboard" / "views"
 PAGE_NAMES = ("overview", "availability", "lag", "benchmarks", "pair", "alerts")
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = REPO_ROOT / "artifacts" / "screenshots"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run",
+]
+START_TIMEOUT_S = 90
 
 QWEN3_8B = "Qwen/Qwen3-8B"
 QWEN3_4B = "Qwen/Qwen3-4B"
@@ -194,8 +207,6 @@ def run_page(name: str, *, query_params: dict[str, str] | None = None) -> AppTes
 
 def chart_data(app: AppTest) -> list[list[pd.DataFrame]]:
     """The data sets of each Altair chart on the page, in page order (a layered chart has several)."""
-    from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
-
     return [
         [convert_arrow_bytes_to_pandas_df(dataset.data.data) for dataset in chart.proto.datasets]
         for chart in app.get("vega_lite_chart")
@@ -210,3 +221,56 @@ def assert_clean(app: AppTest) -> None:
     """No exception box and no error line on the page."""
     assert not app.exception, [e.value for e in app.exception]
     assert not app.error, [e.value for e in app.error]
+
+
+def frame_with(app: AppTest, column: str) -> pd.DataFrame:
+    """The first table on the page that has `column`."""
+    for element in app.dataframe:
+        frame = element.value
+        if column in frame.columns:
+            return frame
+    raise AssertionError(f"no table with a {column!r} column; tables: {[list(e.value.columns) for e in app.dataframe]}")
+
+
+# ---- the browser tests: a served dashboard and one Chromium page -------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_until_healthy(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"streamlit exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
+                if response.read().strip() == b"ok":
+                    return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    pytest.fail(f"streamlit did not answer on port {port} within {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def browser_page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    if not CHROMIUM.is_file():
+        pytest.fail(f"{CHROMIUM} is missing: run `bash tests/services.sh` (the tests never download a browser)")
+    # Imported here: only the browser tests need playwright, and every dashboard test loads this file.
+    from playwright.sync_api import sync_playwright
+
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(profile), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1400, "height": 2400},  # Streamlit scrolls inside a div: full_page alone stops at the fold
+        )
+        try:
+            yield context.new_page()
+        finally:
+            context.close()
+    shutil.rmtree(profile, ignore_errors=True)

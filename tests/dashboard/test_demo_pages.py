@@ -15,8 +15,9 @@ from registry.store.catalog_import import load_catalog
 from registry.store.records import EventSpec
 from registry.store.runs import RunSpec, SetResult, record_run
 from registry.store import Store
-from tests.dashboard.conftest import PAGE_NAMES, point_dashboard_at, run_page
-from tests.dashboard.test_browser import browser_page  # noqa: F401 - the shared Chromium page
+from dashboard.launch import launch
+from registry.domain import memory
+from tests.dashboard.conftest import PAGE_NAMES, free_port, point_dashboard_at, run_page, wait_until_healthy
 
 MODELS = "/home/someone/.drafters/models"
 # (target folder, drafter folder, method, job id): what the demo's worker jobs record, one run per pair.
@@ -67,8 +68,6 @@ def test_every_page_over_the_demo_database_has_no_error_box(demo_db: str, page: 
 
 def test_a_local_pair_has_a_short_name_a_verdict_and_a_memory_budget(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from registry.domain import memory
-
     configs = Path(__file__).resolve().parents[1] / "data" / "configs"
     target, drafter = tmp_path / "models" / "tiny-qwen3-target-aa11", tmp_path / "models" / "tiny-dflash-bb22"
     for folder, name in ((target, "Qwen__Qwen3-8B.json"), (drafter, "z-lab__Qwen3-8B-DFlash-b16.json")):
@@ -108,20 +107,17 @@ def test_each_local_pair_shows_its_runs(demo_db: str) -> None:
 
 @pytest.fixture(scope="module")
 def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from dashboard.launch import launch
-    from tests.dashboard.test_browser import _free_port, _wait_until_healthy
-
     root = tmp_path_factory.mktemp("dashboard-demo")
     url = f"sqlite:///{root / 'registry.db'}"
     seed_demo(url)
     env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "DRAFTERS_HF_TOKEN", "DRAFTERS_DATABASE_URL")}
     env.update({"DRAFTERS_HOME": str(root / "home"), "NO_PROXY": "127.0.0.1,localhost"})
-    port = _free_port()
+    port = free_port()
     log = root / "streamlit.log"
     with log.open("wb") as sink:
         process = launch(port, url, env=env, stdout=sink, stderr=subprocess.STDOUT)
     try:
-        _wait_until_healthy(port, process, log)
+        wait_until_healthy(port, process, log)
         yield f"http://127.0.0.1:{port}"
     finally:
         process.terminate()

@@ -14,12 +14,13 @@ from statistics import mean, pstdev
 import pandas as pd
 import pytest
 from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from streamlit.testing.v1 import AppTest
 
-from dashboard import data, launch
+import dashboard
+from dashboard import data, launch, queries
 from registry.domain import memory
-from dashboard import queries
 from registry import reports
 from registry.store.db import head_revision
 from registry.store.runs import RunSpec, SetResult, list_runs, record_run
@@ -41,6 +42,7 @@ from tests.dashboard.conftest import (
     assert_clean,
     chart_data,
     chart_specs,
+    frame_with,
     point_dashboard_at,
     run_page,
 )
@@ -305,15 +307,6 @@ def test_an_empty_database_gives_empty_frames(database_url: str) -> None:
 # ==== the pages, run by AppTest on a seeded SQLite database (plus one PostgreSQL smoke test) ==============
 
 
-def frame_with(app: AppTest, column: str) -> pd.DataFrame:
-    """The first table on the page that has `column`."""
-    for element in app.dataframe:
-        frame = element.value
-        if column in frame.columns:
-            return frame
-    raise AssertionError(f"no table with a {column!r} column; tables: {[list(e.value.columns) for e in app.dataframe]}")
-
-
 def metrics(app: AppTest) -> dict[str, str]:
     return {metric.label: metric.value for metric in app.metric}
 
@@ -554,10 +547,6 @@ def test_pages_work_under_a_postgresql_role_that_may_only_select(
 ) -> None:
     if not seeded.url.startswith("postgresql"):
         pytest.skip("database roles are a PostgreSQL feature")
-    from sqlalchemy.engine import make_url
-
-    from dashboard import data
-
     role = f"reader_{uuid.uuid4().hex[:8]}"
     admin = create_engine(seeded.url, isolation_level="AUTOCOMMIT")
     with admin.connect() as connection:
@@ -586,8 +575,6 @@ def test_pages_work_under_a_postgresql_role_that_may_only_select(
 
 
 def test_launch_command_runs_the_installed_app_on_loopback() -> None:
-    import dashboard
-
     url = "postgresql+psycopg://reader:s3cret@127.0.0.1:5432/registry"
     argv = launch.command(8765, url)
     app = Path(dashboard.__file__).resolve().parent / "app.py"

@@ -9,8 +9,7 @@ import pytest
 from registry import calibration
 from registry.domain.gpus import load_gpus
 from registry.store.runs import RunSpec, SetResult, record_run
-from tests.dashboard.conftest import DFLASH_8B, QWEN3_8B, Seeded, assert_clean, chart_data, run_page
-from tests.dashboard.test_pages import frame_with
+from tests.dashboard.conftest import DFLASH_8B, QWEN3_8B, Seeded, assert_clean, chart_data, frame_with, run_page
 
 
 def test_pair_page_prices_the_pair_on_every_gpu_class(dashboard_db: Seeded) -> None:

@@ -14,13 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from verifier.engines.llamacpp.engine import (
-    LlamaCppMissing,
-    LlamaCppOptions,
-    ServerBinary,
-    fetch_llama_cpp_source,
-    find_server,
-)
+from verifier.engines.llamacpp.install import LlamaCppMissing, ServerBinary, fetch_llama_cpp_source, find_server
+from verifier.engines.llamacpp.server import LlamaCppOptions
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SKIP_VARIABLE = "DRAFTERS_SKIP_LLAMACPP"
@@ -65,7 +60,7 @@ def server_binary() -> ServerBinary:
 def llama_source(server_binary: ServerBinary) -> Path:
     configured = os.environ.get("DRAFTERS_LLAMA_CPP_DIR")
     if configured:
-        from verifier.engines.llamacpp.engine import llama_cpp_source
+        from verifier.engines.llamacpp.install import llama_cpp_source
 
         return llama_cpp_source()
     return fetch_llama_cpp_source(cache_root(), server_binary.version)

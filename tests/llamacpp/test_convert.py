@@ -18,16 +18,10 @@ from tests.llamacpp import (
     server_binary,
     skip_unless_wanted,
 )
-from verifier.engines.llamacpp.engine import (
-    ConversionFailed,
-    convert_pair,
-    convert_to_gguf,
-    converter_refusal,
-    gguf_info,
-    read_gguf_metadata,
-    server_errors,
-)
-from verifier.loading import LoadError
+from verifier.engines.llamacpp.convert import ConversionFailed, convert_pair, convert_to_gguf, converter_refusal
+from verifier.engines.llamacpp.gguf import gguf_info, read_gguf_metadata
+from verifier.engines.llamacpp.server import server_errors
+from verifier.folders import LoadError
 
 skip_unless_wanted()
 

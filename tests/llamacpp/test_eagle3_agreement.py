@@ -18,15 +18,12 @@ import pytest
 
 from tests.llamacpp import cache_root, llama_options, llama_source, qwen3_target, server_binary, skip_unless_wanted
 from verifier.engines.pytorch import RunSettings, TorchEngine
-from verifier.engines.llamacpp.engine import (
-    LlamaCppOptions,
-    cached_gguf,
-    eagle3_target_layers,
-    load_llamacpp_engine,
-    read_gguf_metadata,
-)
-from verifier.loading import read_config
-from verifier.methods.eagle3 import SPECULATORS_LAYOUT, YUHUILI_LAYOUT, parse_eagle3_config
+from verifier.engines.llamacpp.convert import cached_gguf, eagle3_target_layers
+from verifier.engines.llamacpp.engine import load_llamacpp_engine
+from verifier.engines.llamacpp.gguf import read_gguf_metadata
+from verifier.engines.llamacpp.server import LlamaCppOptions
+from verifier.folders import read_config
+from verifier.methods.eagle3.config import SPECULATORS_LAYOUT, YUHUILI_LAYOUT, parse_eagle3_config
 from verifier.metrics import RoundRecord
 from verifier.prompts import bundled_set
 from verifier.tiny.eagle3 import cached_eagle3_head

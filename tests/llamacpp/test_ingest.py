@@ -17,14 +17,8 @@ import pytest
 from registry.store.runs import list_runs
 from registry.store import Store
 from tests.llamacpp import SKIP_VARIABLE, draft_lm, llama_options, llama_source, qwen3_target, server_binary
-from verifier.ingest import (
-    ServerReadError,
-    SpecCounters,
-    counter_acceptance,
-    ingest_server,
-    parse_prometheus,
-    spec_counters,
-)
+from verifier.counters import ServerReadError, SpecCounters, counter_acceptance, parse_prometheus, spec_counters
+from verifier.ingest import ingest_server
 
 __all__ = ["draft_lm", "llama_options", "llama_source", "qwen3_target", "server_binary"]
 
@@ -196,7 +190,8 @@ def test_prometheus_labels_and_values() -> None:
 def test_a_real_llama_server_is_ingested(
     sqlite_store: Store, llama_options: object, qwen3_target: Path, draft_lm: Path, server_binary: object, tmp_path: Path
 ) -> None:
-    from verifier.engines.llamacpp.engine import Draft, LlamaServer, cached_gguf
+    from verifier.engines.llamacpp.convert import cached_gguf
+    from verifier.engines.llamacpp.server import Draft, LlamaServer
 
     target = cached_gguf(qwen3_target, llama_options.gguf_cache, source=llama_options.source_dir,
                          build=server_binary.build)

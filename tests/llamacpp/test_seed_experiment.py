@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.llamacpp import cache_root, llama_source, server_binary, skip_unless_wanted
-from verifier.engines.llamacpp.engine import convert_pair, read_gguf_metadata
+from verifier.engines.llamacpp.convert import convert_pair
+from verifier.engines.llamacpp.gguf import read_gguf_metadata
 
 skip_unless_wanted()
 

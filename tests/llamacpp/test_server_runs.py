@@ -28,7 +28,8 @@ from tests.llamacpp import (
 )
 from verifier.engines.pytorch import RunSettings
 from verifier.jobs import VerifyRequest, Worker, enqueue, verify_now
-from verifier.engines.llamacpp.engine import LlamaCppOptions, ServerFailed, run_llamacpp_pair
+from verifier.engines.llamacpp.engine import run_llamacpp_pair
+from verifier.engines.llamacpp.server import LlamaCppOptions, ServerFailed
 from verifier.prompts import bundled_set
 
 skip_unless_wanted()
@@ -163,7 +164,7 @@ def test_a_gguf_that_does_not_load_fails_its_job_and_the_worker_goes_on(
     sqlite_store: Store, llama_env: None, tmp_path: Path, qwen3_target: Path, draft_lm: Path,
     llama_options: LlamaCppOptions
 ) -> None:
-    from verifier.engines.llamacpp.engine import cached_gguf
+    from verifier.engines.llamacpp.convert import cached_gguf
 
     good = cached_gguf(draft_lm, llama_options.gguf_cache, source=llama_options.source_dir, build=11434)
     broken = tmp_path / "truncated.gguf"

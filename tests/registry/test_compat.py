@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from registry.domain.compat import CompatResult, check_pair, explain
 from registry.domain.configs import ConfigError, parse_config
-from tests.registry.test_configs import GOOD_FIXTURES, JSON_VALUES, damaged, fixture_bytes, fixture_config
+from tests.registry.config_fixtures import GOOD_FIXTURES, JSON_VALUES, damaged, fixture_bytes, fixture_config
 
 VERDICTS = {"exact", "structural", "incompatible", "unknown"}
 
@@ -501,7 +501,7 @@ def _fixture_head(folder: str) -> dict:
 def test_speculators_ids_count_hidden_states_and_read_as_layer_ids() -> None:
     """speculators' `eagle_aux_hidden_state_layer_ids` / `aux_hidden_state_layer_ids` name hidden states (0 is the
     embeddings), SpecForge's `eagle_config` ids and z-lab's `target_layer_ids` name layers: facts hold layer ids."""
-    from registry.domain.configs import drafter_facts
+    from registry.domain.drafter_facts import drafter_facts
 
     speculators_eagle3 = drafter_facts(_fixture_head("eagle3/speculators-llama"))
     assert speculators_eagle3.method == "eagle3"

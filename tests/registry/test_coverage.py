@@ -24,7 +24,7 @@ from registry.domain.coverage import (
     coverage,
     layout_of,
 )
-from tests.registry.test_cli import drafters
+from tests.support.cli import drafters
 
 EAGLE3_FIXTURES = Path(__file__).resolve().parents[1] / "data" / "eagle3"
 

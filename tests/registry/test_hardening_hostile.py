@@ -14,7 +14,7 @@ import feedparser
 import pytest
 
 from registry.alerts import webhooks as alerts
-from registry.domain.configs import detect_method
+from registry.domain.drafter_facts import detect_method
 from registry.alerts.feed import render_feed
 from registry.store.records import EventSpec
 from registry.alerts.secrets import SecretBox

@@ -106,7 +106,8 @@ def test_sigkill_of_up_still_stops_the_dashboard_child(tmp_path: Path) -> None:
 # ---- llama-server's arguments and the converter's refusals ------------------------------------------------------
 
 def test_llamacpp_args_cannot_move_the_server_off_loopback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from verifier.engines.llamacpp.engine import LlamaCppOptions, LlamaServer, ServerBinary
+    from verifier.engines.llamacpp.install import ServerBinary
+    from verifier.engines.llamacpp.server import LlamaCppOptions, LlamaServer
 
     for hostile in ("--host 0.0.0.0", "--port=80", "-ngl 99 --api-key x"):
         monkeypatch.setenv("DRAFTERS_LLAMACPP_ARGS", hostile)
@@ -157,7 +158,9 @@ def test_llama_server_answers_only_with_its_key(tmp_path: Path) -> None:
     import httpx
 
     from tests.llamacpp import cache_root, skip_unless_wanted
-    from verifier.engines.llamacpp.engine import LlamaServer, cached_gguf, fetch_llama_cpp_source, find_server
+    from verifier.engines.llamacpp.convert import cached_gguf
+    from verifier.engines.llamacpp.install import fetch_llama_cpp_source, find_server
+    from verifier.engines.llamacpp.server import LlamaServer
     from verifier.tiny.qwen3 import cached_target
 
     skip_unless_wanted()

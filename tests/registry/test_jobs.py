@@ -7,10 +7,10 @@ from datetime import timedelta
 
 from sqlalchemy import update
 
-from registry.store import jobs
+from registry.store import Store, jobs, utcnow
 from registry.store.models import Job
-from registry.store.runs import RunSpec, SetResult, get_run, list_runs, record_run
-from registry.store import Store, utcnow
+from registry.store.records import RunSpec, SetResult
+from registry.store.runs import get_run, list_runs, record_run
 
 
 def _expire(store: Store, job_id: int) -> None:

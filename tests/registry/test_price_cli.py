@@ -10,7 +10,7 @@ import pytest
 
 from registry.store.runs import RunSpec, SetResult, get_run, record_run
 from registry.store import Store
-from tests.registry.test_cli import drafters
+from tests.support.cli import drafters
 
 TARGET, DRAFTER = "Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16"
 MARGINAL = (0.8, 0.65, 0.5, 0.4, 0.3, 0.22, 0.15, 0.1, 0.07, 0.05, 0.03, 0.02, 0.01, 0.01, 0.0)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from registry.store.runs import RunSpec, SetResult, metric_version, record_run, regression_event
+from registry.domain.regression import metric_version
 from registry.store import Store, utcnow
+from registry.store.records import RunSpec, SetResult
+from registry.store.runs import record_run, regression_event
 
 SETS = (SetResult(prompt_set="code", prompt_set_digest="d"),)
 

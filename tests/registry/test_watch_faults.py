@@ -21,6 +21,7 @@ from tests.conftest import _create_pg_database, _drop_pg_database
 from tests.fakehub.scenario import QWEN3_8B_DFLASH_CONFIG, Scenario
 from tests.fakehub.server import FakeHub, RecordedRequest
 from tests.fakehub.state import HubState, dflash_drafter_files, target_files, utc
+from tests.registry.watch_support import Picture, make_client, picture
 from tests.snapshot import snapshot
 
 ORGS = ["Qwen", "z-lab", "meta-llama", "acme-labs"]
@@ -29,26 +30,7 @@ FAULT_STEP = "drafter_for_qwen35_27b"
 NEW_DRAFTER = r"z-lab/Qwen3\.5-27B-DFlash"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-Events = list[tuple[object, ...]]
-Tables = dict[str, list[str]]
-Picture = tuple[Events, Tables]
 Reference = Callable[[str, str], Picture]
-
-
-def make_client(url: str, cache_dir: Path, **overrides: float) -> HubClient:
-    options: dict = {"timeout": 5.0, "max_retries": 2, "backoff_base": 0.01, "backoff_cap": 0.05, **overrides}
-    return HubClient(url, None, cache_dir, **options)
-
-
-def picture(store: Store) -> Picture:
-    """Every event with its dedupe key and payload, in order, and every table's rows.
-
-    `snapshot` already leaves out surrogate ids and clock columns, which legitimately differ between a run with a
-    fault and one without: watch_cursor's polled_at/lease_* (when and by whom an org was last polled) and the
-    *_at times of rows. watch_cursor.last_error is kept on purpose: the clean rerun must clear it.
-    """
-    events = [(e.type, e.subject, e.dedupe_key, e.org, e.family, e.payload) for e in store.events()]
-    return events, snapshot(store.engine)
 
 
 def run_timeline(

@@ -20,7 +20,7 @@ from tests.conftest import _create_pg_database, _drop_pg_database
 from tests.fakehub.scenario import QWEN3_8B_CONFIG, QWEN3_8B_DFLASH_CONFIG, Scenario
 from tests.fakehub.server import FakeHub
 from tests.fakehub.state import HubState, dflash_drafter_files, target_files, utc
-from tests.registry.test_watch_faults import make_client, picture
+from tests.registry.watch_support import make_client, picture
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KILLS = 10

@@ -17,9 +17,9 @@ import threading
 
 import torch
 
-from registry.store import jobs as queue
-from registry.store.runs import RunRecord
 from registry.store import Store
+from registry.store import jobs as queue
+from registry.store.records import RunRecord
 from verifier.engines import pytorch as engine  # noqa: F401 - imported before "ready" so that every worker starts warm
 from verifier.jobs import Worker
 

@@ -13,15 +13,10 @@ import pytest
 import torch
 
 from verifier.decode import CacheCheckpoint, new_cache, rollback_problem
-from verifier.engines.pytorch import (
-    IncompatiblePair,
-    PairRun,
-    RunSettings,
-    first_divergence,
-    run_pair,
-    with_target_margin,
-)
-from verifier.loading import LoadError, load_causal_lm, load_target, read_config, refuse_remote_code
+from verifier.engines.pytorch import IncompatiblePair, PairRun, RunSettings, run_pair, with_target_margin
+from verifier.folders import LoadError, read_config
+from verifier.harness.contract import first_divergence
+from verifier.loading import load_causal_lm, load_target, refuse_remote_code
 from verifier.methods.draft_lm import DraftLMProposer
 from verifier.prompts import Message, Prompt, PromptSet
 from verifier.proposer import TargetOutput

@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from verifier.decode import DecodeResult, decode
-from verifier import harness
 from verifier.engines.pytorch import IncompatiblePair, PairRun, RunSettings, TorchEngine, run_pair
-from verifier.loading import LoadedTarget, LoadError, cached_snapshot, files_digest, load_target
+from verifier.folders import LoadError, cached_snapshot, files_digest
+from verifier.harness.run import run as measure
+from verifier.loading import LoadedTarget, load_target
 from verifier.methods import UnsupportedMethod, proposer_builder
 from verifier.prompts import Message, Prompt, PromptSet, bundled_set, bundled_sets, encode_prompt
 from verifier.proposer import NoDraft, Proposal, TargetOutput
@@ -163,8 +164,8 @@ def test_a_drafter_slowed_inside_the_loop_lowers_efficiency(tiny_target_dir: Pat
     sleepy = SleepyProposer(engine.proposer, delay_s=max(0.3, 30 * (costs.verify_step_s + costs.draft_step_s)))
     engine.proposer = sleepy
 
-    plain = harness.run(engine, sets, settings)
-    slowed = harness.run(DelayInLoop(engine, sleepy), sets, settings)
+    plain = measure(engine, sets, settings)
+    slowed = measure(DelayInLoop(engine, sleepy), sets, settings)
 
     assert plain.lossless is True and slowed.lossless is True
     assert slowed.overall.acceptance.tau == pytest.approx(plain.overall.acceptance.tau)  # same decisions

@@ -16,19 +16,17 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from verifier.engines.pytorch import IncompatiblePair, PairRun, RunSettings, run_pair
-from verifier.loading import LoadedTarget, LoadError
-from verifier.methods.dflash import (
-    MUSE_GLIMMER_RENAMES,
-    DFlashDraftModel,
+from verifier.folders import LoadError
+from verifier.loading import LoadedTarget
+from verifier.methods.dflash.config import (
     DFlashFormatError,
     TargetGeometry,
-    attention_visibility,
-    build_proposer,
     default_target_layer_ids,
-    muse_glimmer_assistant,
-    output_numerics,
     parse_dflash_config,
 )
+from verifier.methods.dflash.model import DFlashDraftModel, attention_visibility, output_numerics
+from verifier.methods.dflash.muse_glimmer import MUSE_GLIMMER_RENAMES, muse_glimmer_assistant
+from verifier.methods.dflash.proposer import build_proposer
 from verifier.prompts import bundled_set, bundled_sets
 from verifier.proposer import TargetOutput
 from verifier.tiny.dflash import cached_dflash_drafter

@@ -11,7 +11,9 @@ import torch
 from verifier.decode import new_cache
 from verifier.engines.pytorch import RunSettings, run_pair
 from verifier.loading import load_causal_lm, load_target
-from verifier.methods.dflash import build_proposer, embed_block, output_numerics, parse_dflash_config, target_geometry
+from verifier.methods.dflash.config import parse_dflash_config
+from verifier.methods.dflash.model import embed_block, output_numerics
+from verifier.methods.dflash.proposer import build_proposer, target_geometry
 from verifier.prompts import bundled_set
 from verifier.proposer import TargetOutput
 from verifier.tiny.dflash import DrafterShape, cached_dflash_drafter, drafter_config, packed_block_logits

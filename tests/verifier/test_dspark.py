@@ -14,9 +14,10 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from verifier.engines.pytorch import RunSettings, run_pair
-from verifier.loading import read_config
-from verifier.methods.dflash import DFlashFormatError, parse_dflash_config, read_drafter_weights
-from verifier.methods.dflash_layouts import load_backbone, zlab_config
+from verifier.folders import read_config
+from verifier.methods.dflash.config import DFlashFormatError, parse_dflash_config
+from verifier.methods.dflash.proposer import read_drafter_weights
+from verifier.methods.dflash.layouts import load_backbone, zlab_config
 from verifier.methods.dspark import MarkovHead, _head_settings, build_proposer, markov_head_shapes, split_tensors
 from verifier.prompts import bundled_set
 

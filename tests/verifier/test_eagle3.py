@@ -15,17 +15,11 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from verifier.engines.pytorch import IncompatiblePair, PairRun, RunSettings, run_pair
-from verifier.loading import LoadedTarget, read_config
-from verifier.methods.eagle3 import (
-    SPECULATORS_LAYOUT,
-    YUHUILI_LAYOUT,
-    DraftCache,
-    Eagle3FormatError,
-    Eagle3Proposer,
-    build_proposer,
-    load_eagle3,
-    parse_eagle3_config,
-)
+from verifier.folders import read_config
+from verifier.loading import LoadedTarget
+from verifier.methods.eagle3.config import SPECULATORS_LAYOUT, YUHUILI_LAYOUT, Eagle3FormatError, parse_eagle3_config
+from verifier.methods.eagle3.model import DraftCache
+from verifier.methods.eagle3.proposer import Eagle3Proposer, build_proposer, load_eagle3
 from verifier.prompts import bundled_set, bundled_sets
 from verifier.proposer import TargetOutput
 from verifier.tiny.eagle3 import cached_eagle3_head
@@ -256,7 +250,7 @@ def test_registry_and_verifier_agree_on_layer_ids(variant: str, target_layers: i
     """`drafters check` (registry.compat) and the verifier refuse exactly the same targets."""
     from registry.domain.compat import check_pair
 
-    from verifier.methods.eagle3 import TargetShape, compatibility_problems
+    from verifier.methods.eagle3.config import TargetShape, compatibility_problems
 
     drafter = read_config(FIXTURES / variant)
     config = parse_eagle3_config(drafter)

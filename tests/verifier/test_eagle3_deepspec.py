@@ -18,20 +18,20 @@ from transformers import Qwen3Config
 from transformers.models.qwen3.modeling_qwen3 import Qwen3RotaryEmbedding
 
 from registry.domain.compat import check_pair
-from registry.domain.configs import detect_method
+from registry.domain.drafter_facts import detect_method
 from registry.domain.coverage import DEEPSPEC, DEEPSPEC_GEMMA4, PYTORCH, coverage
 from verifier.decode import new_cache
 from verifier.engines.pytorch import RunSettings, run_pair
-from verifier.loading import LoadedTarget, read_config
-from verifier.methods.eagle3 import (
+from verifier.folders import read_config
+from verifier.loading import LoadedTarget
+from verifier.methods.eagle3.config import (
     DEEPSPEC_LAYOUT,
     Eagle3FormatError,
-    build_proposer,
     compatibility_problems,
-    load_eagle3,
     parse_eagle3_config,
     target_shape,
 )
+from verifier.methods.eagle3.proposer import build_proposer, load_eagle3
 from verifier.prompts import bundled_set
 from verifier.proposer import TargetOutput
 

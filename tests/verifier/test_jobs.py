@@ -79,7 +79,7 @@ def test_job_of_a_killed_worker_is_retried_and_finished_once(store: Store, datab
                                        prompt_sets=("chat",), settings=FAST))
     # A worker process claims the job and is killed (SIGKILL) while it holds the lease.
     script = (
-        "import sys, time; from registry.store import Store; from registry import jobs;"
+        "import sys, time; from registry.store import Store; from registry.store import jobs;"
         "s = Store.open(sys.argv[1]); j = jobs.claim(s, 'doomed', lease_s=1.0);"
         "print(j.id, flush=True); time.sleep(600)"
     )

@@ -1,7 +1,7 @@
 """The PyTorch engine: one loaded (target, drafter) pair that generates one prompt at a time for the harness.
 
 Baseline and speculative decoding share one loop (`verifier.decode`) and one token accounting; the harness
-(`verifier.harness`) owns repeats, prompt sets, seeds, lossless checking, summaries and the common provenance.
+(`verifier.harness.run`) owns repeats, prompt sets, seeds, lossless checking, summaries and the common provenance.
 `run_pair` is the PyTorch engine driven by the harness.
 """
 
@@ -11,46 +11,37 @@ import platform
 import resource
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from verifier import harness
+from registry.domain.compat import check_pair
+from registry.domain.drafter_facts import detect_method
 from verifier.decode import DecodeResult, decode, new_cache, synchronize
-from verifier.harness import EngineReport, Generation, PairRun, Progress, RunSettings, SetResult
-from verifier.loading import LoadedTarget, files_digest, load_target, read_config, weight_bytes
+from verifier.folders import files_digest, read_config, weight_bytes
+from verifier.harness import run
+from verifier.harness.contract import (
+    Divergence,
+    EngineReport,
+    Generation,
+    IncompatiblePair,
+    PairRun,
+    Progress,
+    RunSettings,
+    first_divergence,
+    resolve_draft_length,
+)
+from verifier.harness.provenance import snapshot_sha, tokenizer_digest
+from verifier.loading import LoadedTarget, load_target
 from verifier.metrics import ForwardCosts, StepCounts
 from verifier.prompts import PromptSet, encode_prompt
+from verifier.methods import proposer_builder
 from verifier.proposer import NoDraft, Proposer, TargetOutput
 
-__all__ = ["IncompatiblePair", "PairRun", "RunSettings", "SetResult", "TorchEngine", "run_pair"]
-
-
-class IncompatiblePair(ValueError):
-    """The drafter cannot run on this target; `reasons` says why."""
-
-    def __init__(self, reasons: Sequence[str]) -> None:
-        self.reasons = tuple(reasons)
-        super().__init__("drafter and target are incompatible: " + "; ".join(self.reasons))
-
-
-@dataclass(frozen=True)
-class Divergence:
-    """First token where the speculative output left the baseline's in a greedy run."""
-
-    prompt_set: str
-    prompt_index: int
-    repeat: int
-    position: int
-    baseline_token: int | None  # None: the baseline output ended here
-    speculative_token: int | None
-    # The target's top-1 minus top-2 logit on the baseline's prefix at `position` (one forward after the run):
-    # a gap near 0 is a numerical near-tie (bf16), a wide one is a bug. None when the baseline ended there.
-    target_logit_margin: float | None = None
-    # The target's logit of the baseline token minus that of the speculative token at the same position.
-    speculative_token_gap: float | None = None
+# Callers of `run_pair` get the contract names they need alongside it from here.
+__all__ = ["IncompatiblePair", "PairRun", "RunSettings", "TorchEngine", "run_pair"]
 
 
 class TorchEngine:
@@ -194,15 +185,11 @@ def run_pair(
     if not prompt_sets or any(not s.prompts for s in prompt_sets):
         raise ValueError("run_pair needs at least one non-empty prompt set")
     engine = TorchEngine.load(Path(target_dir), drafter_dir, settings)
-    return harness.run(engine, prompt_sets, settings, progress, target_dir=Path(target_dir),
+    return run.run(engine, prompt_sets, settings, progress, target_dir=Path(target_dir),
                        drafter=Path(drafter_dir) if drafter_dir is not None else None)
 
 
 def _load_drafter(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> tuple[str, Proposer]:
-    from registry.domain.compat import check_pair
-    from registry.domain.configs import detect_method
-    from verifier.methods import proposer_builder
-
     drafter_config = read_config(drafter_dir)
     method = settings.method or detect_method(drafter_config) or "draft-lm"
     build = proposer_builder(method)
@@ -212,12 +199,12 @@ def _load_drafter(drafter_dir: Path, target: LoadedTarget, settings: RunSettings
         drafter_method=method,
         target_repo_id=None,
         declared_targets=(),
-        drafter_tokenizer_digest=harness.tokenizer_digest(drafter_dir),
-        target_tokenizer_digest=harness.tokenizer_digest(target.path),
+        drafter_tokenizer_digest=tokenizer_digest(drafter_dir),
+        target_tokenizer_digest=tokenizer_digest(target.path),
     )
     if verdict.verdict == "incompatible":
         raise IncompatiblePair(verdict.reasons)
-    draft_length = harness.resolve_draft_length(method, drafter_dir, settings.draft_length)
+    draft_length = resolve_draft_length(method, drafter_dir, settings.draft_length)
     return method, build(drafter_dir, target, replace(settings, draft_length=draft_length))
 
 
@@ -230,25 +217,6 @@ def _eos_token_ids(target: LoadedTarget) -> frozenset[int]:
         elif isinstance(value, (list, tuple)):
             ids.update(v for v in value if isinstance(v, int))
     return frozenset(ids)
-
-
-def first_divergence(
-    baseline: Sequence[int], speculative: Sequence[int], set_name: str, prompt_index: int, repeat: int
-) -> Divergence | None:
-    if list(baseline) == list(speculative):
-        return None
-    position = next(
-        (i for i, (b, s) in enumerate(zip(baseline, speculative, strict=False)) if b != s),
-        min(len(baseline), len(speculative)),
-    )
-    return Divergence(
-        prompt_set=set_name,
-        prompt_index=prompt_index,
-        repeat=repeat,
-        position=position,
-        baseline_token=baseline[position] if position < len(baseline) else None,
-        speculative_token=speculative[position] if position < len(speculative) else None,
-    )
 
 
 @torch.inference_mode()
@@ -273,13 +241,6 @@ def _peak_memory(device: torch.device) -> tuple[int, str]:
         return int(torch.cuda.max_memory_allocated(device)), "cuda_max_memory_allocated"
     # Linux reports ru_maxrss in KiB; it is the peak of the whole process so far, not of this run alone.
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "process_rss_peak"
-
-
-def snapshot_sha(folder: Path) -> str | None:
-    """The commit sha when `folder` is a Hugging Face cache snapshot (…/snapshots/<sha>)."""
-    name = folder.resolve().name
-    is_sha = len(name) == 40 and all(c in "0123456789abcdef" for c in name)
-    return name if is_sha and folder.resolve().parent.name == "snapshots" else None
 
 
 def _provenance(target: LoadedTarget, drafter_dir: Path | None, proposer: Proposer | None) -> dict[str, Any]:

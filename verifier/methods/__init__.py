@@ -11,16 +11,17 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:
-    from verifier.engines.pytorch import RunSettings
+from verifier.harness.contract import RunSettings
+
+if TYPE_CHECKING:  # they pull in torch, which a method's own module imports only when the method runs
     from verifier.loading import LoadedTarget
     from verifier.proposer import Proposer
 
 METHOD_MODULES: dict[str, str] = {
     "draft-lm": "verifier.methods.draft_lm",
-    "dflash": "verifier.methods.dflash_layouts",  # z-lab folders go on to verifier.methods.dflash
+    "dflash": "verifier.methods.dflash.layouts",  # z-lab folders go on to verifier.methods.dflash.proposer
     "gemma4-assistant": "verifier.methods.gemma4_assistant",
-    "eagle3": "verifier.methods.eagle3",
+    "eagle3": "verifier.methods.eagle3.proposer",
     "dspark": "verifier.methods.dspark",
 }
 

@@ -11,17 +11,15 @@ the next round feeds the newly committed ones.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from verifier.decode import CacheCheckpoint, new_cache, probabilities, rollback_problem
-from verifier.loading import LoadError, load_causal_lm, resolve_dtype
+from verifier.folders import LoadError
+from verifier.harness.contract import IncompatiblePair, RunSettings
+from verifier.loading import LoadedTarget, load_causal_lm, resolve_dtype
 from verifier.proposer import Proposal, TargetOutput
-
-if TYPE_CHECKING:
-    from verifier.engines.pytorch import RunSettings
-    from verifier.loading import LoadedTarget
 
 DEFAULT_DRAFT_LENGTH = 4
 
@@ -103,8 +101,6 @@ class DraftLMProposer:
 
 def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> DraftLMProposer:
     """A draft-LM proposer; raises `IncompatiblePair` when the target's or the draft's cache cannot roll back."""
-    from verifier.engines.pytorch import IncompatiblePair
-
     model = load_causal_lm(Path(drafter_dir), device=target.device, dtype=resolve_dtype(settings.dtype))
     problems = [
         f"{role}: {problem}"

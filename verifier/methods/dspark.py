@@ -22,20 +22,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import nn
 
-from verifier.loading import read_config
-from verifier.methods import dflash
-from verifier.methods.dflash import DFlashFormatError, block_logits, embed_block
-from verifier.methods.dflash_layouts import LayoutDFlashProposer, draft_vocab_map, load_backbone, zlab_config
+from verifier.decode import rollback_problem
+from verifier.folders import read_config
+from verifier.harness.contract import IncompatiblePair, RunSettings
+from verifier.loading import LoadedTarget
+from verifier.methods.dflash.config import (
+    DFlashFormatError,
+    compatibility_problems,
+    layout_problems,
+    parse_dflash_config,
+)
+from verifier.methods.dflash.layouts import LayoutDFlashProposer, draft_vocab_map, load_backbone, zlab_config
+from verifier.methods.dflash.model import block_logits, embed_block, output_numerics
+from verifier.methods.dflash.proposer import read_drafter_weights, resolve_mask_token_id, target_geometry
 from verifier.proposer import Proposal
-
-if TYPE_CHECKING:
-    from verifier.engines.pytorch import RunSettings
-    from verifier.loading import LoadedTarget
 
 HEAD_TYPES = ("vanilla", "gated", "rnn")
 
@@ -161,7 +166,7 @@ def split_tensors(
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """(backbone and vocabulary tensors, Markov head tensors); refuses head tensors that do not match by name."""
     head = {n[len("markov_head.") :]: t for n, t in tensors.items() if n.startswith("markov_head.")}
-    problems = dflash.layout_problems(
+    problems = layout_problems(
         {f"markov_head.{n}": tuple(t.shape) for n, t in head.items()}, dict(expected_head)
     )
     if problems:
@@ -172,9 +177,6 @@ def split_tensors(
 
 
 def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> DSparkProposer:
-    from verifier.decode import rollback_problem
-    from verifier.engines.pytorch import IncompatiblePair
-
     drafter_dir = Path(drafter_dir)
     raw = read_config(drafter_dir)
     speculators = raw.get("speculators_model_type") is not None
@@ -187,10 +189,10 @@ def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSetting
     if raw.get("sample_from_anchor") is False:
         raise DFlashFormatError("this DSpark drafter does not draft from the anchor slot (sample_from_anchor: false)")
     # DeepSpec's exports are z-lab configs (DFlashDraftModel + dflash_config) whose slot 0 drafts too.
-    config = dflash.parse_dflash_config(zlab_config(raw, anchor_drafts=True) if speculators else raw)
-    geometry = dflash.target_geometry(target.model)
-    mask_token_id = dflash.resolve_mask_token_id(config, target.tokenizer)
-    problems = dflash.compatibility_problems(config, geometry, mask_token_id)
+    config = parse_dflash_config(zlab_config(raw, anchor_drafts=True) if speculators else raw)
+    geometry = target_geometry(target.model)
+    mask_token_id = resolve_mask_token_id(config, target.tokenizer)
+    problems = compatibility_problems(config, geometry, mask_token_id)
     rollback = rollback_problem(target.model)
     if rollback is not None:
         problems.append(f"target: {rollback}")
@@ -200,7 +202,7 @@ def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSetting
     layer_ids = config.layer_ids_for(geometry.num_hidden_layers)
     parameter = next(target.model.parameters())
     device, dtype = parameter.device, parameter.dtype
-    tensors = dflash.read_drafter_weights(drafter_dir)
+    tensors = read_drafter_weights(drafter_dir)
     head_vocab = tensors["lm_head.weight"].shape[0] if "lm_head.weight" in tensors else geometry.vocab_size
     rank, head_type = _head_settings(raw)
     expected_head = {} if rank == 0 else markov_head_shapes(head_type, geometry.vocab_size, head_vocab, rank, config.hidden_size)
@@ -229,7 +231,7 @@ def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSetting
         target.model,
         layer_ids=layer_ids,
         mask_token_id=mask_token_id,
-        numerics=dflash.output_numerics(config, geometry),
+        numerics=output_numerics(config, geometry),
         draft_length=draft_length,
         embedding=None if embedding is None else embedding.to(device=device, dtype=dtype),
         lm_head=lm_head,

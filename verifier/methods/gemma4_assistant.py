@@ -19,16 +19,14 @@ Greedy output is identical either way (the target decides every token); acceptan
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from verifier.loading import load_causal_lm, read_config
+from verifier.folders import read_config
+from verifier.harness.contract import RunSettings
+from verifier.loading import LoadedTarget, load_causal_lm
 from verifier.proposer import Proposal, TargetOutput
-
-if TYPE_CHECKING:
-    from verifier.engines.pytorch import RunSettings
-    from verifier.loading import LoadedTarget
 
 ASSISTANT_ARCHITECTURES = ("Gemma4AssistantForCausalLM",)
 # Text configs whose models expose Gemma-4 K/V layouts (`layer_types` + `kv_sharing_modes`).

@@ -7,6 +7,8 @@ the project's shared tiny tokenizer. Multimodal publications (Qwen3.5, Gemma-4, 
 the `...ForConditionalGeneration` class with a tiny vision tower and the text model under `text_config`.
 
 Random weights are drawn with a wider spread than transformers' 0.02 so that greedy choices are rarely near-ties.
+
+It stays over 400 lines: a table of 25 architecture builders, each a few lines of one real config class.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from typing import Any
 import torch
 
 from verifier.build_cache import cached_build
+from verifier.tiny.gemma4 import NUM_ASSISTANT_TOKENS, Gemma4Geometry, new_assistant, token_frequencies
+from verifier.tiny.qwen3 import corpus_token_stream, save_model
 from verifier.tiny.tokenizer import build_tokenizer
 
 SOURCE_FILES = (Path(__file__), Path(__file__).with_name("tokenizer.py"), Path(__file__).with_name("corpus.txt"))
@@ -586,9 +590,6 @@ def build_gemma4_assistant_for(target_dir: Path, out_dir: Path) -> Path:
     """An untrained Gemma-4 assistant (MTP drafter) for a tiny published-layout Gemma-4 target from this module."""
     from transformers import AutoConfig, AutoTokenizer
 
-    from verifier.tiny.gemma4 import NUM_ASSISTANT_TOKENS, Gemma4Geometry, _new_assistant, token_frequencies
-    from verifier.tiny.qwen3 import _save, corpus_token_stream
-
     text_config = AutoConfig.from_pretrained(target_dir, local_files_only=True).get_text_config()
     tokenizer = AutoTokenizer.from_pretrained(target_dir, local_files_only=True)
     # Query heads only: K/V come from the target, so head_dim and num_key_value_heads follow the target's.
@@ -602,10 +603,10 @@ def build_gemma4_assistant_for(target_dir: Path, out_dir: Path) -> Path:
     )
     torch.manual_seed(SEED + 2)
     frequencies = token_frequencies(corpus_token_stream(tokenizer), len(tokenizer))
-    assistant = _new_assistant(text_config, geometry, tokenizer, frequencies)
+    assistant = new_assistant(text_config, geometry, tokenizer, frequencies)
     assistant.generation_config.num_assistant_tokens = NUM_ASSISTANT_TOKENS
     out_dir.mkdir(parents=True, exist_ok=True)
-    _save(assistant, target_dir, out_dir)
+    save_model(assistant, target_dir, out_dir)
     return out_dir
 
 

@@ -17,17 +17,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from verifier.loading import load_causal_lm, read_config
-from verifier.methods.dflash import (
-    DFLASH_ARCHITECTURE,
-    DFlashDraftModel,
-    OutputNumerics,
-    block_logits,
-    embed_block,
-    output_numerics,
-    parse_dflash_config,
-    target_geometry,
-)
+from verifier.folders import read_config
+from verifier.loading import load_causal_lm
+from verifier.methods.dflash.config import DFLASH_ARCHITECTURE, parse_dflash_config
+from verifier.methods.dflash.model import DFlashDraftModel, OutputNumerics, block_logits, embed_block, output_numerics
+from verifier.methods.dflash.proposer import target_geometry
 from verifier.build_cache import cached_build
 from verifier.tiny.qwen3 import Training, _fit, corpus_token_stream
 from verifier.tiny.tokenizer import MASK_TOKEN
@@ -40,7 +34,7 @@ SOURCE_FILES = (
     Path(__file__).with_name("qwen3.py"),
     Path(__file__).with_name("tokenizer.py"),
     Path(__file__).with_name("corpus.txt"),
-    Path(__file__).parent.parent / "methods" / "dflash.py",
+    *(Path(__file__).parent.parent / "methods" / "dflash" / f"{name}.py" for name in ("config", "model", "proposer")),
 )
 
 

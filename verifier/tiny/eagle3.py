@@ -20,16 +20,16 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from verifier.loading import load_causal_lm, read_config
-from verifier.methods.eagle3 import (
+from verifier.folders import read_config
+from verifier.loading import load_causal_lm
+from verifier.methods.eagle3.config import (
     EAGLE3_ARCHITECTURE,
     SPECULATORS_ARCHITECTURE,
     SPECULATORS_LAYOUT,
     YUHUILI_LAYOUT,
-    DraftCache,
-    Eagle3DraftModel,
     parse_eagle3_config,
 )
+from verifier.methods.eagle3.model import DraftCache, Eagle3DraftModel
 from verifier.build_cache import cached_build
 from verifier.tiny.dflash import REPLY_OPENING, _greedy_sequences
 from verifier.tiny.qwen3 import Training, _fit, corpus_token_stream
@@ -40,7 +40,7 @@ SOURCE_FILES = (
     Path(__file__).with_name("dflash.py"),
     Path(__file__).with_name("tokenizer.py"),
     Path(__file__).with_name("corpus.txt"),
-    Path(__file__).parent.parent / "methods" / "eagle3.py",
+    *(Path(__file__).parent.parent / "methods" / "eagle3" / f"{name}.py" for name in ("config", "model", "proposer")),
 )
 
 

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from verifier.build_cache import cached_build
-from verifier.tiny.qwen3 import Training, _batches, _fit, _one_thread, _save, corpus_token_stream
+from verifier.tiny.qwen3 import Training, _batches, _fit, _one_thread, corpus_token_stream, save_model
 from verifier.tiny.tokenizer import build_tokenizer
 
 SOURCE_FILES = (
@@ -131,7 +131,7 @@ def build_gemma4_target(
     model = Gemma4ForCausalLM(gemma4_text_config(geometry, tokenizer))
     batches = _batches(corpus_token_stream(tokenizer), training)
     _fit(model, batches, training, lambda batch: model(input_ids=batch, labels=batch).loss)
-    _save(model, out_dir, out_dir)
+    save_model(model, out_dir, out_dir)
     return out_dir
 
 
@@ -151,13 +151,13 @@ def build_gemma4_assistant(
     target = AutoModelForCausalLM.from_pretrained(target_dir, use_safetensors=True).eval()
     stream = corpus_token_stream(tokenizer)
     torch.manual_seed(training.seed)
-    assistant = _new_assistant(target.config, geometry, tokenizer, token_frequencies(stream, len(tokenizer)))
+    assistant = new_assistant(target.config, geometry, tokenizer, token_frequencies(stream, len(tokenizer)))
     if trained:
         with _one_thread():
             features = _distillation_features(target, stream, training, distillation)
         _fit(assistant, features, training, _DistillationLoss(assistant, target, training, distillation))
     assistant.generation_config.num_assistant_tokens = NUM_ASSISTANT_TOKENS
-    _save(assistant, target_dir, out_dir)
+    save_model(assistant, target_dir, out_dir)
     return out_dir
 
 
@@ -170,7 +170,7 @@ def frequency_ordering(frequencies: torch.Tensor) -> torch.Tensor:
     return torch.argsort(frequencies, descending=True, stable=True)
 
 
-def _new_assistant(target_config: Any, geometry: Gemma4Geometry, tokenizer: Any, frequencies: torch.Tensor) -> Any:
+def new_assistant(target_config: Any, geometry: Gemma4Geometry, tokenizer: Any, frequencies: torch.Tensor) -> Any:
     from transformers import Gemma4AssistantConfig, Gemma4AssistantForCausalLM
 
     if len(tokenizer) % NUM_CENTROIDS:

@@ -138,7 +138,7 @@ def _fit(model, batches: list[torch.Tensor], training: Training, loss_of_batch) 
     return loss.item()
 
 
-def _save(model, tokenizer_dir: Path, out_dir: Path) -> None:
+def save_model(model, tokenizer_dir: Path, out_dir: Path) -> None:
     # transformers 5 writes safetensors only.
     model.save_pretrained(out_dir)
     for name in TOKENIZER_FILES:
@@ -157,7 +157,7 @@ def build_target(out_dir: Path, training: Training = Training(), geometry: Geome
     model = Qwen3ForCausalLM(_qwen3_config(geometry, tokenizer))
     batches = _batches(corpus_token_stream(tokenizer), training)
     _fit(model, batches, training, lambda batch: model(input_ids=batch, labels=batch).loss)
-    _save(model, out_dir, out_dir)
+    save_model(model, out_dir, out_dir)
     return out_dir
 
 
@@ -188,7 +188,7 @@ def build_draft_lm(
             )
 
         _fit(draft, batches, training, distillation_loss)
-    _save(draft, target_dir, out_dir)
+    save_model(draft, target_dir, out_dir)
     return out_dir
 
 

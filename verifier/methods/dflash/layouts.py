@@ -1,4 +1,5 @@
-"""DFlash drafters in the layouts other than z-lab's, mapped onto z-lab's draft model (`verifier.methods.dflash`).
+"""DFlash drafters in the layouts other than z-lab's, mapped onto z-lab's draft model
+(`verifier.methods.dflash.model`).
 
 - speculators (vLLM, RedHatAI `*.dflash`): `speculators_model_type: "dflash"`; the geometry sits in
   `transformer_layer_config` (a Qwen3 config, saved as a diff against its class defaults), `block_size` and
@@ -16,26 +17,33 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import nn
 
-from verifier.loading import read_config
-from verifier.methods import dflash
-from verifier.methods.dflash import (
+from verifier.decode import rollback_problem
+from verifier.folders import read_config, weight_files
+from verifier.harness.contract import IncompatiblePair, RunSettings
+from verifier.loading import LoadedTarget
+from verifier.methods.dflash.config import (
+    DFLASH_ARCHITECTURE,
     DFlashConfig,
-    DFlashDraftModel,
     DFlashFormatError,
-    DFlashProposer,
-    OutputNumerics,
-    embed_block,
+    compatibility_problems,
+    expected_weight_shapes,
+    layout_problems,
+    parse_dflash_config,
 )
+from verifier.methods.dflash.model import DFlashDraftModel, OutputNumerics, embed_block, output_numerics
+from verifier.methods.dflash.proposer import (
+    DFlashProposer,
+    read_drafter_weights,
+    resolve_mask_token_id,
+    target_geometry,
+)
+from verifier.methods.dflash.proposer import build_proposer as build_zlab_proposer
 from verifier.proposer import Proposal
-
-if TYPE_CHECKING:
-    from verifier.engines.pytorch import RunSettings
-    from verifier.loading import LoadedTarget
 
 Z_LAB = "z-lab"
 SPECULATORS = "speculators"
@@ -46,8 +54,6 @@ EXTRA_TENSORS = ("embed_tokens.weight", "lm_head.weight", "d2t", "t2d")
 
 def stored_tensor_names(drafter_dir: Path) -> list[str]:
     from safetensors import safe_open
-
-    from verifier.loading import weight_files
 
     names: list[str] = []
     for path in weight_files(drafter_dir):
@@ -91,7 +97,7 @@ def zlab_config(raw: Mapping[str, Any], *, anchor_drafts: bool = False) -> dict[
         raise DFlashFormatError(f"aux_hidden_state_layer_ids must be a list of integers, got {aux!r}")
     zlab = {k: v for k, v in full.items() if k not in ("architectures", "auto_map")}
     zlab |= {
-        "architectures": [dflash.DFLASH_ARCHITECTURE],
+        "architectures": [DFLASH_ARCHITECTURE],
         "block_size": raw.get("block_size", 8),
         "dflash_config": {
             "mask_token_id": raw.get("mask_token_id"),
@@ -130,8 +136,8 @@ def load_backbone(
     dtype: torch.dtype,
 ) -> DFlashDraftModel:
     backbone = {name: t for name, t in tensors.items() if name not in EXTRA_TENSORS}
-    problems = dflash.layout_problems(
-        {name: tuple(t.shape) for name, t in backbone.items()}, dflash.expected_weight_shapes(config, num_fused)
+    problems = layout_problems(
+        {name: tuple(t.shape) for name, t in backbone.items()}, expected_weight_shapes(config, num_fused)
     )
     if problems:
         shown = "; ".join(problems[:6]) + (f"; and {len(problems) - 6} more" if len(problems) > 6 else "")
@@ -192,19 +198,17 @@ class LayoutDFlashProposer(DFlashProposer):
 
 
 def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> DFlashProposer:
-    """A DFlash proposer for any known layout; z-lab's folders go to `verifier.methods.dflash` unchanged."""
-    from verifier.decode import rollback_problem
-    from verifier.engines.pytorch import IncompatiblePair
-
+    """A DFlash proposer for any known layout; z-lab's folders go to `verifier.methods.dflash.proposer`
+    unchanged."""
     drafter_dir = Path(drafter_dir)
     raw = read_config(drafter_dir)
     layout = detect_layout(raw, stored_tensor_names(drafter_dir))
     if layout == Z_LAB:
-        return dflash.build_proposer(drafter_dir, target, settings)
-    config = dflash.parse_dflash_config(zlab_config(raw) if layout == SPECULATORS else raw)
-    geometry = dflash.target_geometry(target.model)
-    mask_token_id = dflash.resolve_mask_token_id(config, target.tokenizer)
-    problems = dflash.compatibility_problems(config, geometry, mask_token_id)
+        return build_zlab_proposer(drafter_dir, target, settings)
+    config = parse_dflash_config(zlab_config(raw) if layout == SPECULATORS else raw)
+    geometry = target_geometry(target.model)
+    mask_token_id = resolve_mask_token_id(config, target.tokenizer)
+    problems = compatibility_problems(config, geometry, mask_token_id)
     rollback = rollback_problem(target.model)
     if rollback is not None:
         problems.append(f"target: {rollback}")
@@ -214,7 +218,7 @@ def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSetting
     layer_ids = config.layer_ids_for(geometry.num_hidden_layers)
     parameter = next(target.model.parameters())
     device, dtype = parameter.device, parameter.dtype
-    tensors = dflash.read_drafter_weights(drafter_dir)
+    tensors = read_drafter_weights(drafter_dir)
     model = load_backbone(drafter_dir, tensors, config, len(layer_ids), layout, device=device, dtype=dtype)
     to_target = draft_vocab_map(tensors, geometry.vocab_size)
     lm_head = None
@@ -237,7 +241,7 @@ def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSetting
         target.model,
         layer_ids=layer_ids,
         mask_token_id=mask_token_id,
-        numerics=dflash.output_numerics(config, geometry),
+        numerics=output_numerics(config, geometry),
         draft_length=draft_length,
         embedding=None if embedding is None else embedding.to(device=device, dtype=dtype),
         lm_head=lm_head,

@@ -20,21 +20,18 @@ calls are left, and when a bucket is empty (or a 429 asks for longer than `max_r
 
 Proxies. The shared client honours HTTP(S)_PROXY/ALL_PROXY and NO_PROXY from the environment, as httpx's
 `trust_env` does, through per-scheme and per-host transports that all carry the policy.
+
+It is over 400 lines: one client over one API, its policy and its reads together. The dataclasses and errors are
+in types.py (re-exported here), parsing in parse.py, the HTTP layer in transport.py.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import re
 import threading
 import time
-import urllib.request
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,15 +40,34 @@ from huggingface_hub import HfApi, ModelInfo, hf_hub_download
 from huggingface_hub import errors as hf_errors
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, httpx, parse_ratelimit_headers
 
+from registry.hub.parse import SHA_PATTERN, checked_datetime, checked_sha, hub_model, hub_revision, iso_or_none
+# Re-exported (noqa F401): callers import the client's dataclasses, errors and digests from registry.hub.
+from registry.hub.parse import is_weight_file, weight_digest  # noqa: F401
+from registry.hub.transport import ACTIVE_CLIENT, GuardedStream, install_http_client_factory, wait_from_headers
+from registry.hub.types import (  # noqa: F401
+    BadResponse,
+    BudgetExhausted,
+    GatedRepo,
+    HubCommit,
+    HubError,
+    HubFile,
+    HubModel,
+    HubRevision,
+    HubUnavailable,
+    HubUnreachable,
+    InvalidToken,
+    ListedRepo,
+    RateLimited,
+    RepoNotFound,
+    RevisionNotFound,
+    Unreadable,
+)
+
 logger = logging.getLogger(__name__)
 
-SHA_PATTERN = re.compile(r"[0-9a-f]{40}")
 RETRYABLE_STATUSES = frozenset({408, 500, 502, 503, 504})
 # A refused or unanswered connection attempt: nothing reached the Hub.
 CONNECT_FAILURES = (httpx.ConnectError, httpx.ConnectTimeout)
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
-SHARD_INDEX_SUFFIXES = (".safetensors.index.json", ".bin.index.json")
-BASE_MODEL_RELATIONS = frozenset({"adapter", "merge", "quantized", "finetune"})
 # Fields a listing needs; requesting them explicitly keeps each page small (hub-protocol.md §7 budget). No
 # cardData: the Hub turns a card's `base_model` into `base_model:<relation>:<id>` tags, which say the same.
 LIST_EXPAND = ["sha", "lastModified", "createdAt", "tags", "gated", "pipeline_tag", "library_name", "config", "private"]
@@ -64,262 +80,6 @@ MAX_SMALL_FILE = 20 * 1024 * 1024
 # Pace requests once a bucket has fewer than this share of its quota left (or this many, quota unknown).
 PACE_SHARE = 0.05
 PACE_MIN = 10
-
-
-class HubError(Exception):
-    """Any failure talking to the Hub. The message is one line and never contains the token."""
-
-
-class RepoNotFound(HubError):
-    pass
-
-
-class GatedRepo(HubError):
-    pass
-
-
-class RevisionNotFound(HubError):
-    pass
-
-
-class RateLimited(HubError):
-    def __init__(self, message: str, retry_after: float) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class HubUnavailable(HubError):
-    """5xx answers, timeouts and connection failures that outlasted the retries."""
-
-
-class HubUnreachable(HubUnavailable):
-    """No connection could be made at all (refused, no route, connect timeout): the Hub or the network is down,
-    so callers stop asking rather than fail the same way for every remaining org."""
-
-
-class BadResponse(HubError):
-    """Truncated or invalid JSON, or a body of an unexpected shape."""
-
-
-class BudgetExhausted(HubError):
-    """The client's `max_requests` budget is spent; no request was sent."""
-
-
-class InvalidToken(HubError):
-    """The Hub rejects the configured token on every call: a configuration error, not a fact about a repo."""
-
-
-@dataclass(frozen=True)
-class HubModel:
-    repo_id: str
-    sha: str
-    last_modified: datetime
-    created_at: datetime
-    tags: tuple[str, ...]
-    gated: bool
-    base_models: tuple[str, ...]
-    base_model_relation: str | None
-    pipeline_tag: str | None
-    library_name: str | None
-    # From the listing's config summary: enough to tell a drafter from a model without downloading config.json.
-    architectures: tuple[str, ...] = ()
-    model_type: str | None = None
-    private: bool = False
-
-
-@dataclass(frozen=True)
-class ListedRepo:
-    """One entry of an org's cheap id listing."""
-
-    repo_id: str
-    sha: str | None
-    last_modified: datetime | None
-    private: bool
-
-
-@dataclass(frozen=True)
-class Unreadable:
-    """A listing entry that could not be parsed; `repo_id` when at least that was readable."""
-
-    repo_id: str | None
-    problem: str
-
-
-@dataclass(frozen=True)
-class HubFile:
-    path: str
-    size: int | None
-    blob_id: str | None
-    lfs_sha256: str | None
-
-
-@dataclass(frozen=True)
-class HubRevision:
-    repo_id: str  # canonical: after following a rename
-    sha: str
-    last_modified: datetime
-    created_at: datetime
-    files: tuple[HubFile, ...]
-    parameters: int | None
-    gated: bool
-    base_models: tuple[str, ...]
-    base_model_relation: str | None
-    tags: tuple[str, ...]
-    architectures: tuple[str, ...] = ()
-    model_type: str | None = None
-    private: bool = False
-
-    def as_model(self) -> HubModel:
-        """What a listing entry of this repo at this revision would say."""
-        return HubModel(
-            repo_id=self.repo_id, sha=self.sha, last_modified=self.last_modified, created_at=self.created_at,
-            tags=self.tags, gated=self.gated, base_models=self.base_models,
-            base_model_relation=self.base_model_relation, pipeline_tag=None, library_name=None,
-            architectures=self.architectures, model_type=self.model_type, private=self.private,
-        )
-
-
-@dataclass(frozen=True)
-class HubCommit:
-    sha: str
-    date: datetime
-    title: str
-
-
-def is_weight_file(path: str) -> bool:
-    return path.endswith(WEIGHT_SUFFIXES)
-
-
-def _config_summary(info: Any) -> tuple[tuple[str, ...], str | None]:
-    """`architectures` and `model_type` from the Hub's config summary; anything odd reads as unknown."""
-    config = getattr(info, "config", None)
-    if not isinstance(config, dict):
-        return (), None
-    architectures = config.get("architectures")
-    model_type = config.get("model_type")
-    names = tuple(a for a in architectures if isinstance(a, str)) if isinstance(architectures, list) else ()
-    return names, model_type if isinstance(model_type, str) else None
-
-
-def weight_digest(files: Iterable[HubFile]) -> str | None:
-    """A digest of the weight files only (weights and shard indexes), so config- or README-only commits leave it
-    unchanged while replaced weights change it. None when there are no weight files."""
-    lines = []
-    for file in sorted(files, key=lambda item: item.path):
-        if not file.path.endswith(WEIGHT_SUFFIXES + SHARD_INDEX_SUFFIXES):
-            continue
-        identity = file.lfs_sha256 or file.blob_id
-        if identity is None:
-            raise ValueError(f"{file.path} has no blob id: list files with blob metadata (HubClient.revision)")
-        lines.append(f"{file.path}\0{identity}\0{file.size}\n")
-    if not lines:
-        return None
-    return hashlib.sha256("".join(lines).encode()).hexdigest()
-
-
-# ---- the HTTP layer ------------------------------------------------------------------------------------------
-
-_ACTIVE_CLIENT: ContextVar[HubClient | None] = ContextVar("registry_hub_active_client", default=None)
-_INSTALL_LOCK = threading.Lock()
-_installed = False
-
-
-class _GuardedStream(httpx.SyncByteStream):
-    """A response body whose early end becomes BadResponse instead of an httpx error huggingface_hub retries."""
-
-    def __init__(self, inner: httpx.SyncByteStream, what: str) -> None:
-        self._inner = inner
-        self._what = what
-
-    def __iter__(self) -> Iterator[bytes]:
-        try:
-            yield from self._inner
-        except httpx.TransportError as exc:
-            raise BadResponse(f"{self._what}: response body cut short ({type(exc).__name__})") from exc
-
-    def close(self) -> None:
-        self._inner.close()
-
-
-class _PoliteTransport(httpx.BaseTransport):
-    """Hands requests made inside a HubClient call to that client's policy; passes everything else through."""
-
-    def __init__(self, inner: httpx.BaseTransport) -> None:
-        self._inner = inner
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        client = _ACTIVE_CLIENT.get()
-        if client is None:
-            return self._inner.handle_request(request)
-        return client._send_with_policy(self._inner, request)
-
-    def close(self) -> None:
-        self._inner.close()
-
-
-def _install_http_client_factory() -> None:
-    """Route huggingface_hub's shared HTTP client through `_PoliteTransport`, keeping its request hooks."""
-    global _installed
-    with _INSTALL_LOCK:
-        if _installed:
-            return
-        request_hooks = list(huggingface_hub.get_session().event_hooks["request"])
-
-        def factory() -> httpx.Client:
-            return httpx.Client(
-                event_hooks={"request": request_hooks},
-                follow_redirects=True,
-                timeout=None,
-                transport=_PoliteTransport(httpx.HTTPTransport()),
-                mounts=proxy_mounts(),
-            )
-
-        huggingface_hub.set_client_factory(factory)
-        _installed = True
-
-
-def proxy_mounts() -> dict[str, httpx.BaseTransport | None]:
-    """Transports for the environment's proxy settings (read when the shared client is built), the way httpx's
-    `trust_env` maps them: a proxy per scheme, and NO_PROXY hosts going direct. Each carries the policy."""
-    proxies = urllib.request.getproxies_environment()
-    mounts: dict[str, httpx.BaseTransport | None] = {}
-    for scheme in ("http", "https"):
-        url = proxies.get(scheme) or proxies.get("all")
-        if url:
-            if "://" not in url:
-                url = f"http://{url}"
-            mounts[f"{scheme}://"] = _PoliteTransport(httpx.HTTPTransport(proxy=url))
-    if mounts:
-        for host in (proxies.get("no") or "").split(","):
-            host = host.strip()
-            if not host:
-                continue
-            if host == "*":
-                return {}
-            if "://" in host:
-                pattern = host
-            elif host == "localhost" or re.fullmatch(r"[\d.]+", host):
-                pattern = f"all://{host}"
-            elif ":" in host and not host.startswith("["):
-                pattern = f"all://[{host}]"  # an IPv6 address
-            else:
-                pattern = f"all://*{host.lstrip('.')}"  # the domain and its subdomains
-            mounts[pattern] = _PoliteTransport(httpx.HTTPTransport())
-    return mounts
-
-
-def _wait_from_headers(headers: httpx.Headers) -> float | None:
-    """Seconds a 429 asks us to wait: the RateLimit reset when exhausted, or Retry-After, whichever is longer."""
-    waits: list[float] = []
-    info = parse_ratelimit_headers(headers)
-    if info is not None and info.remaining == 0:
-        waits.append(float(info.reset_in_seconds))
-    retry_after = headers.get("retry-after", "").strip()
-    try:
-        waits.append(max(0.0, float(retry_after)))
-    except ValueError:
-        pass  # an HTTP-date or garbage: fall back to our own backoff
-    return max(waits) if waits else None
 
 
 def _one_line(message: str) -> str:
@@ -372,7 +132,7 @@ class HubClient:
         self._count_lock = threading.Lock()
         # Per bucket ("api", "resolvers"): (calls left, monotonic time of the reset, quota or None).
         self._buckets: dict[str, tuple[int, float, int | None]] = {}
-        _install_http_client_factory()
+        install_http_client_factory()
 
     def __repr__(self) -> str:
         return f"HubClient(endpoint={self.endpoint!r}, authenticated={self._token is not None})"
@@ -442,7 +202,7 @@ class HubClient:
                 listed.append(ListedRepo(
                     repo_id=repo_id,
                     sha=sha if isinstance(sha, str) and SHA_PATTERN.fullmatch(sha) else None,
-                    last_modified=_iso_or_none(entry.get("lastModified")),
+                    last_modified=iso_or_none(entry.get("lastModified")),
                     # Anything but an explicit false counts as private: never announce what might be.
                     private=entry.get("private") is not False,
                 ))
@@ -458,7 +218,7 @@ class HubClient:
         for page in self._pages(params, what):
             for entry in page:
                 try:
-                    model = _hub_model(ModelInfo(**entry) if isinstance(entry, dict) else entry)
+                    model = hub_model(ModelInfo(**entry) if isinstance(entry, dict) else entry)
                 except Exception as exc:  # noqa: BLE001 - any malformed entry is one unreadable entry
                     repo_id = entry.get("id") if isinstance(entry, dict) else None
                     problem = _one_line(str(exc)) if isinstance(exc, HubError) else (
@@ -497,7 +257,7 @@ class HubClient:
         what = f"{repo_id}@{revision or 'main'}"
         with self._calling(what):
             info = self._api.model_info(repo_id, revision=revision, files_metadata=True, timeout=self.timeout)
-            return _hub_revision(info, what)
+            return hub_revision(info, what)
 
     def head_sha(self, repo_id: str) -> str:
         """The commit main points to, from refs: `/revision/main` can lag behind a force-push
@@ -507,7 +267,7 @@ class HubClient:
             refs = self._api.list_repo_refs(repo_id)
             for branch in refs.branches:
                 if branch.name == "main":
-                    return _sha(branch.target_commit, what)
+                    return checked_sha(branch.target_commit, what)
         raise BadResponse(f"{what}: no main branch")
 
     def download(self, repo_id: str, filename: str, sha: str) -> bytes | None:
@@ -531,7 +291,7 @@ class HubClient:
         what = f"commits of {repo_id}"
         with self._calling(what):
             return [
-                HubCommit(_sha(item.commit_id, what), _datetime(item.created_at, what), item.title or "")
+                HubCommit(checked_sha(item.commit_id, what), checked_datetime(item.created_at, what), item.title or "")
                 for item in self._api.list_repo_commits(repo_id)
             ]
 
@@ -539,7 +299,7 @@ class HubClient:
     @contextmanager
     def _calling(self, what: str) -> Iterator[None]:
         """Runs huggingface_hub code under this client's HTTP policy and turns its errors into HubErrors."""
-        marker = _ACTIVE_CLIENT.set(self)
+        marker = ACTIVE_CLIENT.set(self)
         try:
             yield
         except HubError as error:
@@ -547,7 +307,7 @@ class HubClient:
         except Exception as exc:  # noqa: BLE001 - every library failure becomes one typed HubError
             raise self._scrubbed(self._map_error(exc, what)) from exc
         finally:
-            _ACTIVE_CLIENT.reset(marker)
+            ACTIVE_CLIENT.reset(marker)
 
     def _scrubbed(self, error: HubError) -> HubError:
         """One line, and the token masked should any layer below have echoed it."""
@@ -572,7 +332,7 @@ class HubClient:
         elif isinstance(exc, hf_errors.RevisionNotFoundError):
             error = RevisionNotFound(f"{what}: revision not found")
         elif response is not None and status == 429:
-            retry_after = _wait_from_headers(response.headers) or self.backoff_cap
+            retry_after = wait_from_headers(response.headers) or self.backoff_cap
             error = RateLimited(f"{what}: rate limited, retry after {retry_after:g}s{suffix}", retry_after)
         elif isinstance(exc, hf_errors.HfHubHTTPError) and status is not None and (
             status in RETRYABLE_STATUSES or status >= 500
@@ -678,7 +438,7 @@ class HubClient:
                     raise InvalidToken("the Hub rejected the configured token (HTTP 401): check HF_TOKEN / "
                                        "DRAFTERS_HF_TOKEN or remove it to read public repos anonymously")
                 if response.status_code == 429:
-                    server_wait = _wait_from_headers(response.headers)
+                    server_wait = wait_from_headers(response.headers)
                     _discard(response)
                     wait = self._backoff(attempt) if server_wait is None else server_wait
                     failure = RateLimited(f"{what}: rate limited, retry after {wait:g}s", wait)
@@ -692,7 +452,7 @@ class HubClient:
                 else:
                     return httpx.Response(
                         status_code=response.status_code, headers=response.headers,
-                        stream=_GuardedStream(response.stream, what), extensions=response.extensions,
+                        stream=GuardedStream(response.stream, what), extensions=response.extensions,
                     )
             if attempt >= last_attempt:
                 raise failure
@@ -709,135 +469,3 @@ def _discard(response: httpx.Response) -> None:
         pass
     finally:
         response.close()
-
-
-# ---- parsing -------------------------------------------------------------------------------------------------
-
-def _sha(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not SHA_PATTERN.fullmatch(value):
-        raise BadResponse(f"{what}: missing or malformed commit sha")
-    return value
-
-
-def _iso_or_none(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
-
-
-def _datetime(value: Any, what: str) -> datetime:
-    if not isinstance(value, datetime):
-        raise BadResponse(f"{what}: missing or malformed date")
-    return value
-
-
-def _tags(value: Any, what: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(tag, str) for tag in value):
-        raise BadResponse(f"{what}: tags are not a list of strings")
-    return tuple(value)
-
-
-def _optional_str(value: Any, what: str, name: str) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise BadResponse(f"{what}: {name} is not a string")
-    return value
-
-
-def _base_models(tags: tuple[str, ...], card_data: Any) -> tuple[tuple[str, ...], str | None]:
-    """Parents from the Hub's model-tree tags (`base_model:<relation>:<id>`), else from the card."""
-    parents: list[str] = []
-    relation: str | None = None
-    for tag in tags:
-        parts = tag.split(":", 2)
-        if len(parts) == 3 and parts[0] == "base_model" and parts[1] in BASE_MODEL_RELATIONS:
-            relation = relation or parts[1]
-            parents.append(parts[2])
-    if parents:
-        return tuple(dict.fromkeys(parents)), relation
-    if card_data is None:
-        return (), None
-    declared = card_data.get("base_model")
-    if isinstance(declared, str):
-        parents = [declared]
-    elif isinstance(declared, list):
-        parents = [item for item in declared if isinstance(item, str)]
-    card_relation = card_data.get("base_model_relation")
-    return tuple(parents), card_relation if isinstance(card_relation, str) and parents else None
-
-
-def _gated(value: Any, what: str) -> bool:
-    if value in (None, False):
-        return False
-    if value is True or value in ("auto", "manual"):
-        return True
-    raise BadResponse(f"{what}: unexpected gated value")
-
-
-def _hub_model(info: Any) -> HubModel:
-    what = f"listing entry {getattr(info, 'id', '?')}"
-    repo_id = _optional_str(info.id, what, "id")
-    if not repo_id or repo_id.count("/") != 1:
-        raise BadResponse(f"{what}: malformed repo id")
-    tags = _tags(info.tags, what)
-    base_models, relation = _base_models(tags, info.card_data)
-    return HubModel(
-        repo_id=repo_id,
-        sha=_sha(info.sha, what),
-        last_modified=_datetime(info.last_modified, what),
-        created_at=_datetime(info.created_at, what),
-        tags=tags,
-        gated=_gated(info.gated, what),
-        base_models=base_models,
-        base_model_relation=relation,
-        pipeline_tag=_optional_str(info.pipeline_tag, what, "pipeline_tag"),
-        library_name=_optional_str(info.library_name, what, "library_name"),
-        architectures=_config_summary(info)[0],
-        model_type=_config_summary(info)[1],
-        # Anything but an explicit false counts as private: never announce what might be.
-        private=getattr(info, "private", None) is not False,
-    )
-
-
-def _hub_file(sibling: Any, what: str) -> HubFile:
-    path = sibling.rfilename
-    if not isinstance(path, str) or not path or path.startswith("/") or ".." in path.split("/"):
-        raise BadResponse(f"{what}: unsafe or missing file name")
-    size = sibling.size
-    if size is not None and (not isinstance(size, int) or size < 0):
-        raise BadResponse(f"{what}: bad size for {path}")
-    lfs_sha = sibling.lfs.sha256 if sibling.lfs is not None else None
-    return HubFile(path=path, size=size, blob_id=_optional_str(sibling.blob_id, what, "blobId"),
-                   lfs_sha256=_optional_str(lfs_sha, what, "lfs.sha256"))
-
-
-def _hub_revision(info: Any, what: str) -> HubRevision:
-    repo_id = _optional_str(info.id, what, "id")
-    if not repo_id or repo_id.count("/") != 1:
-        raise BadResponse(f"{what}: malformed repo id")
-    tags = _tags(info.tags, what)
-    base_models, relation = _base_models(tags, info.card_data)
-    files = tuple(_hub_file(sibling, what) for sibling in info.siblings or [])
-    parameters = info.safetensors.total if info.safetensors is not None else None
-    if parameters is not None and (not isinstance(parameters, int) or parameters < 0):
-        raise BadResponse(f"{what}: bad safetensors parameter total")
-    return HubRevision(
-        repo_id=repo_id,
-        sha=_sha(info.sha, what),
-        last_modified=_datetime(info.last_modified, what),
-        created_at=_datetime(info.created_at, what),
-        files=files,
-        parameters=parameters,
-        gated=_gated(info.gated, what),
-        base_models=base_models,
-        base_model_relation=relation,
-        tags=tags,
-        architectures=_config_summary(info)[0],
-        model_type=_config_summary(info)[1],
-        private=getattr(info, "private", None) is not False,
-    )

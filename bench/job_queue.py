@@ -1,6 +1,6 @@
 """How many verification jobs per second worker processes claim from the PostgreSQL queue: 1, 2, 4 and 8 workers.
 
-    .venv/bin/python bench/queue.py [--jobs N] [--workers 1,2,4,8] [--admin-url URL]
+    .venv/bin/python bench/job_queue.py [--jobs N] [--workers 1,2,4,8] [--admin-url URL]
 
 Each job is empty: a worker claims it (`SELECT … FOR UPDATE SKIP LOCKED`, a lease) and marks it done at once, so
 the rate is the queue's own cost, the whole of what a worker spends per job outside the job itself. Every round
@@ -19,19 +19,12 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-# This file shares its name with the standard library's `queue`, which multiprocessing imports: keep bench/ off
-# the import path so that `import queue` finds the real one.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-sys.path.insert(0, str(REPO_ROOT))
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
-from sqlalchemy import create_engine, text  # noqa: E402
-from sqlalchemy.engine import make_url  # noqa: E402
-
-from registry.store import jobs as queue  # noqa: E402
-from registry.store import Store  # noqa: E402
+from registry.store import Store
+from registry.store import jobs as queue
 
 KIND = "bench"
 REFERENCE_JOB_S = 120.0  # a short GPU benchmark: two minutes

@@ -1,0 +1,114 @@
+"""Webhook secrets, URLs and signatures: Standard Webhooks signing and checking, and what output may show.
+
+A webhook URL or secret can be a credential (Slack, Discord and Teams put the token in the URL path), so these
+helpers never echo one: errors say what is wrong in one line, and URLs are masked for output.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import re
+import secrets as random_secrets
+import time
+
+import httpx
+
+
+def new_secret() -> str:
+    """A Standard Webhooks secret: `whsec_` + base64 of 32 random bytes, what every receiver library reads as is."""
+    return "whsec_" + base64.b64encode(random_secrets.token_bytes(32)).decode()
+
+
+def check_url(url: str) -> str:
+    """The URL when httpx can post to it; otherwise ValueError with one line (the URL itself is not echoed: it
+    may be a credential)."""
+    if not url.startswith(("http://", "https://")):
+        raise ValueError("webhook URL must be http(s)://")
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError, TypeError):
+        raise ValueError("webhook URL is not a valid URL") from None
+    if not parsed.host:
+        raise ValueError("webhook URL has no host")
+    return url
+
+
+def check_secret(secret: str) -> str:
+    """A `whsec_` secret must be base64 (what Standard Webhooks receivers decode); any other is used as raw bytes."""
+    if secret.startswith("whsec_"):
+        try:
+            key = base64.b64decode(secret.removeprefix("whsec_"), validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("a whsec_ secret must be base64 after the prefix") from None
+        if not key:
+            raise ValueError("the whsec_ secret is empty")
+    elif not secret:
+        raise ValueError("the signing secret is empty")
+    return secret
+
+
+# Leading path segments made only of letters (`/services`, `/api/webhooks`) are shown; from the first other one
+# (an id, a token) on, and always the last of several, they are masked: Slack, Discord and Teams put the
+# credential in the path.
+_PLAIN_SEGMENT = re.compile(r"[A-Za-z_-]{1,24}")
+
+
+def mask_url(url: str) -> str:
+    """A webhook URL for output: user:password@, token-like path segments, the query and fragment masked."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError, TypeError):
+        return "(invalid URL)"
+    netloc = parsed.host if ":" not in parsed.host else f"[{parsed.host}]"
+    if parsed.port is not None:
+        netloc += f":{parsed.port}"
+    if parsed.userinfo:
+        netloc = "***@" + netloc
+    segments = [seg for seg in parsed.path.split("/") if seg]
+    shown: list[str] = []
+    keeping = True
+    for index, segment in enumerate(segments):
+        last_of_several = index == len(segments) - 1 and len(segments) > 1
+        keeping = keeping and bool(_PLAIN_SEGMENT.fullmatch(segment)) and not last_of_several
+        shown.append(segment if keeping else "***")
+    path = "/" + "/".join(shown) if shown else "/"
+    return f"{parsed.scheme}://{netloc}{path}" + ("?***" if parsed.query else "")
+
+
+def _signing_key(secret: str) -> bytes:
+    if secret.startswith("whsec_"):
+        return base64.b64decode(secret.removeprefix("whsec_"))
+    return secret.encode()
+
+
+def sign(secret: str, message_id: str, timestamp: int, body: bytes) -> str:
+    """The Standard Webhooks signature header value: `v1,<base64 HMAC-SHA256(id.timestamp.body)>`."""
+    signed = f"{message_id}.{timestamp}.".encode() + body
+    digest = hmac.new(_signing_key(secret), signed, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode()
+
+
+def verify(secret: str, headers: dict[str, str], body: bytes, *, tolerance_s: int = 300) -> bool:
+    """What a receiver checks; used by tests and by anyone embedding a receiver in Python."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    try:
+        message_id, timestamp = lowered["webhook-id"], int(lowered["webhook-timestamp"])
+    except (KeyError, ValueError):
+        return False
+    if abs(time.time() - timestamp) > tolerance_s:
+        return False
+    expected = sign(secret, message_id, timestamp, body)
+    return any(hmac.compare_digest(expected, candidate) for candidate in lowered.get("webhook-signature", "").split())
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def slack_text(text: str) -> str:
+    """Text Slack shows literally: control characters out, and &, <, > escaped so that `<!channel>` or
+    `<https://…|click>` in a Hub config cannot ping a channel or make a link."""
+    text = _CONTROL.sub(" ", text)
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,0 +1,369 @@
+"""Read-only SELECTs that aggregate in the database, for the dashboard (dashboard/queries.py makes the frames).
+
+Every `*_rows` function returns plain values: `Rows` (column names and tuples), a dict for one row, or strings.
+Nothing here writes; the engine comes from read_only.open_read_only. The tables of benchmark runs are in
+run_aggregates.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, date, datetime
+from typing import Any
+
+from sqlalchemy import Engine, Select, case, func, literal, or_, select
+from sqlalchemy.orm import aliased
+
+from registry.domain.compat import VERDICT_ORDER
+from registry.store.models import (
+    BenchmarkRun,
+    Checkpoint,
+    CheckpointAlias,
+    CheckpointRevision,
+    Compatibility,
+    Drafter,
+    DrafterRevision,
+    DrafterTarget,
+    Event,
+)
+from registry.store.read_only import Rows, fetch_one, fetch_rows
+
+REVISION_COLUMNS = ["sha", "seen_at", "last_modified", "weight_bytes", "weight_digest", "config_problem"]
+
+
+# ---- head revisions and their verdicts -----------------------------------------------------------
+
+
+def _checkpoint_head_id() -> Any:
+    """The head revision of the Checkpoint row in the enclosing query: the one whose sha is the head sha, else
+    the newest stored (the rule of Store._head)."""
+    revision = aliased(CheckpointRevision)
+    by_sha = (
+        select(revision.id)
+        .where(revision.checkpoint_id == Checkpoint.id, revision.sha == Checkpoint.head_sha)
+        .scalar_subquery()
+    )
+    newest = select(func.max(revision.id)).where(revision.checkpoint_id == Checkpoint.id).scalar_subquery()
+    return func.coalesce(by_sha, newest)
+
+
+def _drafter_head_id() -> Any:
+    revision = aliased(DrafterRevision)
+    by_sha = (
+        select(revision.id).where(revision.drafter_id == Drafter.id, revision.sha == Drafter.head_sha).scalar_subquery()
+    )
+    newest = select(func.max(revision.id)).where(revision.drafter_id == Drafter.id).scalar_subquery()
+    return func.coalesce(by_sha, newest)
+
+
+def _head_verdicts() -> Any:
+    """Every stored verdict between a drafter's head revision and a checkpoint's head revision.
+
+    Driven from the compatibility rows, so the head lookups run once per stored verdict rather than once per
+    (checkpoint, drafter) combination."""
+    checkpoint_revision, drafter_revision = aliased(CheckpointRevision), aliased(DrafterRevision)
+    return (
+        select(
+            Checkpoint.id.label("checkpoint_id"),
+            Drafter.id.label("drafter_id"),
+            Compatibility.verdict,
+            Compatibility.reasons,
+            Compatibility.checks,
+            Compatibility.checked_at,
+            Compatibility.checkpoint_revision_id,
+            Compatibility.drafter_revision_id,
+        )
+        .join(checkpoint_revision, checkpoint_revision.id == Compatibility.checkpoint_revision_id)
+        .join(Checkpoint, Checkpoint.id == checkpoint_revision.checkpoint_id)
+        .join(drafter_revision, drafter_revision.id == Compatibility.drafter_revision_id)
+        .join(Drafter, Drafter.id == drafter_revision.drafter_id)
+        .where(checkpoint_revision.id == _checkpoint_head_id(), drafter_revision.id == _drafter_head_id())
+        .subquery("head_verdict")
+    )
+
+
+def _verdict_rank(column: Any) -> Any:
+    return case(VERDICT_ORDER, value=column, else_=len(VERDICT_ORDER))
+
+
+# ---- overview -----------------------------------------------------------------------------------
+
+
+def _open_lag_targets() -> Select[Any]:
+    """Checkpoints some drafter declares (directly or through an old name) that have no exact drafter yet."""
+    declared = select(Checkpoint.id).where(
+        or_(
+            Checkpoint.repo_id.in_(select(DrafterTarget.target_repo_id)),
+            Checkpoint.id.in_(
+                select(CheckpointAlias.checkpoint_id).join(
+                    DrafterTarget, DrafterTarget.target_repo_id == CheckpointAlias.alias
+                )
+            ),
+        )
+    )
+    verdicts = _head_verdicts()
+    exact = select(verdicts.c.checkpoint_id).where(verdicts.c.verdict == "exact")
+    return declared.where(Checkpoint.id.not_in(exact))
+
+
+def counts_row(engine: Engine) -> dict[str, Any]:
+    """Targets, drafters, exact pairs, open lags, runs, failed runs, events and DFlash v1 drafters, by name."""
+    verdicts = _head_verdicts()
+    query = select(
+        select(func.count()).select_from(Checkpoint).scalar_subquery().label("targets"),
+        select(func.count()).select_from(Drafter).scalar_subquery().label("drafters"),
+        select(func.count()).select_from(verdicts).where(verdicts.c.verdict == "exact").scalar_subquery().label(
+            "exact_pairs"
+        ),
+        select(func.count()).select_from(_open_lag_targets().subquery()).scalar_subquery().label("open_lags"),
+        select(func.count()).select_from(BenchmarkRun).scalar_subquery().label("runs"),
+        select(func.count())
+        .select_from(BenchmarkRun)
+        .where(BenchmarkRun.status != "ok")
+        .scalar_subquery()
+        .label("failed_runs"),
+        select(func.count()).select_from(Event).scalar_subquery().label("events"),
+        select(func.count()).select_from(Drafter).where(Drafter.in_21.is_(True)).scalar_subquery().label("dflash_v1"),
+    )
+    with engine.connect() as connection:
+        return dict(connection.execute(query).one()._mapping)
+
+
+# ---- events -------------------------------------------------------------------------------------
+
+
+def event_rows(
+    engine: Engine,
+    *,
+    types: Sequence[str] = (),
+    orgs: Sequence[str] = (),
+    families: Sequence[str] = (),
+    since: date | None = None,
+    limit: int = 500,
+) -> Rows:
+    """Newest first, with each event's payload."""
+    query = select(Event.id, Event.created_at, Event.type, Event.subject, Event.org, Event.family, Event.payload)
+    if types:
+        query = query.where(Event.type.in_(list(types)))
+    if orgs:
+        query = query.where(Event.org.in_(list(orgs)))
+    if families:
+        query = query.where(Event.family.in_(list(families)))
+    if since is not None:
+        query = query.where(Event.created_at >= datetime(since.year, since.month, since.day, tzinfo=UTC))
+    return fetch_rows(engine, query.order_by(Event.id.desc()).limit(limit))
+
+
+def _distinct(engine: Engine, *columns: Any) -> list[tuple[str, ...]]:
+    """The distinct non-null values of each column, sorted."""
+    with engine.connect() as connection:
+        return [
+            tuple(connection.execute(select(column).where(column.is_not(None)).distinct().order_by(column)).scalars())
+            for column in columns
+        ]
+
+
+def event_option_rows(engine: Engine) -> list[tuple[str, ...]]:
+    """The distinct event types, orgs and families."""
+    return _distinct(engine, Event.type, Event.org, Event.family)
+
+
+# ---- availability -------------------------------------------------------------------------------
+
+
+def checkpoint_option_rows(engine: Engine) -> list[tuple[str, ...]]:
+    """The distinct checkpoint orgs, families and sizes."""
+    return _distinct(engine, Checkpoint.org, Checkpoint.family, Checkpoint.size)
+
+
+def availability_rows(
+    engine: Engine, *, orgs: Sequence[str] = (), families: Sequence[str] = (), sizes: Sequence[str] = ()
+) -> tuple[Rows, Rows]:
+    """(the chosen checkpoints, the best head verdict of each (checkpoint, drafter method) and its drafter).
+
+    Best = exact before structural before unknown before incompatible, then the earliest drafter."""
+    checkpoints = select(
+        Checkpoint.id.label("checkpoint_id"),
+        Checkpoint.repo_id.label("checkpoint"),
+        Checkpoint.org,
+        Checkpoint.family,
+        Checkpoint.size,
+        Checkpoint.released.label("checkpoint_released"),
+        Checkpoint.created_at_hub,
+    )
+    if orgs:
+        checkpoints = checkpoints.where(Checkpoint.org.in_(list(orgs)))
+    if families:
+        checkpoints = checkpoints.where(Checkpoint.family.in_(list(families)))
+    if sizes:
+        checkpoints = checkpoints.where(Checkpoint.size.in_(list(sizes)))
+    targets = fetch_rows(engine, checkpoints.order_by(Checkpoint.repo_id))
+
+    verdicts = _head_verdicts()
+    ranked = (
+        select(
+            verdicts.c.checkpoint_id,
+            Drafter.method,
+            verdicts.c.verdict,
+            Drafter.repo_id.label("drafter"),
+            Drafter.released.label("drafter_released_on"),
+            Drafter.first_seen.label("drafter_first_seen"),
+            func.row_number()
+            .over(
+                partition_by=(verdicts.c.checkpoint_id, Drafter.method),
+                order_by=(
+                    _verdict_rank(verdicts.c.verdict),
+                    Drafter.released.asc().nulls_last(),
+                    Drafter.first_seen,
+                    Drafter.repo_id,
+                ),
+            )
+            .label("place"),
+        )
+        .join(Drafter, Drafter.id == verdicts.c.drafter_id)
+        .subquery("ranked")
+    )
+    best_query = select(ranked).where(ranked.c.place == 1)
+    if orgs or families or sizes:
+        best_query = best_query.where(ranked.c.checkpoint_id.in_(checkpoints.with_only_columns(Checkpoint.id)))
+    return targets, fetch_rows(engine, best_query)
+
+
+def resolve_checkpoint(engine: Engine, repo_id: str) -> str | None:
+    """The stored repo id for a repo id or an old name of it."""
+    query = select(Checkpoint.repo_id).where(
+        or_(
+            Checkpoint.repo_id == repo_id,
+            Checkpoint.id.in_(select(CheckpointAlias.checkpoint_id).where(CheckpointAlias.alias == repo_id)),
+        )
+    )
+    with engine.connect() as connection:
+        return connection.execute(query).scalar()
+
+
+def search_checkpoints(engine: Engine, text: str, limit: int = 20) -> list[str]:
+    """Repo ids containing `text`, any case; % and _ in it match themselves."""
+    escaped = text.strip().lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    query = (
+        select(Checkpoint.repo_id)
+        .where(func.lower(Checkpoint.repo_id).like(f"%{escaped}%", escape="\\"))
+        .order_by(Checkpoint.repo_id)
+        .limit(limit)
+    )
+    with engine.connect() as connection:
+        return list(connection.execute(query).scalars())
+
+
+def drafters_for_rows(engine: Engine, repo_id: str) -> Rows:
+    """Every head verdict of a checkpoint (or an old name of it), best first, with the release dates."""
+    verdicts = _head_verdicts()
+    query = (
+        select(
+            Drafter.repo_id.label("drafter"),
+            Drafter.method,
+            Drafter.publisher,
+            verdicts.c.verdict,
+            verdicts.c.reasons,
+            Drafter.released,
+            Drafter.first_seen,
+            Checkpoint.released.label("checkpoint_released"),
+            Checkpoint.created_at_hub,
+        )
+        .join(Drafter, Drafter.id == verdicts.c.drafter_id)
+        .join(Checkpoint, Checkpoint.id == verdicts.c.checkpoint_id)
+        .where(Checkpoint.repo_id == (resolve_checkpoint(engine, repo_id) or repo_id))
+        .order_by(_verdict_rank(verdicts.c.verdict), Drafter.method, Drafter.repo_id)
+    )
+    return fetch_rows(engine, query)
+
+
+# ---- lag ----------------------------------------------------------------------------------------
+
+
+def dflash_v1_rows(engine: Engine) -> Rows:
+    """z-lab's DFlash v1 drafters (the 21), each with its target, family, release date and block size."""
+    query = (
+        select(Drafter.repo_id.label("drafter"), DrafterTarget.target_repo_id.label("target"), Drafter.family,
+               Drafter.released, Drafter.block_size)
+        .join(DrafterTarget, DrafterTarget.drafter_id == Drafter.id, isouter=True)
+        .where(Drafter.in_21.is_(True))
+        .order_by(Drafter.family, Drafter.repo_id)
+    )
+    return fetch_rows(engine, query)
+
+
+# ---- one pair -----------------------------------------------------------------------------------
+
+
+def pair_choice_rows(engine: Engine) -> tuple[Rows, Rows]:
+    """((target, drafter, verdict) of every head verdict, (target, drafter, None) of every measured pair)."""
+    verdicts = _head_verdicts()
+    judged = (
+        select(Checkpoint.repo_id.label("target"), Drafter.repo_id.label("drafter"), verdicts.c.verdict)
+        .join(Checkpoint, Checkpoint.id == verdicts.c.checkpoint_id)
+        .join(Drafter, Drafter.id == verdicts.c.drafter_id)
+    )
+    measured = select(BenchmarkRun.target, BenchmarkRun.drafter, literal(None).label("verdict")).where(
+        BenchmarkRun.drafter.is_not(None)
+    ).distinct()
+    return fetch_rows(engine, judged), fetch_rows(engine, measured)
+
+
+def pair_verdict_row(engine: Engine, target: str, drafter: str) -> dict[str, Any] | None:
+    """The head verdict of one pair: verdict, reasons, checks, checked_at, checkpoint_sha, drafter_sha."""
+    verdicts = _head_verdicts()
+    query = (
+        select(verdicts.c.verdict, verdicts.c.reasons, verdicts.c.checks, verdicts.c.checked_at,
+               CheckpointRevision.sha.label("checkpoint_sha"), DrafterRevision.sha.label("drafter_sha"))
+        .join(Checkpoint, Checkpoint.id == verdicts.c.checkpoint_id)
+        .join(Drafter, Drafter.id == verdicts.c.drafter_id)
+        .join(CheckpointRevision, CheckpointRevision.id == verdicts.c.checkpoint_revision_id)
+        .join(DrafterRevision, DrafterRevision.id == verdicts.c.drafter_revision_id)
+        .where(Checkpoint.repo_id == (resolve_checkpoint(engine, target) or target), Drafter.repo_id == drafter)
+    )
+    return fetch_one(engine, query)
+
+
+def checkpoint_revision_rows(engine: Engine, repo_id: str) -> Rows:
+    query = (
+        select(*(getattr(CheckpointRevision, name) for name in REVISION_COLUMNS), CheckpointRevision.parameter_count,
+               (CheckpointRevision.sha == Checkpoint.head_sha).label("head"))
+        .join(Checkpoint, Checkpoint.id == CheckpointRevision.checkpoint_id)
+        .where(Checkpoint.repo_id == (resolve_checkpoint(engine, repo_id) or repo_id))
+        .order_by(CheckpointRevision.id)
+    )
+    return fetch_rows(engine, query)
+
+
+def drafter_revision_rows(engine: Engine, repo_id: str) -> Rows:
+    query = (
+        select(*(getattr(DrafterRevision, name) for name in REVISION_COLUMNS), DrafterRevision.block_size,
+               (DrafterRevision.sha == Drafter.head_sha).label("head"))
+        .join(Drafter, Drafter.id == DrafterRevision.drafter_id)
+        .where(Drafter.repo_id == repo_id)
+        .order_by(DrafterRevision.id)
+    )
+    return fetch_rows(engine, query)
+
+
+def checkpoint_weight_row(engine: Engine, repo_id: str) -> dict[str, Any] | None:
+    """The head revision's repo_id, size, parameter_count, weight_bytes and config_json."""
+    query = (
+        select(Checkpoint.repo_id, Checkpoint.size, CheckpointRevision.parameter_count, CheckpointRevision.weight_bytes,
+               CheckpointRevision.config_json)
+        .join(CheckpointRevision, CheckpointRevision.checkpoint_id == Checkpoint.id)
+        .where(CheckpointRevision.id == _checkpoint_head_id())
+        .where(Checkpoint.repo_id == (resolve_checkpoint(engine, repo_id) or repo_id))
+    )
+    return fetch_one(engine, query)
+
+
+def drafter_weight_row(engine: Engine, repo_id: str) -> dict[str, Any] | None:
+    """The head revision's repo_id, weight_bytes and config_json."""
+    query = (
+        select(Drafter.repo_id, DrafterRevision.weight_bytes, DrafterRevision.config_json)
+        .join(DrafterRevision, DrafterRevision.drafter_id == Drafter.id)
+        .where(DrafterRevision.id == _drafter_head_id())
+        .where(Drafter.repo_id == repo_id)
+    )
+    return fetch_one(engine, query)

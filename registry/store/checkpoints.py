@@ -1,0 +1,166 @@
+"""Checkpoint commands: create, rename and re-status checkpoints, and record their revisions."""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from registry.domain import configs, names
+from registry.store.core import NotFound, StoreCore, utcnow
+from registry.store.mappers import checkpoint_record, parse_config, revision_record
+from registry.store.models import Checkpoint, CheckpointAlias, CheckpointBase, CheckpointRevision
+from registry.store.records import CheckpointRecord, CheckpointSpec, RevisionRecord, RevisionSpec
+
+
+class CheckpointCommands(StoreCore):
+    def _checkpoint(self, session: Session, repo_id: str) -> Checkpoint | None:
+        found = session.scalar(select(Checkpoint).where(Checkpoint.repo_id == repo_id))
+        if found is not None:
+            return found
+        alias = session.scalar(select(CheckpointAlias).where(CheckpointAlias.alias == repo_id))
+        return session.get(Checkpoint, alias.checkpoint_id) if alias else None
+
+    def canonical_repo_id(self, repo_id: str) -> str:
+        with self.session() as session:
+            found = self._checkpoint(session, repo_id)
+            return found.repo_id if found else repo_id
+
+    def upsert_checkpoint(self, spec: CheckpointSpec) -> CheckpointRecord:
+        with self.session() as session:
+            row = self._upsert_checkpoint(session, spec)
+            session.flush()
+            return checkpoint_record(row)
+
+    def _upsert_checkpoint(self, session: Session, spec: CheckpointSpec) -> Checkpoint:
+        row = self._checkpoint(session, spec.repo_id)
+        parsed = names.parse_repo_id(spec.repo_id)
+        if row is None:
+            row = Checkpoint(
+                repo_id=spec.repo_id,
+                org=parsed.org,
+                family=spec.family or parsed.family,
+                generation=spec.generation or parsed.generation,
+                size=spec.size or parsed.size,
+                variant=spec.variant or parsed.variant,
+                kind=spec.kind or "unknown",
+                source=spec.source,
+                gated=bool(spec.gated),
+                first_seen=utcnow(),
+            )
+            session.add(row)
+        for attr in ("family", "generation", "size", "variant", "kind", "created_at_hub", "released",
+                     "released_precision", "released_note", "gated", "fact_source"):
+            value = getattr(spec, attr)
+            if value is not None:
+                setattr(row, attr, value)
+        known = {(b.base_repo_id, b.relation) for b in row.bases}
+        for base_repo_id, relation in spec.bases:
+            if (base_repo_id, relation) not in known and base_repo_id != row.repo_id:
+                row.bases.append(CheckpointBase(base_repo_id=base_repo_id, relation=relation))
+        return row
+
+    def add_listed_checkpoint(self, spec: CheckpointSpec, revision: RevisionSpec) -> None:
+        """Record a checkpoint the caller knows to be new, from a listing alone (no config read).
+
+        The watcher's first poll of a big org records thousands of these; skipping the lookups and flushes of
+        `upsert_checkpoint` + `add_checkpoint_revision` is what keeps that poll short.
+        """
+        parsed = names.parse_repo_id(spec.repo_id)
+        row = Checkpoint(
+            repo_id=spec.repo_id,
+            org=parsed.org,
+            family=spec.family or parsed.family,
+            generation=spec.generation or parsed.generation,
+            size=spec.size or parsed.size,
+            variant=spec.variant or parsed.variant,
+            kind=spec.kind or "unknown",
+            created_at_hub=spec.created_at_hub,
+            source=spec.source,
+            gated=bool(spec.gated),
+            first_seen=utcnow(),
+            head_sha=revision.sha,
+            bases=[CheckpointBase(base_repo_id=b, relation=r) for b, r in dict(spec.bases).items() if b != spec.repo_id],
+        )
+        row.revisions.append(CheckpointRevision(sha=revision.sha, last_modified=revision.last_modified, seen_at=utcnow()))
+        with self.session() as session:
+            session.add(row)
+
+    def rename_checkpoint(self, old_repo_id: str, new_repo_id: str) -> None:
+        """A repo moved on the Hub: keep one checkpoint under the new id and remember the old one."""
+        with self.session() as session:
+            old = session.scalar(select(Checkpoint).where(Checkpoint.repo_id == old_repo_id))
+            new = session.scalar(select(Checkpoint).where(Checkpoint.repo_id == new_repo_id))
+            if old is not None and new is None:
+                old.repo_id = new_repo_id
+                target_id = old.id
+            elif new is not None:
+                target_id = new.id
+                if old is not None and old.id != new.id:
+                    session.delete(old)
+            else:
+                return
+            session.flush()
+            if session.scalar(select(CheckpointAlias).where(CheckpointAlias.alias == old_repo_id)) is None:
+                session.add(CheckpointAlias(alias=old_repo_id, checkpoint_id=target_id))
+
+    def set_checkpoint_status(self, repo_id: str, status: str, detail: str | None = None) -> None:
+        with self.session() as session:
+            row = self._checkpoint(session, repo_id)
+            if row is None:
+                raise NotFound(repo_id)
+            row.status, row.status_detail = status, detail
+            if status == "gated":
+                row.gated = True
+
+    def add_checkpoint_revision(self, repo_id: str, spec: RevisionSpec) -> tuple[RevisionRecord, bool]:
+        """Record a revision once; a second call with the same sha returns the stored one unchanged."""
+        with self.session() as session:
+            checkpoint = self._checkpoint(session, repo_id)
+            if checkpoint is None:
+                raise NotFound(repo_id)
+            row, created = self._add_checkpoint_revision(session, checkpoint, spec)
+            session.flush()
+            return revision_record(checkpoint.repo_id, row), created
+
+    def _add_checkpoint_revision(
+        self, session: Session, checkpoint: Checkpoint, spec: RevisionSpec
+    ) -> tuple[CheckpointRevision, bool]:
+        existing = session.scalar(
+            select(CheckpointRevision).where(
+                CheckpointRevision.checkpoint_id == checkpoint.id, CheckpointRevision.sha == spec.sha
+            )
+        )
+        checkpoint.head_sha = spec.sha
+        if existing is not None:
+            # One sha is one content: a later, fuller read of the same revision only fills in what was unread.
+            if existing.config_json is None and existing.config_problem is None and (
+                spec.config_raw is not None or spec.config_problem is not None
+            ):
+                self._fill_checkpoint_revision(existing, spec)
+            return existing, False
+        row = CheckpointRevision(checkpoint_id=checkpoint.id, sha=spec.sha, seen_at=utcnow())
+        self._fill_checkpoint_revision(row, spec)
+        session.add(row)
+        return row, True
+
+    @staticmethod
+    def _fill_checkpoint_revision(row: CheckpointRevision, spec: RevisionSpec) -> None:
+        config, problem = parse_config(spec.config_raw, spec.config_problem)
+        facts = configs.model_facts(config) if config is not None else None
+        if facts is not None and facts.problems and problem is None:
+            problem = "; ".join(facts.problems)
+        row.last_modified = spec.last_modified or row.last_modified
+        row.architectures = list(facts.architectures) if facts else None
+        row.model_type = facts.model_type if facts else None
+        row.vocab_size = facts.vocab_size if facts else None
+        row.hidden_size = facts.hidden_size if facts else None
+        row.num_hidden_layers = facts.num_hidden_layers if facts else None
+        row.tokenizer_digest = spec.tokenizer_digest or row.tokenizer_digest
+        row.weight_bytes = spec.weight_bytes or row.weight_bytes
+        row.weight_digest = spec.weight_digest or row.weight_digest
+        row.parameter_count = spec.parameter_count or row.parameter_count
+        row.config_json = json.dumps(config, sort_keys=True) if config is not None else None
+        row.config_fingerprint = configs.config_fingerprint(config) if config is not None else None
+        row.config_problem = problem

@@ -1,0 +1,125 @@
+"""Drafter commands: create, rename and re-status drafters, and record their revisions."""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from registry.domain import configs
+from registry.domain.drafter_facts import drafter_facts
+from registry.store.core import NotFound, StoreCore, utcnow
+from registry.store.mappers import drafter_record, drafter_revision_record, parse_config
+from registry.store.models import Drafter, DrafterAlias, DrafterRevision, DrafterTarget
+from registry.store.records import DrafterRecord, DrafterRevisionRecord, DrafterSpec, RevisionSpec
+
+
+class DrafterCommands(StoreCore):
+    def _drafter(self, session: Session, repo_id: str) -> Drafter | None:
+        found = session.scalar(select(Drafter).where(Drafter.repo_id == repo_id))
+        if found is not None:
+            return found
+        alias = session.scalar(select(DrafterAlias).where(DrafterAlias.alias == repo_id))
+        return session.get(Drafter, alias.drafter_id) if alias else None
+
+    def rename_drafter(self, old_repo_id: str, new_repo_id: str) -> None:
+        """A drafter repo moved on the Hub: keep one drafter under the new id and remember the old one."""
+        with self.session() as session:
+            old = session.scalar(select(Drafter).where(Drafter.repo_id == old_repo_id))
+            new = session.scalar(select(Drafter).where(Drafter.repo_id == new_repo_id))
+            if old is not None and new is None:
+                old.repo_id = new_repo_id
+                old.publisher = new_repo_id.split("/", 1)[0]
+                target_id = old.id
+            elif new is not None:
+                target_id = new.id
+                if old is not None and old.id != new.id:
+                    session.delete(old)
+            else:
+                return
+            session.flush()
+            if session.scalar(select(DrafterAlias).where(DrafterAlias.alias == old_repo_id)) is None:
+                session.add(DrafterAlias(alias=old_repo_id, drafter_id=target_id))
+
+    def upsert_drafter(self, spec: DrafterSpec) -> DrafterRecord:
+        with self.session() as session:
+            row = self._drafter(session, spec.repo_id)
+            if row is None:
+                row = Drafter(
+                    repo_id=spec.repo_id,
+                    method=spec.method,
+                    publisher=spec.publisher,
+                    source=spec.source,
+                    gated=bool(spec.gated),
+                    first_seen=utcnow(),
+                )
+                session.add(row)
+            for attr in ("method", "family", "released", "released_precision", "released_note", "block_size",
+                         "in_21", "gated", "notes", "fact_source"):
+                value = getattr(spec, attr)
+                if value is not None:
+                    setattr(row, attr, value)
+            known = {t.target_repo_id for t in row.targets}
+            for target_repo_id, declared_by in spec.targets:
+                if target_repo_id not in known:
+                    row.targets.append(DrafterTarget(target_repo_id=target_repo_id, declared_by=declared_by))
+                    known.add(target_repo_id)
+            session.flush()
+            return drafter_record(row)
+
+    def set_drafter_status(self, repo_id: str, status: str, detail: str | None = None) -> None:
+        with self.session() as session:
+            row = self._drafter(session, repo_id)
+            if row is None:
+                raise NotFound(repo_id)
+            row.status, row.status_detail = status, detail
+            if status == "gated":
+                row.gated = True
+
+    def add_drafter_revision(self, repo_id: str, spec: RevisionSpec) -> tuple[DrafterRevisionRecord, bool]:
+        """Record a revision once. A revision the catalog named (never read from the Hub) gets the Hub's read of
+        the same sha filled in: one sha is one content, so it stays one revision, now with its weights."""
+        with self.session() as session:
+            drafter = self._drafter(session, repo_id)
+            if drafter is None:
+                raise NotFound(repo_id)
+            existing = session.scalar(
+                select(DrafterRevision).where(DrafterRevision.drafter_id == drafter.id, DrafterRevision.sha == spec.sha)
+            )
+            drafter.head_sha = spec.sha
+            if existing is not None:
+                if existing.last_modified is None and spec.last_modified is not None:
+                    self._fill_drafter_revision(drafter, existing, spec)
+                    session.flush()
+                return drafter_revision_record(drafter.repo_id, existing), False
+            row = DrafterRevision(drafter_id=drafter.id, sha=spec.sha, seen_at=utcnow())
+            self._fill_drafter_revision(drafter, row, spec)
+            session.add(row)
+            session.flush()
+            return drafter_revision_record(drafter.repo_id, row), True
+
+    @staticmethod
+    def _fill_drafter_revision(drafter: Drafter, row: DrafterRevision, spec: RevisionSpec) -> None:
+        row.last_modified = spec.last_modified or row.last_modified
+        row.tokenizer_digest = spec.tokenizer_digest or row.tokenizer_digest
+        row.weight_bytes = spec.weight_bytes or row.weight_bytes
+        row.weight_digest = spec.weight_digest or row.weight_digest
+        if row.id is not None and spec.config_raw is None:
+            return  # a Hub read that got no config (gated, none in the repo) keeps the catalog's transcription
+        config, problem = parse_config(spec.config_raw, spec.config_problem)
+        facts = drafter_facts(config, drafter.method) if config is not None else None
+        if facts is not None and facts.problems and problem is None:
+            problem = "; ".join(facts.problems)
+        row.block_size = facts.block_size if facts else None
+        row.target_layer_ids = list(facts.target_layer_ids) if facts and facts.target_layer_ids else None
+        row.num_target_layers = facts.num_target_layers if facts else None
+        row.mask_token_id = facts.mask_token_id if facts else None
+        # The width the target must have (an assistant's backbone, an EAGLE head's target width).
+        row.hidden_size = facts.target_width if facts else None
+        row.vocab_size = facts.vocab_size if facts else None
+        row.config_json = json.dumps(config, sort_keys=True) if config is not None else None
+        row.config_fingerprint = configs.config_fingerprint(config) if config is not None else None
+        row.config_problem = problem
+        if facts is not None and facts.block_size and drafter.block_size is None:
+            drafter.block_size = facts.block_size

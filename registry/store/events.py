@@ -1,0 +1,63 @@
+"""The event log: what the watcher and the verifier noticed, recorded once per dedupe key."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from registry.store.core import StoreCore, utcnow
+from registry.store.mappers import event_record
+from registry.store.models import Event
+from registry.store.records import EventRecord, EventSpec
+
+
+class EventLog(StoreCore):
+    def record_event(self, spec: EventSpec) -> EventRecord | None:
+        """Insert once per dedupe key; returns None when the event was already recorded."""
+        try:
+            with self.session() as session:
+                if session.scalar(select(Event.id).where(Event.dedupe_key == spec.dedupe_key)) is not None:
+                    return None
+                row = Event(
+                    type=spec.type,
+                    subject=spec.subject,
+                    org=spec.org,
+                    family=spec.family,
+                    payload=spec.payload,
+                    dedupe_key=spec.dedupe_key,
+                    created_at=utcnow(),
+                )
+                session.add(row)
+                session.flush()
+                return event_record(row)
+        except IntegrityError:
+            return None  # a concurrent writer recorded it first
+
+    def events(
+        self,
+        *,
+        types: Iterable[str] | None = None,
+        org: str | None = None,
+        family: str | None = None,
+        since: datetime | None = None,
+        after_id: int | None = None,
+        limit: int | None = None,
+    ) -> list[EventRecord]:
+        with self.session() as session:
+            query = select(Event).order_by(Event.id)
+            if types:
+                query = query.where(Event.type.in_(list(types)))
+            if org:
+                query = query.where(Event.org == org)
+            if family:
+                query = query.where(Event.family == family)
+            if since:
+                query = query.where(Event.created_at >= since)
+            if after_id is not None:
+                query = query.where(Event.id > after_id)
+            if limit:
+                query = query.limit(limit)
+            return [event_record(r) for r in session.scalars(query)]

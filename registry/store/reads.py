@@ -1,0 +1,153 @@
+"""Reads over checkpoints, drafters, their revisions and verdicts, as plain records."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import selectinload
+
+from registry.store.checkpoints import CheckpointCommands
+from registry.store.core import aware
+from registry.store.drafters import DrafterCommands
+from registry.store.mappers import checkpoint_record, drafter_record, drafter_revision_record, head_of, revision_record
+from registry.store.models import (
+    Checkpoint,
+    CheckpointAlias,
+    CheckpointBase,
+    CheckpointRevision,
+    Compatibility,
+    Drafter,
+    DrafterRevision,
+)
+from registry.store.records import CheckpointRecord, CompatRecord, DrafterRecord, DrafterRevisionRecord, RevisionRecord
+
+
+class Reads(CheckpointCommands, DrafterCommands):
+    def get_checkpoint(self, repo_id: str) -> CheckpointRecord | None:
+        with self.session() as session:
+            row = self._checkpoint(session, repo_id)
+            return checkpoint_record(row) if row else None
+
+    def get_drafter(self, repo_id: str) -> DrafterRecord | None:
+        with self.session() as session:
+            row = self._drafter(session, repo_id)
+            return drafter_record(row) if row else None
+
+    def checkpoints(self) -> list[CheckpointRecord]:
+        with self.session() as session:
+            query = select(Checkpoint).options(selectinload(Checkpoint.bases)).order_by(Checkpoint.repo_id)
+            return [checkpoint_record(r) for r in session.scalars(query)]
+
+    def drafters(self) -> list[DrafterRecord]:
+        with self.session() as session:
+            query = select(Drafter).options(selectinload(Drafter.targets)).order_by(Drafter.repo_id)
+            return [drafter_record(r) for r in session.scalars(query)]
+
+    def derivatives(self, base_repo_id: str) -> list[CheckpointRecord]:
+        """Checkpoints whose base_model relations name `base_repo_id` (finetunes, quantizations, adapters)."""
+        with self.session() as session:
+            query = select(Checkpoint).join(CheckpointBase).where(CheckpointBase.base_repo_id == base_repo_id)
+            return [checkpoint_record(r) for r in session.scalars(query)]
+
+    def checkpoints_with_head(self, sha: str) -> list[CheckpointRecord]:
+        with self.session() as session:
+            return [checkpoint_record(r) for r in session.scalars(select(Checkpoint).where(Checkpoint.head_sha == sha))]
+
+    def head_revision(self, repo_id: str) -> RevisionRecord | None:
+        with self.session() as session:
+            row = self._checkpoint(session, repo_id)
+            head = head_of(row.revisions, row.head_sha) if row else None
+            return revision_record(row.repo_id, head) if head is not None and row is not None else None
+
+    def revisions(self, repo_id: str) -> list[RevisionRecord]:
+        with self.session() as session:
+            row = self._checkpoint(session, repo_id)
+            if row is None:
+                return []
+            return [revision_record(row.repo_id, r) for r in sorted(row.revisions, key=lambda r: r.id)]
+
+    def drafter_head_revision(self, repo_id: str) -> DrafterRevisionRecord | None:
+        with self.session() as session:
+            row = self._drafter(session, repo_id)
+            head = head_of(row.revisions, row.head_sha) if row else None
+            return drafter_revision_record(row.repo_id, head) if head is not None and row is not None else None
+
+    def drafter_revisions(self, repo_id: str) -> list[DrafterRevisionRecord]:
+        with self.session() as session:
+            row = self._drafter(session, repo_id)
+            if row is None:
+                return []
+            return [drafter_revision_record(row.repo_id, r) for r in sorted(row.revisions, key=lambda r: r.id)]
+
+    def verdicts(self, *, checkpoint_repo_id: str | None = None, drafter_repo_id: str | None = None,
+                 heads_only: bool = True) -> list[CompatRecord]:
+        """Stored verdicts, by default only between the current head revisions."""
+        with self.session() as session:
+            query = (
+                select(Compatibility, DrafterRevision.sha, Drafter, CheckpointRevision.sha, Checkpoint.repo_id)
+                .join(DrafterRevision, Compatibility.drafter_revision_id == DrafterRevision.id)
+                .join(Drafter, DrafterRevision.drafter_id == Drafter.id)
+                .join(CheckpointRevision, Compatibility.checkpoint_revision_id == CheckpointRevision.id)
+                .join(Checkpoint, CheckpointRevision.checkpoint_id == Checkpoint.id)
+            )
+            if heads_only:
+                # Every revision write moves head_sha, so the head is the revision whose sha it names.
+                query = query.where(DrafterRevision.sha == Drafter.head_sha, CheckpointRevision.sha == Checkpoint.head_sha)
+            if checkpoint_repo_id is not None:
+                checkpoint = self._checkpoint(session, checkpoint_repo_id)
+                if checkpoint is None:
+                    return []
+                query = query.where(Checkpoint.id == checkpoint.id)
+            if drafter_repo_id is not None:
+                query = query.where(Drafter.repo_id == drafter_repo_id)
+            return [
+                CompatRecord(
+                    drafter_repo_id=drafter.repo_id,
+                    drafter_sha=drafter_sha,
+                    method=drafter.method,
+                    checkpoint_repo_id=checkpoint_repo,
+                    checkpoint_sha=checkpoint_sha,
+                    verdict=row.verdict,
+                    reasons=tuple(row.reasons),
+                    checks=tuple(row.checks),
+                    checked_at=aware(row.checked_at),
+                )
+                for row, drafter_sha, drafter, checkpoint_sha, checkpoint_repo in session.execute(
+                    query.order_by(Compatibility.id)
+                )
+            ]
+
+    def aliases(self) -> dict[str, str]:
+        """Old repo id -> current repo id, for every renamed checkpoint."""
+        with self.session() as session:
+            rows = session.execute(select(CheckpointAlias.alias, Checkpoint.repo_id).join(Checkpoint))
+            return {alias: repo_id for alias, repo_id in rows}
+
+    def drafters_with_head(self, sha: str) -> list[DrafterRecord]:
+        with self.session() as session:
+            return [drafter_record(r) for r in session.scalars(select(Drafter).where(Drafter.head_sha == sha))]
+
+    def needs_details(self, repo_id: str) -> bool:
+        """True when the checkpoint's head revision was recorded from a listing only (its config never read)."""
+        head = self.head_revision(repo_id)
+        return head is not None and head.sha != "catalog" and head.config is None and head.config_problem is None
+
+    def known_heads(self, org: str) -> dict[str, str | None]:
+        """Repo id -> recorded head sha of every checkpoint and drafter of the org."""
+        with self.session() as session:
+            heads: dict[str, str | None] = dict(
+                session.execute(select(Checkpoint.repo_id, Checkpoint.head_sha).where(Checkpoint.org == org)).all())
+            prefix = f"{org}/"
+            for repo_id, head in session.execute(
+                select(Drafter.repo_id, Drafter.head_sha).where(Drafter.repo_id.startswith(prefix, autoescape=True))
+            ):
+                heads[repo_id] = head
+            return heads
+
+    def gone_repo_ids(self, org: str) -> set[str]:
+        """Checkpoints and drafters of the org last found gone from the Hub (status "gone")."""
+        with self.session() as session:
+            gone = set(session.scalars(select(Checkpoint.repo_id).where(Checkpoint.org == org,
+                                                                        Checkpoint.status == "gone")))
+            gone |= set(session.scalars(select(Drafter.repo_id).where(
+                Drafter.repo_id.startswith(f"{org}/", autoescape=True), Drafter.status == "gone")))
+            return gone

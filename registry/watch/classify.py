@@ -1,0 +1,193 @@
+"""What the watcher makes of a listed model: drafter or checkpoint, its kind, its specs, and which repos matter.
+
+Pure functions of the Hub listing and of what the store already holds (the drafted-targets index); the only
+reads are `revision_spec`'s, through the Hub client, of one pinned revision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from registry import hub
+from registry.domain import configs, names
+from registry.domain.drafter_facts import drafter_facts
+from registry.domain.tokenizers import tokenizer_digest
+from registry.hub import HubClient, HubModel
+from registry.store import Store
+from registry.store.records import CheckpointSpec, RevisionSpec
+
+DRAFTER_TAGS = frozenset({"dflash", "eagle3", "eagle", "speculators", "speculative-decoding-draft", "dspark", "mtp"})
+DRAFTER_ARCHITECTURES = frozenset(
+    {
+        "DFlashDraftModel",
+        "DFlash2DraftModel",
+        "Gemma4AssistantForCausalLM",
+        "Gemma4UnifiedAssistantForCausalLM",
+        "LlamaForCausalLMEagle3",
+        "Eagle3Speculator",
+        "DFlashSpeculator",
+    }
+)
+# Listed by tag or library once per poll, so drafters of publishers nobody watches are found too.
+DRAFTER_QUERIES = ("dflash", "eagle3", "speculators", "speculative-decoding")
+QUERY_PREFIX = "tag:"  # cursor rows of drafter queries are named tag:<tag>
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def looks_like_drafter(model: HubModel) -> bool:
+    tags = {t.lower() for t in model.tags}
+    if tags & DRAFTER_TAGS:
+        return True
+    if set(model.architectures) & DRAFTER_ARCHITECTURES:
+        return True
+    lowered = model.repo_id.lower()
+    return any(marker in lowered for marker in ("dflash", "dspark", "eagle3", "speculator", "-assistant"))
+
+
+def is_official_release(model: HubModel) -> bool:
+    """An org's instruct release declares its own pretrained parent: `<org>/<name>-Base` (or `-base`)."""
+    org, name = model.repo_id.split("/", 1)
+    return model.base_model_relation == "finetune" and any(
+        base.lower() == f"{org}/{name}-base".lower() for base in model.base_models)
+
+
+def kind(model: HubModel) -> str:
+    if is_official_release(model):
+        return "base"
+    if model.base_model_relation in ("quantized", "finetune", "adapter", "merge"):
+        return model.base_model_relation
+    guess = names.derivative_kind(model.repo_id.split("/", 1)[1])
+    if guess is not None:
+        return guess
+    # An official release tagged finetune of its own org's -Base model is still the family's base release.
+    return "base"
+
+
+def capped(value: datetime, ceiling: datetime | None) -> datetime:
+    return value if ceiling is None else min(value, ceiling)
+
+
+def weights_changed(old: str | None, new: str | None) -> bool:
+    return old is not None and new is not None and old != new
+
+
+def checkpoint_spec(model: HubModel) -> CheckpointSpec:
+    return CheckpointSpec(
+        repo_id=model.repo_id,
+        source="hub",
+        kind=kind(model),
+        created_at_hub=model.created_at,
+        gated=bool(model.gated),
+        bases=tuple((base, model.base_model_relation or "unknown") for base in model.base_models),
+    )
+
+
+def revision_spec(client: HubClient, repo_id: str, sha: str, last_modified: datetime | None, *,
+                  with_tokenizer: bool) -> RevisionSpec:
+    """Read a repo at a pinned sha. A gated or missing repo becomes a revision with its problem recorded."""
+    try:
+        revision = client.revision(repo_id, sha)
+        listed = {f.path: f for f in revision.files}
+        # Listed sizes first: nothing big or stored in LFS is downloaded, and an absent file costs no request.
+        config_file = listed.get("config.json")
+        config_raw = (client.download(repo_id, "config.json", sha)
+                      if config_file is not None and client.fits_download(config_file) else None)
+    except hub.GatedRepo as exc:
+        return RevisionSpec(sha=sha, last_modified=last_modified, config_problem=f"gated: {exc}")
+    except hub.RepoNotFound as exc:
+        return RevisionSpec(sha=sha, last_modified=last_modified, config_problem=f"missing: {exc}")
+    # RevisionNotFound goes up: a listed sha the Hub no longer has is re-read, never stored as missing.
+    tokenizer = None
+    if with_tokenizer:
+        files = {name: client.download(repo_id, name, sha) for name in TOKENIZER_FILES
+                 if name in listed and client.fits_download(listed[name])}
+        try:
+            tokenizer = tokenizer_digest({k: v for k, v in files.items() if v is not None}) or None
+        except configs.ConfigError:
+            tokenizer = None
+    return RevisionSpec(
+        sha=sha,
+        config_raw=config_raw,
+        config_problem=None if config_raw is not None else (
+            "no config.json in the repo" if config_file is None else "config.json too large to read"),
+        last_modified=last_modified or revision.last_modified,
+        tokenizer_digest=tokenizer,
+        weight_bytes=sum(f.size or 0 for f in revision.files if hub.is_weight_file(f.path)) or None,
+        weight_digest=hub.weight_digest(revision.files),
+        parameter_count=revision.parameters,
+    )
+
+
+@dataclass(frozen=True)
+class DraftedIndex:
+    """What the recorded drafters say, read once and kept until a drafter changes."""
+
+    drafted: dict[str, list[str]]  # target repo id (canonical) -> drafters declaring it
+    stems: list[tuple[str, str, bool]]  # (drafter repo id, name key of the target its name implies, has targets)
+    drafter_ids: frozenset[str]
+
+
+def drafted_index(store: Store) -> DraftedIndex:
+    drafted: dict[str, list[str]] = {}
+    stems: list[tuple[str, str, bool]] = []
+    drafters = store.drafters()
+    for drafter in drafters:
+        for target, _ in drafter.targets:
+            drafted.setdefault(store.canonical_repo_id(target), []).append(drafter.repo_id)
+        stem = names.drafter_target_stem(drafter.repo_id)
+        if stem is not None:
+            stems.append((drafter.repo_id, names.name_key(stem), bool(drafter.targets)))
+    return DraftedIndex(drafted, stems, frozenset(d.repo_id for d in drafters))
+
+
+def name_matched_drafters(index: DraftedIndex, repo_id: str, *, without_targets_only: bool = False) -> list[str]:
+    key = names.name_key(repo_id.split("/", 1)[1])
+    return [d for d, stem_key, has_targets in index.stems
+            if stem_key == key and not (without_targets_only and has_targets)]
+
+
+def predecessors(index: DraftedIndex, repo_id: str) -> list[tuple[str, tuple[str, ...]]]:
+    """Checkpoints this one succeeds that have drafters: same size first, else the previous generation."""
+    new = names.parse_repo_id(repo_id)
+    same_size, same_line = [], []
+    for target, drafters in sorted(index.drafted.items()):
+        if target == repo_id:
+            continue
+        old = names.parse_repo_id(target)
+        if names.is_successor(old, new):
+            same_size.append((target, tuple(sorted(drafters))))
+        elif names.is_newer_generation(old, new):
+            same_line.append((target, tuple(sorted(drafters))))
+    return same_size or same_line
+
+
+def interesting(index: DraftedIndex, model: HubModel) -> bool:
+    """Checkpoints worth a config read: declared targets, their derivatives, successors of drafted ones."""
+    if model.repo_id in index.drafted or set(model.base_models) & set(index.drafted):
+        return True
+    if name_matched_drafters(index, model.repo_id):
+        return True
+    return bool(predecessors(index, model.repo_id))
+
+
+def declared_targets(store: Store, model: HubModel, config: dict | None) -> tuple[tuple[str, str], ...]:
+    targets: list[tuple[str, str]] = []
+    if config is not None:
+        facts = drafter_facts(config)
+        if facts.verifier_name:
+            targets.append((facts.verifier_name, "speculators_verifier"))
+    for base in model.base_models:
+        targets.append((base, "card_base_model"))
+    if not targets:
+        stem = names.drafter_target_stem(model.repo_id)
+        if stem is not None:
+            key = names.name_key(stem)
+            for checkpoint in store.checkpoints():
+                if names.name_key(checkpoint.repo_id.split("/", 1)[1]) == key:
+                    targets.append((checkpoint.repo_id, "name_convention"))
+    return tuple(dict.fromkeys(targets))
+
+
+def exact_targets(store: Store) -> set[str]:
+    return {v.checkpoint_repo_id for v in store.verdicts() if v.verdict == "exact"}

@@ -1,0 +1,103 @@
+"""The events the watcher raises and their texts, and the pairs it hands on for verification.
+
+Each event has a dedupe key, so recording the same fact twice (a rerun, a repeated hint) adds nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import date
+
+from registry.domain import names
+from registry.hub import HubModel
+from registry.store import Store
+from registry.store.records import EventSpec, CompatRecord
+from registry.watch.classify import kind
+
+# Called with (drafter repo, drafter sha, target repo, target sha, verdict) for new exact/structural pairs.
+OnPair = Callable[[str, str, str, str, str], None]
+
+
+def record(store: Store, type_: str, subject: str, key: str, message: str, **payload: object) -> None:
+    parsed = names.parse_repo_id(subject)
+    store.record_event(
+        EventSpec(
+            type=type_,
+            subject=subject,
+            dedupe_key=key,
+            payload={"message": message, **payload},
+            org=parsed.org,
+            family=parsed.family,
+        )
+    )
+
+
+def new_checkpoint(store: Store, model: HubModel) -> None:
+    kind_ = kind(model)
+    record(store, "new_checkpoint", model.repo_id, f"new_checkpoint:{model.repo_id}",
+           f"new {kind_} checkpoint {model.repo_id}", kind=kind_, bases=list(model.base_models))
+
+
+def base_upgrade(store: Store, model: HubModel, predecessors: list[tuple[str, tuple[str, ...]]]) -> None:
+    names_ = [p for p, _ in predecessors]
+    drafters = sorted({d for _, ds in predecessors for d in ds})
+    record(
+        store,
+        "base_upgrade",
+        model.repo_id,
+        f"base_upgrade:{model.repo_id}",
+        f"{model.repo_id} succeeds {', '.join(names_)}, which have drafters ({', '.join(drafters)}); "
+        "none declared for the successor yet",
+        predecessors=names_,
+        predecessor_drafters=drafters,
+    )
+
+
+def weights_changed(store: Store, model: HubModel, old_sha: str, *, drafter: bool) -> None:
+    if drafter:
+        message = (f"drafter {model.repo_id} weights replaced in place ({old_sha[:8]} -> {model.sha[:8]}); "
+                   "earlier benchmarks no longer describe it")
+    else:
+        message = f"{model.repo_id} weights replaced in place ({old_sha[:8]} -> {model.sha[:8]})"
+    record(store, "weights_changed", model.repo_id, f"weights_changed:{model.repo_id}:{model.sha}", message,
+           old_sha=old_sha, new_sha=model.sha)
+
+
+def drafter_released(store: Store, model: HubModel, method: str, targets: list[str],
+                     verdicts: list[CompatRecord]) -> None:
+    record(
+        store,
+        "drafter_released",
+        model.repo_id,
+        f"drafter_released:{model.repo_id}",
+        f"{method} drafter {model.repo_id} released for {', '.join(targets) or 'an unresolved target'}",
+        method=method,
+        targets=targets,
+        verdicts={v.checkpoint_repo_id: v.verdict for v in verdicts},
+    )
+
+
+def lag_closed(store: Store, checkpoint_repo_id: str, drafter_repo_id: str, drafter_day: date,
+               released: date | None) -> None:
+    """The checkpoint got its first exact drafter; the lag is counted from its release (may be negative when
+    the dates say the drafter came first: the event reports the dates as they are)."""
+    days = (drafter_day - released).days if released else None
+    record(
+        store,
+        "lag_closed",
+        checkpoint_repo_id,
+        f"lag_closed:{checkpoint_repo_id}",
+        f"{checkpoint_repo_id} got its first exact drafter {drafter_repo_id}"
+        + (f" after {days} days" if days is not None else ""),
+        drafter=drafter_repo_id,
+        lag_days=days,
+    )
+
+
+def notify_pairs(on_pair: OnPair | None, verdicts: list[CompatRecord]) -> None:
+    if on_pair is None:
+        return
+    for verdict in verdicts:
+        if verdict.verdict in ("exact", "structural"):
+            on_pair(verdict.drafter_repo_id, verdict.drafter_sha, verdict.checkpoint_repo_id, verdict.checkpoint_sha,
+                    verdict.verdict)

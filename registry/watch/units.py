@@ -1,0 +1,320 @@
+"""One model's unit of work: record a listed checkpoint or drafter (revisions, verdicts, events), follow a rename,
+mark a repo gone, or apply a push hint for one repo.
+
+The caller (poller.py) opens the transaction (`store.unit()`) around each unit and decides what a failure means;
+this module only reads the Hub for the one repo and writes through the store.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from registry import hub
+from registry.domain import configs, names
+from registry.domain.drafter_facts import detect_method
+from registry.hub import HubClient, HubModel
+from registry.store import Store, aware, utcnow
+from registry.store.records import DrafterSpec, RevisionSpec
+from registry.watch import classify, events
+from registry.watch.classify import DraftedIndex
+
+log = logging.getLogger(__name__)
+
+
+class ModelUnits:
+    def __init__(self, store: Store, client: HubClient, on_pair: events.OnPair | None = None) -> None:
+        self.store = store
+        self.client = client
+        self.on_pair = on_pair
+        self._index: DraftedIndex | None = None
+        # Per org, the head shas of its recorded checkpoints and drafters (read once a poll): a listed model whose
+        # sha is not among them cannot be a renamed one, and needs no query to say so.
+        self._head_shas: dict[str, set[str | None]] = {}
+
+    def new_poll(self) -> None:
+        self._index = None
+        self._head_shas = {}
+
+    def forget(self) -> None:
+        """Drop the drafted-targets index: a drafter changed, or a unit that may have changed one rolled back."""
+        self._index = None
+
+    def _drafted(self) -> DraftedIndex:
+        """Target repo id -> drafters declaring it; kept for a poll, dropped whenever a drafter changes."""
+        if self._index is None:
+            self._index = classify.drafted_index(self.store)
+        return self._index
+
+    # ---- one listed model ---------------------------------------------------------------------
+
+    def process_listed(self, model: HubModel, *, baseline: bool) -> None:
+        """Process a listed model; a listing sha the Hub no longer has (it lags a force-push) is re-read from
+        refs and tried once more, never stored as a missing revision."""
+        try:
+            self.process_model(model, baseline=baseline)
+        except hub.RevisionNotFound:
+            head = self.client.head_sha(model.repo_id)
+            if head == model.sha:
+                raise
+            log.info("%s: listed sha %s is gone; main is now %s", model.repo_id, model.sha[:12], head[:12])
+            self.process_model(replace(model, sha=head), baseline=baseline)
+
+    def process_model(self, model: HubModel, *, baseline: bool) -> None:
+        if model.repo_id in self._drafted().drafter_ids or classify.looks_like_drafter(model):
+            self._process_drafter(model, baseline=baseline)
+        else:
+            self._process_checkpoint(model, baseline=baseline)
+
+    def _process_checkpoint(self, model: HubModel, *, baseline: bool) -> None:
+        store = self.store
+        known = store.get_checkpoint(model.repo_id)
+        if known is None:
+            renamed_from = self._renamed_from(model, drafter=False)
+            if renamed_from is not None:
+                self.rename(renamed_from, model.repo_id)
+                known = store.get_checkpoint(model.repo_id)
+        unread = known is not None and store.needs_details(model.repo_id)
+        back = known is not None and known.status == "gone"  # deleted or private once, public again now
+        if known is not None and known.head_sha == model.sha and not unread and not back:
+            return
+        # From here on this sha is a recorded head of the org (a rolled-back unit leaves it here: harmless, a
+        # rename check then asks the database).
+        self._head_shas.get(model.repo_id.split("/", 1)[0], set()).add(model.sha)
+        if (known is None or unread) and not classify.interesting(self._drafted(), model):
+            # Outside every drafted line: remember it exists, read its config only when it becomes relevant.
+            light = RevisionSpec(sha=model.sha, last_modified=model.last_modified)
+            if known is None:
+                store.add_listed_checkpoint(classify.checkpoint_spec(model), light)
+            else:
+                store.upsert_checkpoint(classify.checkpoint_spec(model))
+                store.add_checkpoint_revision(model.repo_id, light)
+                if back:
+                    store.set_checkpoint_status(model.repo_id, "ok")
+            if not baseline and known is None:
+                events.new_checkpoint(store, model)
+            return
+        previous = store.head_revision(model.repo_id) if known else None
+        spec = classify.revision_spec(self.client, model.repo_id, model.sha, model.last_modified, with_tokenizer=True)
+        store.upsert_checkpoint(classify.checkpoint_spec(model))
+        self._set_checkpoint_status(model.repo_id, spec)
+        revision, created = store.add_checkpoint_revision(model.repo_id, spec)
+        self._attach_name_matched(model.repo_id)
+        verdicts = store.recompute_compatibility(checkpoint_repo_id=model.repo_id)
+        if baseline:
+            return
+        if known is None:
+            events.new_checkpoint(store, model)
+            # A pretrained `-Base` parent is not what drafters are trained for: its instruct release is the upgrade.
+            pretrained = names.parse_repo_id(model.repo_id).variant == "base"
+            official = classify.kind(model) == "base" and not pretrained
+            predecessors = classify.predecessors(self._drafted(), model.repo_id) if official else []
+            if predecessors:
+                events.base_upgrade(store, model, predecessors)
+        elif created and previous is not None and classify.weights_changed(previous.weight_digest,
+                                                                           revision.weight_digest):
+            events.weights_changed(store, model, previous.sha, drafter=False)
+        events.notify_pairs(self.on_pair, verdicts)
+
+    def _set_checkpoint_status(self, repo_id: str, spec: RevisionSpec) -> None:
+        gated = (spec.config_problem or "").startswith("gated")
+        self.store.set_checkpoint_status(repo_id, "gated" if gated else "ok", spec.config_problem if gated else None)
+
+    def _renamed_from(self, model: HubModel, *, drafter: bool) -> str | None:
+        """A listed repo we don't know whose sha we do know under another id (a checkpoint's or, with `drafter`,
+        a drafter's) may be that repo, renamed."""
+        org = model.repo_id.split("/", 1)[0]
+        if org not in self._head_shas:
+            self._head_shas[org] = self.store.head_shas(org)
+        if model.sha not in self._head_shas[org]:
+            return None
+        records = self.store.drafters_with_head(model.sha) if drafter else self.store.checkpoints_with_head(model.sha)
+        for record in records:
+            if record.repo_id.split("/", 1)[0] != org or record.repo_id == model.repo_id:
+                continue
+            if self.canonical(record.repo_id) == model.repo_id:
+                return record.repo_id
+            # Gone or elsewhere, not moved here; any other failure stops the unit, so a rerun asks again.
+        return None
+
+    def _attach_name_matched(self, checkpoint_repo_id: str) -> None:
+        """Drafters whose repo name implies this checkpoint, and that declare no target yet, now declare it."""
+        matched = classify.name_matched_drafters(self._drafted(), checkpoint_repo_id, without_targets_only=True)
+        for drafter_repo_id in matched:
+            drafter = self.store.get_drafter(drafter_repo_id)
+            if drafter is not None and not drafter.targets:
+                self.store.upsert_drafter(
+                    DrafterSpec(
+                        repo_id=drafter.repo_id,
+                        method=drafter.method,
+                        publisher=drafter.publisher,
+                        source=drafter.source,
+                        targets=((checkpoint_repo_id, "name_convention"),),
+                    )
+                )
+                self.forget()
+
+    def _complete_targets(self, drafter_repo_id: str) -> None:
+        """Targets (and their derivatives) recorded from a listing only get their config and tokenizer read once
+        a drafter names them."""
+        store = self.store
+        drafter = store.get_drafter(drafter_repo_id)
+        targets = [t for t, _ in drafter.targets] if drafter else []
+        related = targets + [d.repo_id for t in targets for d in store.derivatives(t)]
+        for repo_id in dict.fromkeys(related):
+            if store.get_checkpoint(repo_id) is not None and store.needs_details(repo_id):
+                head = store.head_revision(repo_id)
+                try:
+                    spec = classify.revision_spec(self.client, head.repo_id, head.sha, head.last_modified,
+                                                  with_tokenizer=True)
+                except hub.RevisionNotFound:
+                    continue  # its recorded head was force-pushed away: the target's own listing updates it
+                # A target first read here (say, gated) gets the same status as one read from the listing.
+                self._set_checkpoint_status(head.repo_id, spec)
+                store.add_checkpoint_revision(head.repo_id, spec)
+                store.recompute_compatibility(checkpoint_repo_id=head.repo_id)
+
+    def _process_drafter(self, model: HubModel, *, baseline: bool) -> None:
+        store = self.store
+        known = store.get_drafter(model.repo_id)
+        if known is None:
+            renamed_from = self._renamed_from(model, drafter=True)
+            if renamed_from is not None:
+                self.rename(renamed_from, model.repo_id)
+                known = store.get_drafter(model.repo_id)
+        # Known only from the catalog (its "catalog" revision, or the sha it names): never read from the Hub.
+        unread = known is not None and all(r.last_modified is None for r in store.drafter_revisions(model.repo_id))
+        # A drafter marked gone that is listed again is read again (its status is set ok below).
+        if known is not None and known.head_sha == model.sha and not unread and known.status != "gone":
+            return
+        previous = store.drafter_head_revision(model.repo_id) if known else None
+        if unread and previous is not None and previous.sha not in ("catalog", model.sha):
+            # The catalog named a sha the Hub has moved on from: read that one too, so that whether the weights
+            # changed is judged on their digests, as for any later move.
+            try:
+                store.add_drafter_revision(model.repo_id, classify.revision_spec(
+                    self.client, model.repo_id, previous.sha, None, with_tokenizer=False))
+                previous = store.drafter_head_revision(model.repo_id)
+            except hub.RevisionNotFound:
+                pass  # force-pushed away: nothing to compare with
+        spec = classify.revision_spec(self.client, model.repo_id, model.sha, model.last_modified,
+                                      with_tokenizer=False)
+        config = None
+        if spec.config_raw is not None:
+            try:
+                config = configs.parse_config(spec.config_raw)
+            except configs.ConfigError:
+                config = None
+        method = (detect_method(config) if config is not None else None) or (known.method if known else None)
+        if method is None:
+            if spec.config_problem is None and known is None:
+                # Tagged or named like a drafter but its config says an ordinary model: a checkpoint after all.
+                self._process_checkpoint(model, baseline=baseline)
+                return
+            method = "dflash" if "dflash" in model.repo_id.lower() else "draft-lm"
+        exact_before = classify.exact_targets(store)
+        first_hub_revision = known is None or unread
+        store.upsert_drafter(
+            DrafterSpec(
+                repo_id=model.repo_id,
+                method=method,
+                publisher=model.repo_id.split("/", 1)[0],
+                source="hub" if known is None else known.source,
+                targets=classify.declared_targets(store, model, config),
+                released=model.created_at.date() if known is None and model.created_at else None,
+                released_precision="day" if known is None and model.created_at else None,
+                gated=bool(model.gated),
+            )
+        )
+        self.forget()
+        gated = (spec.config_problem or "").startswith("gated")
+        store.set_drafter_status(model.repo_id, "gated" if gated else "ok", spec.config_problem if gated else None)
+        revision, created = store.add_drafter_revision(model.repo_id, spec)
+        self._complete_targets(model.repo_id)
+        verdicts = store.recompute_compatibility(drafter_repo_id=model.repo_id)
+        if baseline:
+            return
+        if first_hub_revision:
+            targets = [t for t, _ in (store.get_drafter(model.repo_id).targets)]
+            events.drafter_released(store, model, method, targets, verdicts)
+            for verdict in verdicts:
+                if verdict.verdict == "exact" and verdict.checkpoint_repo_id not in exact_before:
+                    checkpoint = store.get_checkpoint(verdict.checkpoint_repo_id)
+                    released = None
+                    if checkpoint is not None:
+                        hub_day = checkpoint.created_at_hub.date() if checkpoint.created_at_hub else None
+                        released = checkpoint.released or hub_day
+                    drafter_day = model.created_at.date() if model.created_at else utcnow().date()
+                    events.lag_closed(store, verdict.checkpoint_repo_id, model.repo_id, drafter_day, released)
+        # Also on a first Hub read: the weights may differ from those of the sha the catalog named.
+        if created and previous is not None and classify.weights_changed(previous.weight_digest,
+                                                                         revision.weight_digest):
+            events.weights_changed(store, model, previous.sha, drafter=True)
+        events.notify_pairs(self.on_pair, verdicts)
+
+    # ---- one repo: renames, deletions, push hints ------------------------------------------------
+
+    def recorded_id(self, repo_id: str) -> str | None:
+        """The id the registry records `repo_id` under now (aliases followed), or None when it is not recorded."""
+        record = self.store.get_checkpoint(repo_id) or self.store.get_drafter(repo_id)
+        return record.repo_id if record is not None else None
+
+    def canonical(self, repo_id: str) -> str | None:
+        """Where the Hub sends a read of `repo_id` (its new id after a move), or None when it has no such repo."""
+        try:
+            return self.client.revision(repo_id).repo_id
+        except hub.RepoNotFound:
+            return None
+
+    def mark_gone(self, repo_id: str, why: str) -> None:
+        """The repo is no longer on the Hub (for us): say so on its record, keep its revisions and verdicts, and
+        announce nothing; if it comes back, the next read of it sets it ok again."""
+        detail = f"{why}; last seen {utcnow():%Y-%m-%d}"
+        if self.store.get_checkpoint(repo_id) is not None:
+            self.store.set_checkpoint_status(repo_id, "gone", detail)
+        elif self.store.get_drafter(repo_id) is not None:
+            self.store.set_drafter_status(repo_id, "gone", detail)
+        else:
+            return
+        log.info("%s: %s", repo_id, why)
+
+    def rename(self, old: str, new: str) -> None:
+        """Keep one record across a move on the Hub: the checkpoint or drafter takes the new id."""
+        if self.store.get_drafter(old) is not None:
+            self.store.rename_drafter(old, new)
+        else:
+            self.store.rename_checkpoint(old, new)
+        self.forget()
+        log.info("%s was renamed to %s", old, new)
+
+    def apply_hint(self, repo_id: str, head_sha: str | None = None, *, moved_from: str | None = None) -> None:
+        """A push hint for one repo (see Watcher.poll_repo), each step in its own unit."""
+        try:
+            try:
+                revision = self.client.revision(repo_id, head_sha)
+            except hub.RevisionNotFound:
+                revision = self.client.revision(repo_id)  # force-pushed away since: main is what there is
+        except hub.RepoNotFound:
+            revision = None
+        if revision is None or revision.private:
+            with self.store.unit():
+                self.mark_gone(repo_id, "no longer public on the Hub (deleted or made private)")
+            return
+        model = revision.as_model()
+        with self.store.unit():
+            if moved_from is not None and self.recorded_id(moved_from) == moved_from \
+                    and self.recorded_id(model.repo_id) is None and self.canonical(moved_from) == model.repo_id:
+                self.rename(moved_from, model.repo_id)
+            if head_sha is not None and self._older_than_head(model):
+                log.info("%s: hint for %s is older than the recorded head; ignored", model.repo_id, model.sha[:12])
+                return
+            self.process_listed(model, baseline=False)
+
+    def _older_than_head(self, model: HubModel) -> bool:
+        head = self.store.head_revision(model.repo_id) or self.store.drafter_head_revision(model.repo_id)
+        if head is None or head.sha == model.sha:
+            return False
+        revisions = self.store.revisions(model.repo_id) or self.store.drafter_revisions(model.repo_id)
+        if any(r.sha == model.sha for r in revisions):
+            return True  # an earlier head of this repo
+        return head.last_modified is not None and aware(head.last_modified) > model.last_modified

@@ -1,0 +1,84 @@
+"""Model folders on disk, without torch: config.json, safetensors weight files, their digests, and snapshots in the
+local Hugging Face cache.
+
+A folder is a local checkout (config.json + *.safetensors (+ index) + tokenizer files) or a snapshot in the local
+Hugging Face cache found by repo id + sha. Loading the weights into torch is verifier/loading.py's job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import snapshot_download
+from huggingface_hub.errors import LocalEntryNotFoundError
+
+CONFIG_FILE = "config.json"
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+PICKLE_WEIGHT_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+
+
+class LoadError(ValueError):
+    """A folder cannot be loaded safely; the message says why and what to do."""
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    config_path = folder / CONFIG_FILE
+    if not config_path.is_file():
+        raise LoadError(f"{folder} has no {CONFIG_FILE}")
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise LoadError(f"{config_path} is not valid JSON: {error}") from error
+    if not isinstance(config, dict):
+        raise LoadError(f"{config_path} must hold a JSON object")
+    return config
+
+
+def weight_files(folder: Path) -> list[Path]:
+    """The safetensors weight files of `folder`; refuses folders that only have pickle weights."""
+    safetensors = sorted(folder.glob("*.safetensors"))
+    if safetensors:
+        return safetensors
+    pickles = sorted(p.name for p in folder.iterdir() if p.suffix in PICKLE_WEIGHT_SUFFIXES)
+    if pickles:
+        raise LoadError(
+            f"{folder} has only pickle weights ({', '.join(pickles)}); the verifier loads safetensors only "
+            "because pickle files can run arbitrary code. Convert the weights to safetensors first."
+        )
+    raise LoadError(f"{folder} has no *.safetensors weight files")
+
+
+def weight_bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in weight_files(folder))
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def files_digest(folder: Path) -> str:
+    """sha256 over `name:sha256` lines of config.json, the safetensors index (if any) and the weight files."""
+    files = [folder / CONFIG_FILE, *weight_files(folder)]
+    if (folder / SAFETENSORS_INDEX).is_file():
+        files.append(folder / SAFETENSORS_INDEX)
+    lines = sorted(f"{path.name}:{file_sha256(path)}" for path in files)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def cached_snapshot(repo_id: str, revision: str, *, cache_dir: Path | None = None) -> Path:
+    """The folder of `repo_id` at `revision` in the local Hugging Face cache; never touches the network."""
+    try:
+        folder = snapshot_download(repo_id, revision=revision, cache_dir=cache_dir, local_files_only=True)
+    except LocalEntryNotFoundError as error:
+        raise LoadError(
+            f"{repo_id}@{revision} is not in the local Hugging Face cache; download it first "
+            "(the verifier never downloads)"
+        ) from error
+    return Path(folder)

@@ -1,0 +1,200 @@
+"""The one measuring loop for every engine (PyTorch and llama.cpp).
+
+The harness owns what must mean the same in both engines: the repeats × prompt sets loop (baseline and speculative
+interleaved per prompt, so drift in machine load hits both alike), the seed of every decode, the lossless check and
+the summaries. An engine only generates (one prompt → tokens, step counts, timings), measures its bare forward costs
+when it can, and describes itself (`verifier.harness.contract.Engine`). One result type, `PairRun`, flows from here
+to storage (`verifier.jobs.run_spec`) and the CLI. Metric definitions live in `verifier.metrics`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from verifier.harness.contract import (
+    Divergence,
+    Engine,
+    Generation,
+    PairRun,
+    Progress,
+    RunSettings,
+    SetMeasurement,
+)
+from verifier.harness.provenance import common_provenance
+from verifier.metrics import (
+    ForwardCosts,
+    StepCounts,
+    acceptance,
+    counts_acceptance,
+    decode_speedup,
+    ideal_speedup,
+    speedup,
+    spread,
+    throughput,
+)
+from verifier.prompts import PromptSet
+
+
+@dataclass
+class _Trials:
+    """Decodes of one prompt set: [repeat][prompt]."""
+
+    baseline: list[list[Generation]] = field(default_factory=list)
+    speculative: list[list[Generation]] = field(default_factory=list)
+
+
+def decode_seed(seed: int, repeat: int, set_index: int, prompt_index: int) -> int:
+    """The seed of one decode, the same in every engine (31 bits: llama-server takes a uint32)."""
+    material = f"{seed}/{repeat}/{set_index}/{prompt_index}".encode()
+    return int.from_bytes(hashlib.sha256(material).digest()[:8], "big") >> 33
+
+
+def decode_seed(seed: int, repeat: int, set_index: int, prompt_index: int) -> int:
+    """The seed of one decode, the same in every engine (31 bits: llama-server takes a uint32)."""
+    material = f"{seed}/{repeat}/{set_index}/{prompt_index}".encode()
+    return int.from_bytes(hashlib.sha256(material).digest()[:8], "big") >> 33
+
+
+def run(engine: Engine, prompt_sets: Sequence[PromptSet], settings: RunSettings,
+        progress: Progress | None = None, *, target_dir: Path | None = None, drafter: Path | None = None) -> PairRun:
+    """Measure `engine`'s pair (or its target alone) on `prompt_sets`."""
+    if not prompt_sets or any(not s.prompts for s in prompt_sets):
+        raise ValueError("a run needs at least one non-empty prompt set")
+    speculative = engine.method is not None
+    encoded = [[engine.encode(p) for p in s.prompts] for s in prompt_sets]
+
+    for _ in range(settings.warmup):
+        engine.generate(encoded[0][0], speculative=False, seed=settings.seed)
+        if speculative:
+            engine.generate(encoded[0][0], speculative=True, seed=settings.seed)
+    engine.reset_peak_memory()
+
+    trials = [_Trials() for _ in prompt_sets]
+    divergence: Divergence | None = None
+    set_lossless = [True] * len(prompt_sets)
+    total = settings.repeats * sum(len(p) for p in encoded) * (2 if speculative else 1)
+    done = 0
+    for repeat in range(settings.repeats):
+        for set_index, prompt_set in enumerate(prompt_sets):
+            baseline_row: list[Generation] = []
+            speculative_row: list[Generation] = []
+            for prompt_index, prompt in enumerate(encoded[set_index]):
+                seed = decode_seed(settings.seed, repeat, set_index, prompt_index)
+                label = f"{prompt_set.name} #{prompt_index} (repeat {repeat + 1})"
+                baseline_row.append(engine.generate(prompt, speculative=False, seed=seed))
+                done += 1
+                if progress is not None:
+                    progress(done, total, f"{label}, baseline")
+                if speculative:
+                    speculative_row.append(engine.generate(prompt, speculative=True, seed=seed))
+                    done += 1
+                    if progress is not None:
+                        progress(done, total, f"{label}, {engine.method}")
+                    base, spec = baseline_row[-1].tokens, speculative_row[-1].tokens
+                    if settings.temperature == 0 and base != spec:
+                        set_lossless[set_index] = False
+                        if divergence is None:
+                            divergence = engine.divergence(prompt, base, spec, prompt_set.name, prompt_index, repeat)
+            trials[set_index].baseline.append(baseline_row)
+            if speculative:
+                trials[set_index].speculative.append(speculative_row)
+
+    costs = engine.forward_costs(_cost_context(encoded, trials), settings.cost_repeats) if speculative else None
+    greedy_with_drafter = speculative and settings.temperature == 0
+    per_set = [
+        summarize(s.name, s.digest, t, costs, set_lossless[i] if greedy_with_drafter else None)
+        for i, (s, t) in enumerate(zip(prompt_sets, trials, strict=True))
+    ]
+    combined = _Trials(
+        baseline=[[g for t in trials for g in t.baseline[r]] for r in range(settings.repeats)],
+        speculative=[[g for t in trials for g in t.speculative[r]] for r in range(settings.repeats)]
+        if speculative else [],
+    )
+    sets_digest = hashlib.sha256("\n".join(s.digest for s in prompt_sets).encode()).hexdigest()
+    lossless = all(set_lossless) if greedy_with_drafter else None
+    overall = summarize("overall", sets_digest, combined, costs, lossless)
+    report = engine.report()
+    provenance = {
+        **common_provenance(engine, prompt_sets, sets_digest, settings, target_dir, drafter),
+        **report.provenance,
+    }
+    return PairRun(
+        method=engine.method,
+        overall=overall,
+        per_set=per_set,
+        lossless=lossless,
+        first_divergence=divergence,
+        peak_memory_bytes=report.peak_memory_bytes,
+        peak_memory_kind=report.peak_memory_kind,
+        target_weight_bytes=report.target_weight_bytes,
+        drafter_weight_bytes=report.drafter_weight_bytes,
+        provenance=provenance,
+        settings=settings,
+        draft_length=engine.draft_length,
+        forward_costs=costs,
+        generations={
+            f"{s.name}/{i}": list(g.tokens)
+            for s, t in zip(prompt_sets, trials, strict=True)
+            for i, g in enumerate((t.speculative or t.baseline)[-1])
+        },
+    )
+
+
+def _cost_context(encoded: list[list[list[int]]], trials: list[_Trials]) -> list[int]:
+    """Real tokens at the run's typical decode context: the mean prompt plus half the mean generated length (the
+    mean context over a decode), taken from a real prompt and its baseline output, repeated if too short."""
+    prompts = [ids for prompt_set in encoded for ids in prompt_set]
+    generated = [len(g.tokens) for t in trials for g in t.baseline[-1]]
+    length = round(statistics.mean(len(p) for p in prompts) + statistics.mean(generated) / 2)
+    longest = max(range(len(prompts)), key=lambda i: len(prompts[i]))
+    outputs = [g.tokens for t in trials for g in t.baseline[-1]]
+    sequence = [*prompts[longest], *outputs[longest]]
+    while len(sequence) < length:
+        sequence += sequence
+    return sequence[: max(length, 2)]
+
+
+def summarize(name: str, digest: str, trials: _Trials, costs: ForwardCosts | None,
+              lossless: bool | None) -> SetMeasurement:
+    """One SetMeasurement from [repeat][prompt] decodes; speed spreads are over repeats."""
+    baseline_runs = [throughput(row) for row in trials.baseline]
+    result = SetMeasurement(
+        name=name,
+        prompts=len(trials.baseline[0]),
+        digest=digest,
+        baseline=throughput([g for row in trials.baseline for g in row]),
+        baseline_tokens_per_s=spread([r.tokens_per_s for r in baseline_runs]),
+    )
+    if not trials.speculative:
+        return result
+    speculative_runs = [throughput(row) for row in trials.speculative]
+    pairs = list(zip(speculative_runs, baseline_runs, strict=True))
+    decode_speedups = [d for d in (decode_speedup(s, b) for s, b in pairs) if d is not None]
+    generations = [g for row in trials.speculative for g in row]
+    rounds = [r for g in generations for r in g.rounds]
+    counts = StepCounts.total([g.counts for g in generations])
+    # Engines that see every round (PyTorch) give the full histogram; the others their counters.
+    measured = acceptance(rounds) if rounds else counts_acceptance(counts)
+    tau_emitted = counts.tau_emitted
+    ideal = None
+    if costs is not None and tau_emitted is not None:
+        # The decode-only speedup counts emitted tokens, so the ideal does too (τ also counts drafts accepted past
+        # EOS or max_new_tokens in a final round, which are never output).
+        ideal = ideal_speedup(tau_emitted, costs.target_step_s, costs.verify_step_s, costs.draft_step_s)
+    decode_spread = spread(decode_speedups) if decode_speedups else None
+    return replace(
+        result,
+        speculative=throughput(generations),
+        tokens_per_s=spread([r.tokens_per_s for r in speculative_runs]),
+        speedup=spread([speedup(s.tokens_per_s, b.tokens_per_s) for s, b in pairs]),
+        decode_speedup=decode_spread,
+        acceptance=measured,
+        tau_emitted=tau_emitted,
+        ideal_speedup=ideal,
+        efficiency=decode_spread.median / ideal if ideal and decode_spread else None,
+        lossless=lossless,
+    )
