@@ -4,9 +4,9 @@
 
 Builds (or reuses from the model cache) the tiny Qwen3 target, its trained draft LM and a trained DFlash drafter
 whose fused layers llama.cpp can read (target layers 0 and 2), then measures greedy decoding of the bundled prompts
-with `verifier.engine.run_pair` and `verifier.llamacpp.run_llamacpp_pair`, one harness (`verifier.harness`): each
-engine against its own baseline, the target alone in the same engine, asked prompt by prompt between the pair's
-requests, five repeats by default with the speedup's min-max over them. The table puts τ, baseline tok/s, tok/s and speedup side by side, says
+with `verifier.engines.pytorch.run_pair` and `verifier.engines.llamacpp.engine.run_llamacpp_pair`, one harness
+(`verifier.harness.run`): each engine against its own baseline, the target alone in the same engine, asked prompt
+by prompt between the pair's requests, five repeats by default with the speedup's min-max over them. The table puts τ, baseline tok/s, tok/s and speedup side by side, says
 whether each engine's output was lossless, and whether the two engines' greedy outputs agree token for token.
 Needs the llamacpp extra.
 """

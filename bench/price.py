@@ -3,7 +3,7 @@
     .venv/bin/python bench/price.py [--json OUT] [--no-store]
 
 Predicts each successful run on real hardware (the verifier's PyTorch and llama.cpp runs, and runs ingested from
-users' servers with --hardware) from the cost model alone (registry.pricing; docs/pricing.md), with the run's own
+users' servers with --hardware) from the cost model alone (registry.domain.pricing; docs/pricing.md), with the run's own
 τ and draft length, so the error is the cost model's, not the acceptance's. A catalog GPU uses its peak bandwidth
 at the assumed efficiency (or the efficiency fitted from the OTHER GPU runs once there are two); a CPU or other
 device uses the bandwidth fitted from the OTHER runs on the same hardware (leave-one-out, never a run's own).

@@ -10,7 +10,7 @@ the GPU path, where forwards dominate and speedup and efficiency mean what they 
 
 Builds (or reuses from the model cache) a target, a draft LM and a trained DFlash drafter, then measures greedy
 decoding of every bundled prompt:
-- ours: `verifier.engine.run_pair` for draft-lm and dflash (each with its own interleaved baseline);
+- ours: `verifier.engines.pytorch.run_pair` for draft-lm and dflash (each with its own interleaved baseline);
 - transformers: `generate()` plain, with `assistant_model=<draft LM>` drafting the same number of tokens, and
   with the DFlash drafter loaded as `MuseGlimmerAssistantModel` and `speculation_type="dflash"`.
 Each of `--repeats` (default 5) cycles measures ours and theirs back to back (so load drift hits both); the table

@@ -266,6 +266,11 @@ def pair_verdict(url: str, target: str, drafter: str) -> queries.PairVerdict | N
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
+def gone_notes(url: str, target: str, drafter: str) -> tuple[str, ...]:
+    return queries.gone_notes(_engine(url), target, drafter)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
 def checkpoint_revisions(url: str, repo_id: str) -> pd.DataFrame:
     return queries.checkpoint_revisions(_engine(url), repo_id)
 

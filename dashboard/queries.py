@@ -18,6 +18,7 @@ import pandas as pd
 from sqlalchemy import Engine
 
 from registry import calibration, reports
+from registry.domain import hub_presence
 from registry.store import Store, aggregates, aware, run_aggregates
 from registry.store.aggregates import resolve_checkpoint, search_checkpoints  # noqa: F401 - for the pages
 from registry.store.read_only import (  # noqa: F401 - the pages open the database through these
@@ -140,6 +141,7 @@ def checkpoint_options(engine: Engine) -> CheckpointOptions:
 
 AVAILABILITY_COLUMNS = [
     "checkpoint", "org", "family", "size", "method", "verdict", "drafter", "drafter_released", "released", "lag_days",
+    "drafter_gone", "checkpoint_gone",
 ]
 
 
@@ -148,9 +150,10 @@ def availability(
 ) -> pd.DataFrame:
     """One row per (checkpoint, drafter method): the best head verdict and the drafter that holds it.
 
-    Best = exact before structural before unknown before incompatible, then the earliest drafter. A cell no
-    drafter of the method has a verdict for says "none". lag_days = the drafter's release − the checkpoint's,
-    0 when the dates put the drafter first (registry.lag's rule).
+    Best = exact before structural before unknown before incompatible, then a drafter still on the Hub, then
+    the earliest drafter. A cell no drafter of the method has a verdict for says "none". lag_days = the
+    drafter's release − the checkpoint's, 0 when the dates put the drafter first (registry.lag's rule).
+    drafter_gone and checkpoint_gone say "gone from the Hub since …" for a repo deleted or made private.
     """
     target_rows, best_rows = aggregates.availability_rows(engine, orgs=orgs, families=families, sizes=sizes)
     targets, best = _frame(target_rows), _frame(best_rows)
@@ -165,7 +168,15 @@ def availability(
         for name, a, b in zip(grid["drafter"], grid["drafter_released_on"], grid["drafter_first_seen"])
     ]
     grid["lag_days"] = _lag_days(grid["drafter_released"], grid["released"])
+    grid["drafter_gone"] = _gone(grid["drafter_status"], grid["drafter_status_detail"])
+    grid["checkpoint_gone"] = _gone(grid["checkpoint_status"], grid["checkpoint_status_detail"])
     return grid[AVAILABILITY_COLUMNS].reset_index(drop=True)
+
+
+def _gone(statuses: Any, details: Any) -> list[str | None]:
+    return [hub_presence.gone_marker(status if isinstance(status, str) else None,
+                                     detail if isinstance(detail, str) else None)
+            for status, detail in zip(statuses, details)]
 
 
 def _lag_days(drafter_released: Any, target_released: Any) -> Any:
@@ -176,33 +187,38 @@ def _lag_days(drafter_released: Any, target_released: Any) -> Any:
 
 
 def availability_matrix(cells: pd.DataFrame) -> pd.DataFrame:
-    """Checkpoints × method labels, each cell "verdict · drafter · N d" (or "none")."""
+    """Checkpoints × method labels, each cell "verdict · drafter · N d" (or "none"); a drafter gone from the Hub
+    reads "drafter (gone from the Hub since …)", and `hub` says the same of the checkpoint."""
     if cells.empty:
-        return pd.DataFrame(columns=["checkpoint", "org", "family", "size", *METHOD_LABELS.values()])
+        return pd.DataFrame(columns=["checkpoint", "org", "family", "size", "hub", *METHOD_LABELS.values()])
     text = [
         NO_VERDICT
         if verdict == NO_VERDICT
         else " · ".join(
-            part for part in (verdict, drafter, f"{lag} d" if not pd.isna(lag) else None) if part is not None
+            part for part in (verdict, f"{drafter} ({gone})" if gone else drafter,
+                              f"{lag} d" if not pd.isna(lag) else None) if part is not None
         )
-        for verdict, drafter, lag in zip(cells["verdict"], cells["drafter"], cells["lag_days"])
+        for verdict, drafter, lag, gone in zip(cells["verdict"], cells["drafter"], cells["lag_days"],
+                                               cells["drafter_gone"])
     ]
-    shaped = cells.assign(cell=text, method=cells["method"].map(METHOD_LABELS))
+    shaped = cells.assign(cell=text, method=cells["method"].map(METHOD_LABELS), hub=cells["checkpoint_gone"])
     matrix = shaped.pivot(index="checkpoint", columns="method", values="cell")[list(METHOD_LABELS.values())]
-    facts = shaped.drop_duplicates("checkpoint").set_index("checkpoint")[["org", "family", "size"]]
+    facts = shaped.drop_duplicates("checkpoint").set_index("checkpoint")[["org", "family", "size", "hub"]]
     return facts.join(matrix).reset_index()
 
 
-FIT_COLUMNS = ["drafter", "method", "publisher", "verdict", "reasons", "drafter_released", "lag_days"]
+FIT_COLUMNS = ["drafter", "method", "publisher", "verdict", "hub", "reasons", "drafter_released", "lag_days"]
 
 
 def drafters_for(engine: Engine, repo_id: str) -> pd.DataFrame:
-    """What can I use with this checkpoint: every head verdict, best first, with its reasons."""
+    """What can I use with this checkpoint: every head verdict, best first (within a verdict, drafters still on
+    the Hub first), with its reasons; `hub` says "gone from the Hub since …" of one deleted or made private."""
     frame = _frame(aggregates.drafters_for_rows(engine, repo_id))
     frame["reasons"] = ["; ".join(reasons or ()) for reasons in frame["reasons"]]
     frame["drafter_released"] = [_release(a, b) for a, b in zip(frame["released"], frame["first_seen"])]
     released = [_release(a, b) for a, b in zip(frame["checkpoint_released"], frame["created_at_hub"])]
     frame["lag_days"] = _lag_days(frame["drafter_released"], released)
+    frame["hub"] = _gone(frame["status"], frame["status_detail"])
     return frame[FIT_COLUMNS]
 
 
@@ -210,7 +226,7 @@ def drafters_for(engine: Engine, repo_id: str) -> pd.DataFrame:
 
 LAG_COLUMNS = [
     "target_repo_id", "org", "family", "released", "released_precision", "first_drafter_repo_id",
-    "first_drafter_released", "publisher", "lag_days", "open", "exact_drafters",
+    "first_drafter_released", "publisher", "lag_days", "open", "exact_drafters", "hub_notes",
 ]
 
 
@@ -232,6 +248,7 @@ def lag_report(engine: Engine, today: date) -> LagReport:
             {
                 **asdict(row),
                 "publisher": drafters[row.first_drafter_repo_id].publisher if row.first_drafter_repo_id else None,
+                "hub_notes": "; ".join(row.hub_notes) or None,
             }
             for row in rows
         ],
@@ -442,6 +459,17 @@ def pair_verdict(engine: Engine, target: str, drafter: str) -> PairVerdict | Non
         drafter_sha=row["drafter_sha"],
         checked_at=aware(row["checked_at"]),
     )
+
+
+def gone_notes(engine: Engine, target: str, drafter: str) -> tuple[str, ...]:
+    """"the drafter … is gone from the Hub since …" for each side of the pair deleted or made private."""
+    notes = []
+    for row in aggregates.hub_status_rows(engine, target, drafter):
+        marker = hub_presence.gone_marker(row["status"], row["status_detail"])
+        if marker is not None:
+            notes.append(f"the {row['role']} {row['repo_id']} is {marker}: its history is kept, but it cannot be "
+                         "downloaded now")
+    return tuple(notes)
 
 
 def checkpoint_revisions(engine: Engine, repo_id: str) -> pd.DataFrame:

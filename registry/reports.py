@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date
 
-from registry.domain import lag, names
+from registry.domain import hub_presence, lag, names
 from registry.domain.compat import VERDICT_ORDER
 from registry.store.records import CheckpointRecord, CompatRecord, DrafterRecord
 from registry.store import NotFound, Store
@@ -22,6 +22,8 @@ class FindRow:
     drafter_sha: str
     checkpoint_sha: str
     drafter_released: date | None
+    # "gone from the Hub since …" for a drafter deleted or made private (its verdict stands, it cannot be fetched)
+    gone: str | None = None
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,8 @@ class LagRow:
     lag_days: int | None
     open: bool
     exact_drafters: tuple[str, ...]
+    # "<repo id> gone from the Hub since …" for the target and each exact drafter no longer on the Hub
+    hub_notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,10 +86,13 @@ def find_for_checkpoint(store: Store, repo_id: str) -> tuple[CheckpointRecord, l
             drafter_sha=v.drafter_sha,
             checkpoint_sha=v.checkpoint_sha,
             drafter_released=drafter_release_date(drafters[v.drafter_repo_id]),
+            gone=hub_presence.gone_marker(drafters[v.drafter_repo_id].status,
+                                          drafters[v.drafter_repo_id].status_detail),
         )
         for v in store.verdicts(checkpoint_repo_id=checkpoint.repo_id)
     ]
-    rows.sort(key=lambda r: (VERDICT_ORDER.get(r.verdict, 9), r.method, r.drafter_repo_id))
+    # Within a verdict, drafters still on the Hub come before those gone from it.
+    rows.sort(key=lambda r: (VERDICT_ORDER.get(r.verdict, 9), r.gone is not None, r.method, r.drafter_repo_id))
     return checkpoint, rows
 
 
@@ -146,10 +153,18 @@ def lag_table(store: Store, today: date, inputs: _LagInputs | None = None) -> li
                 lag_days=measured.days if measured else None,
                 open=first is None,
                 exact_drafters=tuple(exact_drafters),
+                hub_notes=_hub_notes(checkpoint, [drafters[r] for r in exact_drafters]),
             )
         )
     rows.sort(key=lambda r: (-(r.lag_days if r.lag_days is not None else -1), r.target_repo_id))
     return rows
+
+
+def _hub_notes(checkpoint: CheckpointRecord, drafters: list[DrafterRecord]) -> tuple[str, ...]:
+    """The lag stays as measured when a repo leaves the Hub (it is history); the row says who left."""
+    marked = [(checkpoint.repo_id, hub_presence.gone_marker(checkpoint.status, checkpoint.status_detail))]
+    marked += [(d.repo_id, hub_presence.gone_marker(d.status, d.status_detail)) for d in drafters]
+    return tuple(f"{repo_id} {marker}" for repo_id, marker in marked if marker is not None)
 
 
 def lag_by(rows: list[LagRow], key: str, store: Store | None = None) -> dict[str, lag.GroupLag]:

@@ -25,6 +25,9 @@ from tests.fakehub.server import FakeHub
 if TYPE_CHECKING:
     from registry.store import Store
 
+# The tiny real models (built once, cached) every test folder shares.
+pytest_plugins = ["tests.tiny_models"]
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The server tests/services.sh starts; override to use another one.
 PG_ADMIN_URL = os.environ.get(

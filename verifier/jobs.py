@@ -19,11 +19,12 @@ from registry import calibration
 from registry.domain.engines import VERIFIER_ENGINES
 from registry.store import Store
 from registry.store import jobs as queue
-from registry.store.records import RunRecord, RunSpec, SetResult
+from registry.store.records import RunRecord
 from registry.store.runs import record_run, regression_event
 from verifier.engines.llamacpp.engine import run_llamacpp_pair
 from verifier.folders import LoadError, cached_snapshot
 from verifier.harness.contract import PairRun, RunSettings
+from verifier.harness.record import failed_spec, run_spec
 from verifier.prompts import bundled_set, load_prompt_file
 
 log = logging.getLogger(__name__)
@@ -104,89 +105,6 @@ def run_engine(request: VerifyRequest, progress: Callable[[int, int, str], None]
     return run_pair(target_dir, drafter_dir, _prompt_sets(request), settings, progress)
 
 
-def _hardware(provenance: dict[str, Any]) -> str:
-    return str(provenance.get("device") or "unknown")
-
-
-def run_spec(request: VerifyRequest, run: PairRun, *, job_id: int | None, run_id: str | None = None) -> RunSpec:
-    """The harness's PairRun as a stored run: overall numbers, per-set results, provenance. `metrics` carries the
-    metric version and, from version 2, the forward costs a run's efficiency is recomputed from
-    (`verifier.metrics.recompute_efficiency`)."""
-    summary = run.to_dict()
-    provenance = dict(run.provenance)
-    marginal = (summary.get("per_position_acceptance") or {}).get("marginal") or []
-    sets = []
-    for result in run.per_set:
-        acc = result.acceptance
-        sets.append(
-            SetResult(
-                prompt_set=result.name,
-                prompt_set_digest=result.digest,
-                tau=acc.tau if acc else None,
-                tau_spread=None,  # τ is pooled over repeats; with greedy decoding it does not vary
-                acceptance_rate=acc.acceptance_rate if acc else None,
-                per_position_acceptance=tuple(acc.marginal) if acc else (),
-                baseline_tokens_per_s=result.baseline_tokens_per_s.median,
-                tokens_per_s=result.tokens_per_s.median if result.tokens_per_s else None,
-                speedup=result.speedup.median if result.speedup else None,
-                speedup_spread=(result.speedup.maximum - result.speedup.minimum) if result.speedup else None,
-                lossless=result.lossless,
-                metrics=summary["per_set"][result.name],
-            )
-        )
-    return RunSpec(
-        run_id=run_id,
-        target=request.target,
-        drafter=request.drafter,
-        status="ok",
-        job_id=job_id,
-        engine=provenance.get("engine", "pytorch"),
-        engine_version=provenance.get("engine_version") or f"torch {provenance.get('torch_version')}",
-        target_revision=request.target_revision or provenance.get("target_sha") or provenance.get("target_files_digest"),
-        drafter_revision=request.drafter_revision or provenance.get("drafter_sha") or provenance.get("drafter_files_digest"),
-        method=run.method,
-        draft_length=run.draft_length,
-        temperature=float(provenance.get("temperature", 0.0)),
-        seed=provenance.get("seed"),
-        dtype=provenance.get("dtype"),
-        device_name=provenance.get("device"),
-        hardware=_hardware(provenance),
-        torch_version=provenance.get("torch_version"),
-        transformers_version=provenance.get("transformers_version"),
-        lossless=run.lossless,
-        tau=summary["tau"],
-        acceptance_rate=summary["acceptance_rate"],
-        baseline_tokens_per_s=summary["baseline_tokens_per_s"],
-        tokens_per_s=summary["tokens_per_s"],
-        speedup=summary["speedup"],
-        efficiency=summary["efficiency"],
-        peak_memory_bytes=run.peak_memory_bytes,
-        target_weight_bytes=run.target_weight_bytes,
-        drafter_weight_bytes=run.drafter_weight_bytes,
-        metrics={k: v for k, v in summary.items() if k not in ("provenance", "per_set")} | {"marginal": marginal},
-        provenance=provenance,
-        sets=tuple(sets),
-    )
-
-
-def _failed_spec(request: VerifyRequest, reason: str, *, job_id: int | None, run_id: str | None) -> RunSpec:
-    return RunSpec(
-        run_id=run_id,
-        target=request.target,
-        drafter=request.drafter,
-        status="failed",
-        failure_reason=reason,
-        job_id=job_id,
-        engine=VERIFIER_ENGINES[request.engine],
-        target_revision=request.target_revision,
-        drafter_revision=request.drafter_revision,
-        temperature=float(request.settings.get("temperature", 0.0)),
-        seed=request.settings.get("seed"),
-        metrics={},
-        provenance={"request": request.to_payload()},
-    )
-
-
 def verify_now(
     store: Store,
     request: VerifyRequest,
@@ -201,7 +119,7 @@ def verify_now(
         run = run_engine(request, progress)
     except Exception as error:  # noqa: BLE001 - every failure becomes a stored, explained run
         log.warning("run %s failed: %s", run_id, error)
-        return record_run(store, _failed_spec(request, _one_line(error), job_id=job_id, run_id=run_id))
+        return record_run(store, failed_spec(request, _one_line(error), job_id=job_id, run_id=run_id))
     record = record_run(store, run_spec(request, run, job_id=job_id, run_id=run_id))
     event = regression_event(store, record)
     if event is not None:

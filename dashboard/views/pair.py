@@ -1,5 +1,5 @@
 """Pair: one (target, drafter): the verdict with its reasons and checks, the revisions, every run, whether the two
-fit on a card, and the predicted tokens/s across GPU classes (registry.pricing)."""
+fit on a card, and the predicted tokens/s across GPU classes (registry.domain.pricing)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,8 @@ with data.guard("Pair"):
     if pair is None:
         st.stop()
     target, drafter = pair
+    for note in data.gone_notes(url, target, drafter):
+        st.warning(data.md(note))
 
     st.subheader("Verdict")
     verdict = data.pair_verdict(url, target, drafter)
@@ -181,6 +183,7 @@ with data.guard("Price across GPU classes"):
                                             tuple(sorted(positions["prompt_set"].unique())))
             source_run = run
             break
+    shape = None
     if acceptance is None or target_estimate.parameters is None:
         st.info(f"No measured per-position acceptance for this pair (or no target size): drafters verify "
                 f"{data.md(target)} {data.md(drafter)} measures it, then every GPU class is priced here.")
@@ -189,10 +192,15 @@ with data.guard("Price across GPU classes"):
         chosen_quant = st.selectbox("Target quantization", quant_names, index=quant_names.index("Q4_K_M"),
                                     key="price_quant")
         context_tokens = int(st.session_state.get("context", memory.DEFAULT_CONTEXT_TOKENS))
-        shape = pricing.pair_shape(
-            target_facts.config if target_facts else None, drafter_facts.config if drafter_facts else None,
-            source_run.method, target_parameters=target_estimate.parameters,
-            drafter_parameters=drafter_estimate.parameters)
+        try:
+            shape = pricing.pair_shape(
+                target_facts.config if target_facts else None, drafter_facts.config if drafter_facts else None,
+                source_run.method, target_parameters=target_estimate.parameters,
+                drafter_parameters=drafter_estimate.parameters)
+        except pricing.PricingError as missing:  # a gap in what the registry knows, not a failure of the page
+            shape = None
+            st.info(f"Cannot price this pair: {data.md(str(missing))}.")
+    if shape is not None:
         priced = [pricing.price(shape, acceptance, pricing.device_for(card), quant=pricing.quantization(chosen_quant),
                                 context=context_tokens) for card in gpus.load_gpus()]
         points = pd.DataFrame([

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from drafters.cli import render
 from drafters.cli.common import JsonOption, UserError, app, catalog_app, checked_ref, db_app, open_store, today
-from registry.domain import compat, configs
+from registry.domain import compat, configs, hub_presence
 from registry.domain.catalog import load_catalog_data
 from registry.domain.coverage import coverage
 from registry.domain.drafter_facts import detect_method
@@ -89,10 +89,13 @@ def find(repo_id: str, as_json: JsonOption = False) -> None:
     store = open_store()
     checkpoint, rows = find_for_checkpoint(store, checked_ref(repo_id, "the checkpoint"))
     runs = {r.drafter_repo_id: _coverage_of(store, r.drafter_repo_id, r.method) for r in rows}
+    checkpoint_gone = hub_presence.gone_marker(checkpoint.status, checkpoint.status_detail)
     if as_json:
         drafters = [{**render.to_jsonable(r), "engines": list(runs[r.drafter_repo_id].engines)} for r in rows]
-        render.print_json({"checkpoint": checkpoint, "drafters": drafters})
+        render.print_json({"checkpoint": checkpoint, "checkpoint_gone": checkpoint_gone, "drafters": drafters})
         return
+    if checkpoint_gone is not None:
+        render.console.print(render.styled("[yellow]{} is {}[/]", checkpoint.repo_id, checkpoint_gone))
     if not rows:
         render.console.print(f"no drafter in the registry fits {render.plain(checkpoint.repo_id)}")
         return
@@ -103,6 +106,8 @@ def find(repo_id: str, as_json: JsonOption = False) -> None:
         line.pad_right(13 - len(line))
         line.append(render.strip_control(f"{r.method or render.EMPTY:<16} {r.drafter_released or render.EMPTY!s:<10}  "))
         line.append(render.strip_control(r.drafter_repo_id))
+        if r.gone is not None:
+            line.append(f"  ({r.gone}: cannot be downloaded)", style="red")  # never shown as available
         render.console.print(line)
         if r.reasons:
             render.console.print(Padding(render.cell("; ".join(r.reasons)), (0, 0, 0, 4)), style="dim")
@@ -115,6 +120,16 @@ def _coverage_of(store: Store, repo_id: str, method: str | None):
     """Which engines run this drafter, from its newest stored config (or its repo id when none is stored)."""
     head = store.drafter_head_revision(repo_id)
     return coverage(method, head.config if head else None, repo_id)
+
+
+def _gone_from_hub(store: Store, value: str, *, drafter: bool) -> str | None:
+    """"gone from the Hub since …" when `value` is a recorded repo the watcher found deleted or made private."""
+    if looks_like_folder(value):
+        return None
+    record = store.get_drafter(value) if drafter else store.get_checkpoint(value)
+    if record is None:
+        return None
+    return hub_presence.gone_marker(record.status, record.status_detail)
 
 
 def _resolve_side(store: Store, value: str, *, drafter: bool) -> tuple[dict | None, str | None, str | None, tuple[str, ...], str | None, str | None]:
@@ -170,13 +185,19 @@ def check(drafter: str, target: str, as_json: JsonOption = False) -> None:
         target_tokenizer_digest=t_tok,
         target_problem=t_problem,
     )
+    gone = {"drafter": _gone_from_hub(store, drafter, drafter=True),
+            "target": _gone_from_hub(store, target, drafter=False)}
     if as_json:
-        render.print_json({"drafter": drafter, "target": target, "method": method, **render.to_jsonable(result)})
+        render.print_json({"drafter": drafter, "target": target, "method": method, **render.to_jsonable(result),
+                           "drafter_gone": gone["drafter"], "target_gone": gone["target"]})
         return
     line = render.styled("{} -> {}: ", drafter, target)
     line.append(render.verdict(result.verdict))
     line.append(render.strip_control(f" ({method or render.EMPTY})"))
     render.console.print(line)
+    for role, ref in (("drafter", drafter), ("target", target)):
+        if gone[role] is not None:
+            render.console.print(render.styled(f"  [yellow]note:[/] the {role} {{}} is {{}}", ref, gone[role]))
     for check_ in result.checks:
         mark = {True: "[green]       ok[/]", False: "[red]     FAIL[/]", None: "[yellow]unchecked[/]"}[check_.ok]
         render.console.print(render.styled(f"  {mark} {{}}: {{}}", check_.name, check_.detail))
@@ -219,7 +240,8 @@ def lag_command(
         return
     render.table(
         f"drafter lag as of {now}",
-        ["target", "released", "first exact drafter", "drafter released", "lag (days)", "status"],
+        ["target", "released", "first exact drafter", "drafter released", "lag (days)", "status", "notes"],
         [(r.target_repo_id, None if r.released is None else f"{r.released}{'' if r.released_precision in (None, 'day') else ' ≈'}",
-          r.first_drafter_repo_id, r.first_drafter_released, r.lag_days, "open" if r.open else "closed") for r in rows],
+          r.first_drafter_repo_id, r.first_drafter_released, r.lag_days, "open" if r.open else "closed",
+          "; ".join(r.hub_notes)) for r in rows],
     )

@@ -34,8 +34,8 @@ from registry.store.records import EventRecord, SubscriptionRecord, Subscription
 
 log = logging.getLogger(__name__)
 
-EVENT_TYPES = ("new_checkpoint", "base_upgrade", "weights_changed", "drafter_released", "lag_closed",
-               "acceptance_regressed")
+EVENT_TYPES = ("new_checkpoint", "base_upgrade", "weights_changed", "drafter_released", "drafter_gone",
+               "lag_closed", "acceptance_regressed")
 MAX_BACKOFF_S = 3600.0
 # Past this age an undeliverable event is given up, with the last error kept.
 GIVE_UP_AFTER = timedelta(days=3)

@@ -36,6 +36,7 @@ RUNS: Mapping[str, frozenset[tuple[str, str]]] = {
             ("dflash", Z_LAB),
             ("dflash", SPECULATORS),
             ("dflash", DEEPSPEC),
+            ("dflash2", DFLASH2),
             ("dspark", SPECULATORS),
             ("dspark", DEEPSPEC),
             ("eagle3", EAGLE3_ORIGINAL),
@@ -50,6 +51,8 @@ RUNS: Mapping[str, frozenset[tuple[str, str]]] = {
             ("draft-lm", GGUF),
             ("dflash", Z_LAB),
             ("dflash", GGUF),
+            ("dflash2", DFLASH2),  # tests/llamacpp/test_dflash2_agreement.py
+            ("dflash2", GGUF),
             ("dspark", DEEPSPEC),
             ("eagle3", EAGLE3_ORIGINAL),
             ("eagle3", GGUF),

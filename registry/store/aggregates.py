@@ -15,6 +15,7 @@ from sqlalchemy import Engine, Select, case, func, literal, or_, select
 from sqlalchemy.orm import aliased
 
 from registry.domain.compat import VERDICT_ORDER
+from registry.domain.hub_presence import GONE
 from registry.store.models import (
     BenchmarkRun,
     Checkpoint,
@@ -181,7 +182,8 @@ def availability_rows(
 ) -> tuple[Rows, Rows]:
     """(the chosen checkpoints, the best head verdict of each (checkpoint, drafter method) and its drafter).
 
-    Best = exact before structural before unknown before incompatible, then the earliest drafter."""
+    Best = exact before structural before unknown before incompatible, then a drafter still on the Hub, then the
+    earliest drafter. Both carry their status and its detail, so a repo gone from the Hub is shown as such."""
     checkpoints = select(
         Checkpoint.id.label("checkpoint_id"),
         Checkpoint.repo_id.label("checkpoint"),
@@ -190,6 +192,8 @@ def availability_rows(
         Checkpoint.size,
         Checkpoint.released.label("checkpoint_released"),
         Checkpoint.created_at_hub,
+        Checkpoint.status.label("checkpoint_status"),
+        Checkpoint.status_detail.label("checkpoint_status_detail"),
     )
     if orgs:
         checkpoints = checkpoints.where(Checkpoint.org.in_(list(orgs)))
@@ -208,11 +212,14 @@ def availability_rows(
             Drafter.repo_id.label("drafter"),
             Drafter.released.label("drafter_released_on"),
             Drafter.first_seen.label("drafter_first_seen"),
+            Drafter.status.label("drafter_status"),
+            Drafter.status_detail.label("drafter_status_detail"),
             func.row_number()
             .over(
                 partition_by=(verdicts.c.checkpoint_id, Drafter.method),
                 order_by=(
                     _verdict_rank(verdicts.c.verdict),
+                    _gone_last(Drafter.status),
                     Drafter.released.asc().nulls_last(),
                     Drafter.first_seen,
                     Drafter.repo_id,
@@ -227,6 +234,10 @@ def availability_rows(
     if orgs or families or sizes:
         best_query = best_query.where(ranked.c.checkpoint_id.in_(checkpoints.with_only_columns(Checkpoint.id)))
     return targets, fetch_rows(engine, best_query)
+
+
+def _gone_last(status: Any) -> Any:
+    return case((status == GONE, 1), else_=0)
 
 
 def resolve_checkpoint(engine: Engine, repo_id: str) -> str | None:
@@ -266,13 +277,15 @@ def drafters_for_rows(engine: Engine, repo_id: str) -> Rows:
             verdicts.c.reasons,
             Drafter.released,
             Drafter.first_seen,
+            Drafter.status,
+            Drafter.status_detail,
             Checkpoint.released.label("checkpoint_released"),
             Checkpoint.created_at_hub,
         )
         .join(Drafter, Drafter.id == verdicts.c.drafter_id)
         .join(Checkpoint, Checkpoint.id == verdicts.c.checkpoint_id)
         .where(Checkpoint.repo_id == (resolve_checkpoint(engine, repo_id) or repo_id))
-        .order_by(_verdict_rank(verdicts.c.verdict), Drafter.method, Drafter.repo_id)
+        .order_by(_verdict_rank(verdicts.c.verdict), _gone_last(Drafter.status), Drafter.method, Drafter.repo_id)
     )
     return fetch_rows(engine, query)
 
@@ -322,6 +335,16 @@ def pair_verdict_row(engine: Engine, target: str, drafter: str) -> dict[str, Any
         .where(Checkpoint.repo_id == (resolve_checkpoint(engine, target) or target), Drafter.repo_id == drafter)
     )
     return fetch_one(engine, query)
+
+
+def hub_status_rows(engine: Engine, target: str, drafter: str) -> list[dict[str, Any]]:
+    """{role, repo_id, status, status_detail} of the pair's target and drafter, those the registry records."""
+    checkpoint = fetch_one(engine, select(literal("target").label("role"), Checkpoint.repo_id, Checkpoint.status,
+                                          Checkpoint.status_detail)
+                           .where(Checkpoint.repo_id == (resolve_checkpoint(engine, target) or target)))
+    drafter_ = fetch_one(engine, select(literal("drafter").label("role"), Drafter.repo_id, Drafter.status,
+                                        Drafter.status_detail).where(Drafter.repo_id == drafter))
+    return [row for row in (checkpoint, drafter_) if row is not None]
 
 
 def checkpoint_revision_rows(engine: Engine, repo_id: str) -> Rows:

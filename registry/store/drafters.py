@@ -1,17 +1,17 @@
-"""Drafter commands: create, rename and re-status drafters, and record their revisions."""
+"""Drafter commands: create, rename (its runs follow) and re-status drafters, and record their revisions."""
 
 from __future__ import annotations
 
 import json
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from registry.domain import configs
 from registry.domain.drafter_facts import drafter_facts
 from registry.store.core import NotFound, StoreCore, utcnow
 from registry.store.mappers import drafter_record, drafter_revision_record, parse_config
-from registry.store.models import Drafter, DrafterAlias, DrafterRevision, DrafterTarget
+from registry.store.models import BenchmarkRun, Drafter, DrafterAlias, DrafterRevision, DrafterTarget
 from registry.store.records import DrafterRecord, DrafterRevisionRecord, DrafterSpec, RevisionSpec
 
 
@@ -41,6 +41,9 @@ class DrafterCommands(StoreCore):
             session.flush()
             if session.scalar(select(DrafterAlias).where(DrafterAlias.alias == old_repo_id)) is None:
                 session.add(DrafterAlias(alias=old_repo_id, drafter_id=target_id))
+            # Its benchmark runs follow it: one drafter, one history, looked up by its current id.
+            session.execute(update(BenchmarkRun).where(BenchmarkRun.drafter == old_repo_id)
+                            .values(drafter=new_repo_id))
 
     def upsert_drafter(self, spec: DrafterSpec) -> DrafterRecord:
         with self.session() as session:

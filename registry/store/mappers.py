@@ -126,6 +126,7 @@ def drafter_record(row: Drafter) -> DrafterRecord:
         in_21=row.in_21,
         gated=row.gated,
         status=row.status,
+        status_detail=row.status_detail,
         head_sha=row.head_sha,
         notes=row.notes,
         source=row.source,

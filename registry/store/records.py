@@ -113,6 +113,7 @@ class DrafterRecord:
     in_21: bool | None
     gated: bool
     status: str
+    status_detail: str | None
     head_sha: str | None
     notes: str | None
     source: str

@@ -16,23 +16,25 @@ from registry.store import Store
 from registry.store.core import utcnow
 from registry.store.mappers import RUN_COLUMNS, SET_COLUMNS, run_record
 from registry.store.models import BenchmarkRun, RunSetResult
-from registry.store.records import EventSpec, RunRecord, RunSpec, SetResult
+from registry.store.records import EventSpec, RunRecord, RunSpec
 
-# SetResult is re-exported: callers build a RunSpec's sets from this module's names.
-__all__ = ["PREDICTION_KEY", "RunRecord", "RunSpec", "SetResult", "get_run", "list_runs", "record_run",
+__all__ = ["PREDICTION_KEY", "RunRecord", "RunSpec", "get_run", "list_runs", "record_run",
            "regression_event", "set_predictions"]
 # Where a run's price prediction sits in its metrics (registry.calibration writes it).
 PREDICTION_KEY = "prediction"
 
 
 def record_run(store: Store, spec: RunSpec) -> RunRecord:
-    """Store a run once per run_id; recording the same run_id again returns the stored run."""
+    """Store a run once per run_id; recording the same run_id again returns the stored run. A drafter named by
+    an old id (a job queued before the repo was renamed) is stored under its current id, as its earlier runs are."""
     run_id = spec.run_id or uuid.uuid4().hex
+    drafter = _current_drafter_id(store, spec.drafter)
     with store.session() as session:
         existing = session.scalar(select(BenchmarkRun).where(BenchmarkRun.run_id == run_id))
         if existing is not None:
             return run_record(existing)
         values = {name: getattr(spec, name) for name in RUN_COLUMNS}
+        values["drafter"] = drafter
         values["metrics"], values["provenance"] = _as_json(spec.metrics), _as_json(spec.provenance)
         row = BenchmarkRun(run_id=run_id, created_at=spec.created_at or utcnow(), **values)
         for result in spec.sets:
@@ -43,6 +45,13 @@ def record_run(store: Store, spec: RunSpec) -> RunRecord:
         session.add(row)
         session.flush()
         return run_record(row)
+
+
+def _current_drafter_id(store: Store, drafter: str | None) -> str | None:
+    """The id the registry records this drafter under now (renames followed); anything else (a local folder, a
+    drafter not in the registry) as given."""
+    record = store.get_drafter(drafter) if drafter is not None else None
+    return record.repo_id if record is not None else drafter
 
 
 def _finite(value: Any) -> Any:
@@ -78,7 +87,8 @@ def list_runs(
     method: str | None = None,
     limit: int | None = None,
 ) -> list[RunRecord]:
-    """Newest first."""
+    """Newest first; a drafter's old id (before a rename) finds its runs too."""
+    drafter = _current_drafter_id(store, drafter)
     with store.session() as session:
         query = (
             select(BenchmarkRun)

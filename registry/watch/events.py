@@ -11,7 +11,7 @@ from datetime import date
 from registry.domain import names
 from registry.hub import HubModel
 from registry.store import Store
-from registry.store.records import EventSpec, CompatRecord
+from registry.store.records import CompatRecord, DrafterRecord, EventSpec
 from registry.watch.classify import kind
 
 # Called with (drafter repo, drafter sha, target repo, target sha, verdict) for new exact/structural pairs.
@@ -74,6 +74,20 @@ def drafter_released(store: Store, model: HubModel, method: str, targets: list[s
         method=method,
         targets=targets,
         verdicts={v.checkpoint_repo_id: v.verdict for v in verdicts},
+    )
+
+
+def drafter_gone(store: Store, drafter: DrafterRecord, why: str) -> None:
+    """A recorded drafter the Hub no longer shows (deleted or made private); once per drafter and head sha."""
+    record(
+        store,
+        "drafter_gone",
+        drafter.repo_id,
+        f"drafter_gone:{drafter.repo_id}:{drafter.head_sha}",
+        f"{drafter.method} drafter {drafter.repo_id} is gone from the Hub: {why}; its verdicts and benchmark "
+        "runs are kept",
+        method=drafter.method,
+        last_sha=drafter.head_sha,
     )
 
 

@@ -11,7 +11,7 @@ import logging
 from dataclasses import replace
 
 from registry import hub
-from registry.domain import configs, names
+from registry.domain import configs, hub_presence, names
 from registry.domain.drafter_facts import detect_method
 from registry.hub import HubClient, HubModel
 from registry.store import Store, aware, utcnow
@@ -267,13 +267,20 @@ class ModelUnits:
             return None
 
     def mark_gone(self, repo_id: str, why: str) -> None:
-        """The repo is no longer on the Hub (for us): say so on its record, keep its revisions and verdicts, and
-        announce nothing; if it comes back, the next read of it sets it ok again."""
-        detail = f"{why}; last seen {utcnow():%Y-%m-%d}"
-        if self.store.get_checkpoint(repo_id) is not None:
-            self.store.set_checkpoint_status(repo_id, "gone", detail)
-        elif self.store.get_drafter(repo_id) is not None:
-            self.store.set_drafter_status(repo_id, "gone", detail)
+        """The repo is no longer on the Hub (for us): say so on its record with the day, keep its revisions,
+        verdicts and runs; if it comes back, the next read of it sets it ok again (no release: it was known).
+
+        A drafter pulled from the Hub is announced (`drafter_gone`): whoever serves it can no longer fetch it.
+        A checkpoint is not: the watched orgs hide and delete checkpoints (finetunes, quantizations) routinely,
+        and every report marks it anyway. A repo already marked keeps its first day, and announces nothing again."""
+        detail = hub_presence.gone_detail(why, utcnow().date())
+        checkpoint = self.store.get_checkpoint(repo_id)
+        drafter = self.store.get_drafter(repo_id) if checkpoint is None else None
+        if checkpoint is not None and checkpoint.status != hub_presence.GONE:
+            self.store.set_checkpoint_status(repo_id, hub_presence.GONE, detail)
+        elif drafter is not None and drafter.status != hub_presence.GONE:
+            self.store.set_drafter_status(repo_id, hub_presence.GONE, detail)
+            events.drafter_gone(self.store, drafter, why)
         else:
             return
         log.info("%s: %s", repo_id, why)

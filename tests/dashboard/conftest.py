@@ -20,8 +20,8 @@ import streamlit as st
 from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
-from registry.store.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec
-from registry.store.runs import RunSpec, SetResult, record_run
+from registry.store.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec, RunSpec, SetResult
+from registry.store.runs import record_run
 from registry.settings import get_settings
 from registry.store import Store
 from tests.conftest import REPO_ROOT

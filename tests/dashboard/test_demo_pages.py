@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from registry.store.catalog_import import load_catalog
-from registry.store.records import EventSpec
-from registry.store.runs import RunSpec, SetResult, record_run
+from registry.store.records import EventSpec, RunSpec, SetResult
+from registry.store.runs import record_run
 from registry.store import Store
 from dashboard.launch import launch
 from registry.domain import memory

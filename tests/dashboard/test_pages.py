@@ -16,14 +16,16 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 import dashboard
 from dashboard import data, launch, queries
-from registry.domain import memory
+from registry.domain import hub_presence, memory
 from registry import reports
 from registry.store.db import head_revision
-from registry.store.runs import RunSpec, SetResult, list_runs, record_run
+from registry.store.records import RunSpec, SetResult
+from registry.store.runs import list_runs, record_run
 from registry.store import Store
 from tests.conftest import REPO_ROOT
 from tests.dashboard.conftest import (
@@ -472,6 +474,45 @@ def test_pair_page_shows_verdict_revisions_runs_and_memory(dashboard_db: Seeded)
     assert set(app.selectbox(key="drafter").options) == {
         v.drafter_repo_id for v in dashboard_db.store.verdicts(checkpoint_repo_id=LLAMA)
     }
+
+
+def test_pages_mark_repos_gone_from_the_hub_and_follow_a_renamed_drafters_runs(dashboard_db: Seeded) -> None:
+    store = dashboard_db.store
+    why = "no longer public on the Hub (deleted or made private)"
+    store.set_drafter_status(EAGLE_8B, "gone", hub_presence.gone_detail(why, date(2026, 5, 2)))
+    store.set_checkpoint_status(LLAMA, "gone", hub_presence.gone_detail(why, date(2026, 5, 3)))
+    drafter_gone, target_gone = "gone from the Hub since 2026-05-02", "gone from the Hub since 2026-05-03"
+
+    app = run_page("availability")
+    assert_clean(app)
+    matrix = frame_with(app, "DFlash").set_index("checkpoint")
+    lag = (date(2025, 6, 1) - date(2025, 4, 29)).days
+    assert matrix.loc[QWEN3_8B, "EAGLE-3"] == f"exact · {EAGLE_8B} ({drafter_gone}) · {lag} d"
+    assert (matrix.loc[LLAMA, "hub"], matrix.loc[QWEN3_8B, "hub"]) == (target_gone, data.EMPTY)
+    app.text_input(key="search").input("qwen3-8").run()
+    assert_clean(app)
+    found = frame_with(app, "reasons").set_index("drafter")
+    assert (found.loc[EAGLE_8B, "hub"], found.loc[DFLASH_8B, "hub"]) == (drafter_gone, data.EMPTY)
+
+    app = run_page("pair", query_params={"target": QWEN3_8B, "drafter": EAGLE_8B})
+    assert_clean(app)  # a size the registry does not know is said in an info box, not an error
+    assert [w.value for w in app.warning] == [data.md(
+        f"the drafter {EAGLE_8B} is {drafter_gone}: its history is kept, but it cannot be downloaded now")]
+    app = run_page("pair", query_params={"target": LLAMA, "drafter": EAGLE_LLAMA})
+    assert_clean(app)
+    assert [w.value for w in app.warning] == [data.md(
+        f"the target {LLAMA} is {target_gone}: its history is kept, but it cannot be downloaded now")]
+
+    # The watcher follows a rename on the Hub (Store.rename_drafter): the runs go with the drafter.
+    renamed = "z-lab/Qwen3-8B-DFlash-b16-v2"
+    store.rename_drafter(DFLASH_8B, renamed)
+    st.cache_data.clear()  # as the pages' TTL would, a minute later
+    app = run_page("pair", query_params={"target": QWEN3_8B, "drafter": renamed})
+    assert_clean(app)
+    assert app.selectbox(key="drafter").value == renamed and DFLASH_8B not in app.selectbox(key="drafter").options
+    assert not list(app.warning)
+    runs = frame_with(app, "failure_reason")
+    assert set(runs["run_id"]) == {*dashboard_db.run_ids, dashboard_db.failed_run_id}
 
 
 def test_alerts_filter_events_and_link_the_feed(dashboard_db: Seeded, isolated_env: Path) -> None:

@@ -8,7 +8,8 @@ import pytest
 
 from registry import calibration
 from registry.domain.gpus import load_gpus
-from registry.store.runs import RunSpec, SetResult, record_run
+from registry.store.records import RunSpec, SetResult
+from registry.store.runs import record_run
 from tests.dashboard.conftest import DFLASH_8B, QWEN3_8B, Seeded, assert_clean, chart_data, frame_with, run_page
 
 

@@ -10,22 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.llamacpp import (
-    cache_root,
-    draft_lm,
-    llama_source,
-    qwen3_target,
-    server_binary,
-    skip_unless_wanted,
-)
+from tests.llamacpp import skip_unless_wanted
+from tests.tiny_models import cache_root
 from verifier.engines.llamacpp.convert import ConversionFailed, convert_pair, convert_to_gguf, converter_refusal
 from verifier.engines.llamacpp.gguf import gguf_info, read_gguf_metadata
 from verifier.engines.llamacpp.server import server_errors
 from verifier.folders import LoadError
 
 skip_unless_wanted()
-
-__all__ = ["draft_lm", "llama_source", "qwen3_target", "server_binary"]
 
 
 def test_the_converter_comes_from_the_same_llama_cpp_build(llama_source: Path) -> None:

@@ -10,13 +10,13 @@ it is the last draft. The PyTorch loop drafts the full chain and counts drafts a
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.llamacpp import cache_root, llama_options, llama_source, qwen3_target, server_binary, skip_unless_wanted
+from tests.llamacpp import skip_unless_wanted
+from tests.llamacpp.counting import ServerCounts, counted_as_llama_server
+from tests.tiny_models import cache_root
 from verifier.engines.pytorch import RunSettings, TorchEngine
 from verifier.engines.llamacpp.convert import cached_gguf, eagle3_target_layers
 from verifier.engines.llamacpp.engine import load_llamacpp_engine
@@ -30,39 +30,8 @@ from verifier.tiny.eagle3 import cached_eagle3_head
 
 skip_unless_wanted()
 
-__all__ = ["llama_options", "llama_source", "qwen3_target", "server_binary"]
-
 MAX_NEW_TOKENS = 48
 DRAFT_LENGTH = 5
-
-
-@dataclass(frozen=True)
-class ServerCounts:
-    drafting_steps: int
-    drafted: int
-    accepted: int
-
-
-def counted_as_llama_server(rounds: Sequence[RoundRecord], tokens: Sequence[int], eos_ids: Collection[int],
-                            max_new_tokens: int, draft_length: int) -> ServerCounts:
-    """A PyTorch greedy decode's rounds as llama-server counts them (see the module docstring). Chained drafts are
-    deterministic, so a draft cut to m tokens is the first m of the PyTorch chain, and the rounds stay aligned."""
-    generated = 1  # the first token comes from the prefill
-    steps = drafted = accepted = 0
-    for record in rounds:
-        cap = min(draft_length, max_new_tokens - generated - 1)
-        committed = tokens[generated : generated + record.emitted]
-        generated += record.emitted
-        if cap <= 0:
-            continue  # a plain step: llama-server drafts nothing for the last token
-        steps += 1
-        drafted += cap
-        taken = min(record.accepted, cap)
-        eos_at = next((i for i, token in enumerate(committed) if token in eos_ids), None)
-        if eos_at is not None and eos_at < taken and eos_at + 1 < cap:
-            taken = eos_at  # an accepted end-of-generation draft stops acceptance before it
-        accepted += taken
-    return ServerCounts(steps, drafted, accepted)
 
 
 def _round(accepted: int, emitted: int) -> RoundRecord:

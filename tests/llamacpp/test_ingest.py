@@ -16,11 +16,9 @@ import pytest
 
 from registry.store.runs import list_runs
 from registry.store import Store
-from tests.llamacpp import SKIP_VARIABLE, draft_lm, llama_options, llama_source, qwen3_target, server_binary
+from tests.llamacpp import SKIP_VARIABLE
 from verifier.counters import ServerReadError, SpecCounters, counter_acceptance, parse_prometheus, spec_counters
 from verifier.ingest import ingest_server
-
-__all__ = ["draft_lm", "llama_options", "llama_source", "qwen3_target", "server_binary"]
 
 # vLLM 0.2x /metrics (prometheus_client exposition), trimmed to the families ingest reads plus neighbours.
 VLLM_METRICS = """\

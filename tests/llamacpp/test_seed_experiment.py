@@ -10,13 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.llamacpp import cache_root, llama_source, server_binary, skip_unless_wanted
+from tests.llamacpp import skip_unless_wanted
+from tests.tiny_models import cache_root
 from verifier.engines.llamacpp.convert import convert_pair
 from verifier.engines.llamacpp.gguf import read_gguf_metadata
 
 skip_unless_wanted()
-
-__all__ = ["llama_source", "server_binary"]
 
 
 def _json_documents(text: str) -> list[Any]:

@@ -14,18 +14,8 @@ import pytest
 
 from registry.store.runs import get_run, list_runs
 from registry.store import Store
-from tests.llamacpp import (
-    cache_root,
-    draft_lm,
-    llama_env,
-    llama_options,
-    llama_server_children,
-    llama_source,
-    qwen3_target,
-    random_draft_lm,
-    server_binary,
-    skip_unless_wanted,
-)
+from tests.llamacpp import llama_server_children, skip_unless_wanted
+from tests.tiny_models import cache_root
 from verifier.engines.pytorch import RunSettings
 from verifier.jobs import VerifyRequest, Worker, enqueue, verify_now
 from verifier.engines.llamacpp.engine import run_llamacpp_pair
@@ -33,9 +23,6 @@ from verifier.engines.llamacpp.server import LlamaCppOptions, ServerFailed
 from verifier.prompts import bundled_set
 
 skip_unless_wanted()
-
-__all__ = ["draft_lm", "llama_env", "llama_options", "llama_source", "qwen3_target", "random_draft_lm",
-           "server_binary"]
 
 SETTINGS = {"max_new_tokens": 48, "repeats": 1, "warmup": 0, "device": "cpu"}
 # llama.cpp reads a fused layer as the input of the next one, which a 4-layer target does not have for layer 3 (the

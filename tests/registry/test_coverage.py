@@ -60,9 +60,11 @@ def test_a_config_outranks_the_repo_id() -> None:
 def test_both_eagle3_layouts_run_in_pytorch_and_unbuilt_ones_run_nowhere() -> None:
     assert coverage("eagle3", None, "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B").engines == (PYTORCH, LLAMA_CPP)
     assert PYTORCH in coverage("eagle3", None, "RedHatAI/Qwen3-8B-speculator.eagle3").engines
-    nowhere = coverage("dflash2", None, "z-lab/Qwen3.8-27B-DFlash2")
+    assert coverage("dflash2", None, "z-lab/Qwen3.8-27B-DFlash2").engines == (PYTORCH, LLAMA_CPP)
+    assert coverage("dflash2", None, "z-lab/Qwen3.8-27B-DFlash2-GGUF").engines == (LLAMA_CPP,)
+    nowhere = coverage("eagle3", None, "deepseek-ai/eagle3_gemma4_12b_ttt7")
     assert not nowhere.runnable
-    assert nowhere.note() == "no engine runs dflash2 drafters in the dflash2 layout yet"
+    assert nowhere.note() == "no engine runs eagle3 drafters in the deepspec-gemma4 layout yet"
 
 
 def test_every_catalog_method_runs_somewhere() -> None:
@@ -72,6 +74,7 @@ def test_every_catalog_method_runs_somewhere() -> None:
     assert by_method["eagle3"] >= {PYTORCH, LLAMA_CPP}
     assert by_method["dflash"] >= {PYTORCH, LLAMA_CPP}
     assert PYTORCH in by_method["gemma4-assistant"]
+    assert PYTORCH in by_method["dflash2"]
 
 
 def test_the_tables_match_what_the_engines_implement() -> None:
@@ -110,6 +113,7 @@ def test_find_marks_drafters_no_engine_runs(database_url: str) -> None:
     assert "no engine runs eagle3 drafters in the deepspec layout" not in table.stdout
     found = drafters("find", "Qwen/Qwen3.8-27B", "--json", env=env)
     rows = {r["drafter_repo_id"]: r for r in json.loads(found.stdout)["drafters"]}
-    assert rows["z-lab/Qwen3.8-27B-DFlash2"]["engines"] == []
+    assert rows["z-lab/Qwen3.8-27B-DFlash2"]["engines"] == [PYTORCH, LLAMA_CPP]
+    assert rows["z-lab/Qwen3.8-27B-DFlash2-GGUF"]["engines"] == [LLAMA_CPP]
     table = drafters("find", "Qwen/Qwen3.8-27B", env=env)
-    assert "no engine runs dflash2 drafters in the dflash2 layout yet" in table.stdout
+    assert "no engine runs dflash2" not in table.stdout

@@ -157,7 +157,8 @@ def test_llama_server_answers_only_with_its_key(tmp_path: Path) -> None:
     """A real llama-server (the llamacpp extra) on the tiny target: loopback, and /metrics refused without the key."""
     import httpx
 
-    from tests.llamacpp import cache_root, skip_unless_wanted
+    from tests.llamacpp import skip_unless_wanted
+    from tests.tiny_models import cache_root
     from verifier.engines.llamacpp.convert import cached_gguf
     from verifier.engines.llamacpp.install import fetch_llama_cpp_source, find_server
     from verifier.engines.llamacpp.server import LlamaServer

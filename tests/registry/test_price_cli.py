@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from registry.store.runs import RunSpec, SetResult, get_run, record_run
+from registry.store.records import RunSpec, SetResult
+from registry.store.runs import get_run, record_run
 from registry.store import Store
 from tests.support.cli import drafters
 

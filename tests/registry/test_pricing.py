@@ -14,7 +14,8 @@ from registry.domain.catalog import load_catalog_data
 from registry.domain.gpus import load_gpus
 from registry.domain.memory import GIB
 from registry.store.models import BenchmarkRun
-from registry.store.runs import RunSpec, SetResult, get_run, record_run
+from registry.store.records import RunSpec, SetResult
+from registry.store.runs import get_run, record_run
 from registry.store import Store
 
 ONE_GB_S = pricing.Device("test", "discrete", bandwidth_bytes_s=1e9, bf16_ops_s=None, int8_ops_s=None,

@@ -1,7 +1,8 @@
 """Hub webhooks end to end (issue 12), through the push endpoint's HTTP port into the watcher and the database,
 against the HTTP fake Hub: the pushed `headSha` is the revision stored, deletes and repos that leave an org's
-listing are marked gone (history kept, nothing announced) and handled when they come back, renamed or
-transferred drafters stay one drafter, and `drafters hub-webhooks --create` run as a process."""
+listing are marked gone (history kept, a drafter announced) and shown so by `find`, `check`, `lag` and `alerts`
+until they come back, renamed or transferred drafters stay one drafter with their runs, and
+`drafters hub-webhooks --create` run as a process."""
 
 from __future__ import annotations
 
@@ -14,11 +15,15 @@ from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
+from typing import Any
+
 import pytest
 
+from registry.domain import hub_presence
 from registry.hub import HubClient
 from registry.watch.push import PushHint, PushServer
-from registry.store.records import DrafterSpec
+from registry.store.records import DrafterSpec, RunSpec
+from registry.store.runs import list_runs, record_run
 from registry.store import Store
 from registry.watch.poller import Watcher
 from tests.fakehub.scenario import QWEN3_8B_DFLASH_CONFIG, Scenario
@@ -181,13 +186,19 @@ def test_repos_gone_from_the_listing_are_marked_gone_kept_and_sanely_recreated(
     state.delete(drafter)
     state.set_private(checkpoint, True)  # anonymously, exactly like a delete
     report = watcher.poll_once()
-    assert not report.errors and report.events == []
+    # A drafter pulled from the Hub is news to whoever serves it; a checkpoint leaving is only marked.
+    assert not report.errors and [(e.type, e.subject) for e in report.events] == [("drafter_gone", drafter)]
+    assert report.events[0].payload["message"].startswith(f"dflash drafter {drafter} is gone from the Hub")
     assert store.get_drafter(drafter).status == "gone"
     assert (store.get_checkpoint(checkpoint).status, store.get_checkpoint(checkpoint).status_detail.split(";")[0]) \
         == ("gone", "no longer public on the Hub (deleted or made private)")
     assert store.drafter_revisions(drafter) == drafter_revisions and store.verdicts(drafter_repo_id=drafter) == verdicts
     hub.clear_requests()
     assert watcher.poll_once().events == [] and len(hub.requests) == len(ORGS)  # gone ones cost nothing more
+
+    # Reported gone again (a delete webhook for it): the first day stays, nothing is announced twice.
+    watcher.poll_repo(drafter)
+    assert len(store.events(types=["drafter_gone"])) == 1
 
     # Public again with the same sha, and re-created under the same id (same files, a new commit).
     state.set_private(checkpoint, False)
@@ -215,6 +226,74 @@ def test_a_delete_webhook_marks_a_recorded_repo_gone(
     assert store.get_checkpoint("nobody/Never-Recorded") is None and store.get_drafter("nobody/Never-Recorded") is None
 
 
+def drafters_cli(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`drafters …` as a user runs it, on the test's database."""
+    env = {**os.environ, "DRAFTERS_DATABASE_URL": database_url, "COLUMNS": "250"}
+    return subprocess.run([sys.executable, "-m", "drafters.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def cli_json(database_url: str, *args: str) -> Any:
+    done = drafters_cli(database_url, *args, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_repo_gone_from_the_hub_says_so_in_find_check_lag_and_alerts_until_it_comes_back(
+    store: Store, database_url: str, scenario: Scenario, hub: FakeHub, tmp_path: Path
+) -> None:
+    state = scenario.state
+    watcher = make_watcher(store, hub, tmp_path)
+    watcher.poll_once()
+    drafter, target = "z-lab/Qwen3-4B-DFlash-b16", "Qwen/Qwen3-4B"
+    assert {v.verdict for v in store.verdicts(drafter_repo_id=drafter, checkpoint_repo_id=target)} == {"exact"}
+    lag_before = {r["target_repo_id"]: r for r in cli_json(database_url, "lag")}[target]
+
+    state.set_private(drafter, True)
+    state.set_private(target, True)
+    assert not watcher.poll_once().errors
+    since = hub_presence.gone_since(store.get_drafter(drafter).status_detail)
+    assert since is not None and hub_presence.gone_since(store.get_checkpoint(target).status_detail) == since
+    marker = f"gone from the Hub since {since.isoformat()}"
+
+    found = cli_json(database_url, "find", target)
+    rows = {r["drafter_repo_id"]: r for r in found["drafters"]}
+    assert (rows[drafter]["verdict"], rows[drafter]["gone"]) == ("exact", marker)  # still fits; not available
+    assert found["checkpoint_gone"] == marker
+    assert [name for name, r in rows.items() if r["gone"] is not None] == [drafter]
+    table = drafters_cli(database_url, "find", target)
+    assert table.returncode == 0, table.stderr
+    [line] = [text for text in table.stdout.splitlines() if drafter in text]
+    assert line.startswith("exact") and f"({marker}: cannot be downloaded)" in line
+    assert f"{target} is {marker}" in table.stdout
+
+    checked = cli_json(database_url, "check", drafter, target)
+    assert (checked["verdict"], checked["drafter_gone"], checked["target_gone"]) == ("exact", marker, marker)
+    told = drafters_cli(database_url, "check", drafter, target)
+    assert f"the drafter {drafter} is {marker}" in told.stdout and f"the target {target} is {marker}" in told.stdout
+
+    # The lag is history and stays as measured; the row says who left the Hub.
+    lag_row = {r["target_repo_id"]: r for r in cli_json(database_url, "lag")}[target]
+    assert (lag_row["lag_days"], lag_row["open"]) == (lag_before["lag_days"], lag_before["open"])
+    assert {f"{target} {marker}", f"{drafter} {marker}"} <= set(lag_row["hub_notes"])
+    assert lag_before["hub_notes"] == []
+    assert marker in drafters_cli(database_url, "lag").stdout
+
+    [event] = cli_json(database_url, "alerts", "--type", "drafter_gone")
+    assert (event["subject"], event["payload"]["method"]) == (drafter, "dflash")
+
+    # Public again: the markers go, and coming back is no release.
+    state.set_private(drafter, False)
+    state.set_private(target, False)
+    report = watcher.poll_once()
+    assert not report.errors and report.events == []
+    found = cli_json(database_url, "find", target)
+    assert found["checkpoint_gone"] is None and all(r["gone"] is None for r in found["drafters"])
+    assert "gone from the Hub" not in drafters_cli(database_url, "find", target).stdout
+    assert {r["target_repo_id"]: r for r in cli_json(database_url, "lag")}[target]["hub_notes"] == []
+    assert len(cli_json(database_url, "alerts", "--type", "drafter_gone")) == 1
+
+
 # ---- renames of drafters -------------------------------------------------------------------------------------
 
 def test_a_renamed_drafter_found_by_the_id_listing_stays_one_drafter(
@@ -239,6 +318,31 @@ def test_a_renamed_drafter_found_by_the_id_listing_stays_one_drafter(
     assert len([d for d in store.drafters() if "Qwen3-4B-DFlash" in d.repo_id]) == 1
     hub.clear_requests()
     assert watcher.poll_once().events == [] and len(hub.requests) == len(ORGS)
+
+
+def test_runs_recorded_under_a_drafters_old_id_follow_its_rename(
+    store: Store, database_url: str, scenario: Scenario, hub: FakeHub, tmp_path: Path
+) -> None:
+    watcher = make_watcher(store, hub, tmp_path)
+    watcher.poll_once()
+    old, new, target = "z-lab/Qwen3-4B-DFlash-b16", "z-lab/Qwen3-4B-DFlash", "Qwen/Qwen3-4B"
+
+    def run(run_id: str) -> RunSpec:
+        return RunSpec(target=target, drafter=old, method="dflash", hardware="H200", tau=3.0, speedup=2.0,
+                       run_id=run_id)
+
+    record_run(store, run("measured-before"))
+    record_run(store, RunSpec(target=target, drafter="z-lab/Qwen3-8B-DFlash-b16", method="dflash",
+                              run_id="another-drafter"))
+    scenario.state.rename(old, new)
+    assert not watcher.poll_once().errors
+    # A job queued under the old id that finishes after the rename lands on the same drafter.
+    assert record_run(store, run("finished-after")).drafter == new
+    for asked in (new, old):
+        listed = cli_json(database_url, "runs", "--drafter", asked)
+        assert sorted((r["run_id"], r["drafter"]) for r in listed) == [("finished-after", new),
+                                                                         ("measured-before", new)]
+    assert [r.run_id for r in list_runs(store, target=target) if r.drafter == old] == []
 
 
 def test_a_move_webhook_keeps_one_drafter_even_across_orgs(

@@ -18,7 +18,6 @@ import pytest
 from registry.store import jobs as queue
 from registry.store.runs import list_runs
 from registry.store import Store
-from tests.verifier.conftest import model_cache, tiny_draft_lm_dir, tiny_target_dir  # noqa: F401 - fixtures
 from verifier.jobs import VerifyRequest, enqueue
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

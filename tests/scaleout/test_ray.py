@@ -17,7 +17,6 @@ from registry.store import jobs as queue
 from registry.store.records import RunRecord
 from registry.store.runs import list_runs
 from registry.store import Store
-from tests.verifier.conftest import model_cache, tiny_draft_lm_dir, tiny_target_dir  # noqa: F401 - fixtures
 from verifier.jobs import VERIFY, VerifyRequest, Worker, job_run_id
 from verifier.ray_executor import TaskResources, task_resources
 

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import AutoConfig
 
+from registry.domain.configs import model_facts
 from verifier.decode import CacheCheckpoint, new_cache, rollback_problem
 from verifier.engines.pytorch import IncompatiblePair, PairRun, RunSettings, run_pair, with_target_margin
 from verifier.folders import LoadError, read_config
@@ -20,7 +22,7 @@ from verifier.loading import load_causal_lm, load_target, refuse_remote_code
 from verifier.methods.draft_lm import DraftLMProposer
 from verifier.prompts import Message, Prompt, PromptSet
 from verifier.proposer import TargetOutput
-from verifier.tiny.architectures import ARCHITECTURES, cached_architecture, cached_gemma4_assistant_for
+from verifier.tiny.architectures import ARCHITECTURES, FULL, cached_architecture, cached_gemma4_assistant_for
 from verifier.tiny.dflash import DrafterShape, cached_dflash_drafter
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -74,6 +76,7 @@ CATALOG_TARGET_ARCHITECTURES = {
     "deepseek-ai/DeepSeek-R1-Distill-Llama-8B": "llama",
     "lmsys/vicuna-13b-v1.3": "llama",
     "Qwen/Qwen3-32B": "qwen3",
+    "meta-models/Muse-Glimmer-30B": "muse_glimmer",  # no published config in the catalog; transformers' own layout
 }
 # Catalog targets the verifier refuses by design, with the reason it gives.
 REFUSED_TARGETS = {
@@ -146,10 +149,27 @@ def test_tiny_models_keep_the_published_layer_kinds(name: str, target_dirs: dict
         assert text["hidden_size_per_layer_input"] > 0 and text["num_kv_shared_layers"] > 0
     if name == "mistral":  # every layer slides
         assert text["sliding_window"] < SETTINGS.max_new_tokens + 10
+    if name == "muse_glimmer":  # the full-attention layers are the NoPE ones (rope theta 0)
+        assert [theta == 0 for theta in text["layer_rope_theta"]] == [t == FULL for t in text["layer_types"]]
+        assert text["sliding_window"] < SETTINGS.max_new_tokens + 10
     if name == "gpt_oss":
         model = load_causal_lm(target_dirs[name], device=torch.device("cpu"), dtype=torch.float32)
         assert all(layer.self_attn.sinks.numel() > 0 for layer in model.model.layers)
         assert text["sliding_window"] < SETTINGS.max_new_tokens + 10
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_registry_reads_the_dimensions_transformers_builds(name: str, target_dirs: dict[str, Path]) -> None:
+    # The registry reads configs without transformers; for nested publications (Muse-Glimmer, Gemma-4 …) it must
+    # take the text model's dimensions from text_config, as transformers does, and the class from the top level.
+    config = read_config(target_dirs[name])
+    facts = model_facts(config)
+    text = AutoConfig.from_pretrained(target_dirs[name], local_files_only=True).get_text_config()
+    assert facts.problems == ()
+    assert facts.architectures == (ARCHITECTURES[name].model_class,) and facts.model_type == config["model_type"]
+    assert facts.nested is ("text_config" in config)
+    for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads"):
+        assert getattr(facts, field) == getattr(text, field), field
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -33,16 +33,6 @@ def _settings(**overrides: Any) -> RunSettings:
 
 
 @pytest.fixture(scope="module")
-def trained_head_dir(model_cache: Path, tiny_target_dir: Path) -> Path:
-    return cached_eagle3_head(model_cache, tiny_target_dir, trained=True)
-
-
-@pytest.fixture(scope="module")
-def random_head_dir(model_cache: Path, tiny_target_dir: Path) -> Path:
-    return cached_eagle3_head(model_cache, tiny_target_dir, trained=False)
-
-
-@pytest.fixture(scope="module")
 def trained_run(tiny_target_dir: Path, trained_head_dir: Path) -> PairRun:
     return run_pair(tiny_target_dir, trained_head_dir, bundled_sets(), _settings())
 

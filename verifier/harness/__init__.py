@@ -1,1 +1,2 @@
-"""The measuring harness: the engine contract (`contract`), the loop (`run`) and provenance (`provenance`)."""
+"""The measuring harness: the engine contract (`contract`), the loop (`run`), provenance (`provenance`) and the
+stored record of a run (`record`)."""

@@ -240,7 +240,7 @@ def resolve_draft_length(method: str | None, drafter: Path | None, requested: in
     if method is None:
         return None
     folder = drafter if drafter is not None and drafter.is_dir() else None
-    if method in ("dflash", "dspark"):
+    if method in ("dflash", "dflash2", "dspark"):
         block_size = DFLASH_DEFAULT_BLOCK_SIZE
         if folder is not None:
             block_size = drafter_facts(read_config(folder), method).block_size or DFLASH_DEFAULT_BLOCK_SIZE

@@ -4,7 +4,7 @@ The harness owns what must mean the same in both engines: the repeats × prompt 
 interleaved per prompt, so drift in machine load hits both alike), the seed of every decode, the lossless check and
 the summaries. An engine only generates (one prompt → tokens, step counts, timings), measures its bare forward costs
 when it can, and describes itself (`verifier.harness.contract.Engine`). One result type, `PairRun`, flows from here
-to storage (`verifier.jobs.run_spec`) and the CLI. Metric definitions live in `verifier.metrics`.
+to storage (`verifier.harness.record.run_spec`) and the CLI. Metric definitions live in `verifier.metrics`.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ METHOD_MODULES: dict[str, str] = {
     "gemma4-assistant": "verifier.methods.gemma4_assistant",
     "eagle3": "verifier.methods.eagle3.proposer",
     "dspark": "verifier.methods.dspark",
+    "dflash2": "verifier.methods.dflash2.proposer",
 }
 
 

@@ -1,14 +1,15 @@
 """Tiny random targets of every architecture the catalog's drafters target, built from the real config classes.
 
 Each is the real transformers config class with the dimensions shrunk (hidden 32-64, 2-4 layers, few experts) and
-every layer type kept (linear + full attention for the Gated DeltaNet hybrids, sliding + full for gpt_oss and
-Gemma-4, MLA for the DeepSeek family, sparse indexed attention for GLM-5), random weights saved as safetensors with
-the project's shared tiny tokenizer. Multimodal publications (Qwen3.5, Gemma-4, Kimi-K2.5) are saved as published:
-the `...ForConditionalGeneration` class with a tiny vision tower and the text model under `text_config`.
+every layer type kept (linear + full attention for the Gated DeltaNet hybrids, sliding + full for gpt_oss,
+Gemma-4 and Muse-Glimmer, MLA for the DeepSeek family, sparse indexed attention for GLM-5), random weights saved as
+safetensors with the project's shared tiny tokenizer. Multimodal publications (Qwen3.5, Gemma-4, Kimi-K2.5,
+Muse-Glimmer) are saved as published: the `...ForConditionalGeneration` class with a tiny vision tower and the text
+model under `text_config`.
 
 Random weights are drawn with a wider spread than transformers' 0.02 so that greedy choices are rarely near-ties.
 
-It stays over 400 lines: a table of 25 architecture builders, each a few lines of one real config class.
+It stays over 400 lines: a table of 26 architecture builders, each a few lines of one real config class.
 """
 
 from __future__ import annotations
@@ -472,6 +473,40 @@ def _gemma3(tokens: Tokens) -> Any:
     )
 
 
+def _muse_glimmer(tokens: Tokens) -> Any:
+    """As published (Muse-Glimmer-30B): `MuseGlimmerForConditionalGeneration` with the text model in `text_config`.
+
+    The text model keeps the config class's own layout: sliding layers with every 4th (counted back from the last)
+    full-attention and NoPE, centered RMSNorm, a normed embedding and a gated, QK-normed attention."""
+    from transformers import MuseGlimmerConfig, MuseGlimmerTextConfig
+    from transformers.models.muse_glimmer.configuration_muse_glimmer import MuseGlimmerVisionConfig
+
+    hidden = 64
+    text = MuseGlimmerTextConfig(
+        **tokens.common(),
+        **_attention(hidden),
+        intermediate_size=128,
+        num_hidden_layers=4,
+        sliding_window=24,
+        # The released checkpoint's 1/sqrt(hidden_size / 256), kept at the tiny width.
+        output_multiplier=(hidden / 256) ** -0.5,
+    )
+    vision = MuseGlimmerVisionConfig(
+        num_hidden_layers=1, hidden_size=32, intermediate_size=64, num_attention_heads=2, pos_emb_height=8,
+        pos_emb_width=8, max_position_embeddings=64,
+    )  # fmt: skip
+    return MuseGlimmerConfig(
+        text_config=text.to_dict(),
+        vision_config=vision.to_dict(),
+        # The vision tower's output after its 2x2 patch merge.
+        out_hidden_size=vision.hidden_size * vision.merge_size**2,
+        projector_hidden_size=32,
+        image_token_id=tokens.vocab_size - 2,
+        video_token_id=tokens.vocab_size - 1,
+        initializer_range=INITIALIZER_RANGE,
+    )
+
+
 ARCHITECTURES: dict[str, Architecture] = {
     a.name: a
     for a in (
@@ -513,6 +548,9 @@ ARCHITECTURES: dict[str, Architecture] = {
                      "DeepseekV4ForCausalLM", drafter_methods=("dspark",)),
         Architecture("gemma3", ("google/gemma-3-12b-it",), _gemma3, "Gemma3ForConditionalGeneration",
                      layer_types=(SLIDING, FULL), drafter_methods=()),
+        Architecture("muse_glimmer", ("meta-models/Muse-Glimmer-30B",), _muse_glimmer,
+                     "MuseGlimmerForConditionalGeneration", layer_types=(SLIDING, FULL),
+                     drafter_methods=("dflash2",)),
     )
 }  # fmt: skip
 

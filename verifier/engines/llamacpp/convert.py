@@ -23,7 +23,7 @@ from verifier.methods.eagle3.config import Eagle3FormatError, parse_eagle3_confi
 
 
 # Drafters without embeddings or a tokenizer of their own: converted with --target-model-dir.
-NEEDS_TARGET_DIR = frozenset({"dflash", "dspark", "eagle3"})
+NEEDS_TARGET_DIR = frozenset({"dflash", "dflash2", "dspark", "eagle3"})
 # Hugging Face architectures llama.cpp converts with its Gemma-4 vocabulary reader (tokenizer.json only).
 GEMMA4_ARCHITECTURES = frozenset({"Gemma4ForCausalLM", "Gemma4ForConditionalGeneration",
                                   "Gemma4AssistantForCausalLM", "Gemma4UnifiedAssistantForCausalLM"})

@@ -39,6 +39,7 @@ ENGINE_NAME = VERIFIER_ENGINES["llamacpp"]
 SPEC_TYPES = {
     "draft-lm": "draft-simple",
     "dflash": "draft-dflash",
+    "dflash2": "draft-dflash",  # llama.cpp runs DFlash 2 through the DFlash path when the selector is present
     "dspark": "draft-dspark",
     "eagle3": "draft-eagle3",
     "gemma4-assistant": "draft-mtp",

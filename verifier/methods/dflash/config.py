@@ -161,8 +161,8 @@ def parse_dflash_config(raw: Mapping[str, Any]) -> DFlashConfig:
     architectures = raw.get("architectures") or []
     if DFLASH2_ARCHITECTURE in architectures:
         raise DFlashFormatError(
-            f"{DFLASH2_ARCHITECTURE} (DFlash 2: dynamic convolutions and a candidate selector) is not supported; "
-            f"this verifier runs DFlash v1 drafters ({DFLASH_ARCHITECTURE})"
+            f"{DFLASH2_ARCHITECTURE} (DFlash 2: dynamic convolutions and a candidate selector) is not a DFlash v1 "
+            f"drafter ({DFLASH_ARCHITECTURE}); it runs as method 'dflash2'"
         )
     if architectures and DFLASH_ARCHITECTURE not in architectures:
         raise DFlashFormatError(f"architectures {architectures!r} do not name {DFLASH_ARCHITECTURE}")

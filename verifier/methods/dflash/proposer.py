@@ -140,7 +140,11 @@ class DFlashProposer:
         self._take_context(target_out)
 
     def draft_logits(self) -> torch.Tensor:
-        """Logits [draft_length, V] after the anchor; moves the pending context into the cache.
+        """Logits [draft_length, V] after the anchor; moves the pending context into the cache."""
+        return block_logits(self.draft_hidden(), self.lm_head, self.numerics)
+
+    def draft_hidden(self) -> torch.Tensor:
+        """Final hidden states [draft_length, H] after the anchor; moves the pending context into the cache.
 
         The whole trained block is drafted even when fewer tokens are proposed: attention inside it is
         non-causal, so a shorter block would change every position.
@@ -160,7 +164,7 @@ class DFlashProposer:
         )
         self.pending_context = self.pending_context[:, :0]
         self.pending_start += context_length
-        return block_logits(hidden[0, 1 : 1 + self.draft_length], self.lm_head, self.numerics)
+        return hidden[0, 1 : 1 + self.draft_length]
 
     @torch.inference_mode()
     def propose(self, temperature: float, generator: torch.Generator) -> Proposal:

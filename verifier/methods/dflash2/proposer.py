@@ -1,0 +1,115 @@
+"""DFlash 2 drafters in the decode loop: weights read from the drafter's own safetensors under the names llama.cpp's
+converter expects (never the publisher's code), a DFlash v1 round with the convolutions, and the selector's walk.
+
+Sampling: the selector's walk is deterministic (llama.cpp drafts it the same way at every temperature), so the
+drafting distribution q is exactly a point mass on each drafted token; proposals carry no `q_probs`, which the loop
+reads as that point mass, and sampled output stays exactly the target's distribution.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from verifier.decode import rollback_problem
+from verifier.folders import read_config
+from verifier.harness.contract import IncompatiblePair, RunSettings
+from verifier.loading import LoadedTarget
+from verifier.methods.dflash.config import DFlashFormatError, compatibility_problems, layout_problems
+from verifier.methods.dflash.model import OutputNumerics, block_logits, output_numerics
+from verifier.methods.dflash.proposer import DFlashProposer, read_drafter_weights, resolve_mask_token_id, target_geometry
+from verifier.methods.dflash2.config import DFlash2Config, expected_dflash2_shapes, parse_dflash2_config, unprefixed
+from verifier.methods.dflash2.model import DFlash2DraftModel
+from verifier.proposer import Proposal
+
+CODEBOOK = "candidate_selector.predecessor_codebook"
+
+
+def load_dflash2_model(
+    drafter_dir: Path,
+    tensors: dict[str, torch.Tensor],
+    config: DFlash2Config,
+    num_fused_layers: int,
+    vocab_size: int,
+    *,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> DFlash2DraftModel:
+    """The draft model with `tensors` (unprefixed names); anything but the exact DFlash 2 layout is refused by name."""
+    expected = expected_dflash2_shapes(config, num_fused_layers, vocab_size)
+    problems = layout_problems({name: tuple(t.shape) for name, t in tensors.items()}, expected)
+    if problems:
+        shown = "; ".join(problems[:6]) + (f"; and {len(problems) - 6} more" if len(problems) > 6 else "")
+        raise DFlashFormatError(f"{drafter_dir}: the weights do not follow the DFlash 2 layout: {shown}")
+    with torch.device("meta"):
+        model = DFlash2DraftModel(config, num_fused_layers, vocab_size)
+    model.load_state_dict(tensors, strict=True, assign=True)
+    return model.to(device=device, dtype=dtype).eval()
+
+
+class DFlash2Proposer(DFlashProposer):
+    """One DFlash 2 block per round; the drafts are the selector's walk over the block's top-k candidates."""
+
+    def __init__(
+        self,
+        draft_model: DFlash2DraftModel,
+        target_model: Any,
+        *,
+        layer_ids: tuple[int, ...],
+        mask_token_id: int,
+        numerics: OutputNumerics,
+        draft_length: int,
+    ) -> None:
+        super().__init__(
+            draft_model,
+            target_model,
+            layer_ids=layer_ids,
+            mask_token_id=mask_token_id,
+            numerics=numerics,
+            draft_length=draft_length,
+        )
+        self.selector = draft_model.candidate_selector
+
+    @torch.inference_mode()
+    def propose(self, temperature: float, generator: torch.Generator) -> Proposal:
+        anchor = torch.tensor(self.anchor_token, device=self.embedding_weight.device)
+        hidden = self.draft_hidden()
+        logits = block_logits(hidden, self.lm_head, self.numerics)
+        return Proposal(tokens=self.selector.walk(logits, hidden, anchor))
+
+
+def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> DFlash2Proposer:
+    """A DFlash 2 proposer for `target`; raises `IncompatiblePair` when the drafter cannot serve this target."""
+    drafter_dir = Path(drafter_dir)
+    config = parse_dflash2_config(read_config(drafter_dir))
+    geometry = target_geometry(target.model)
+    mask_token_id = resolve_mask_token_id(config.backbone, target.tokenizer)
+    problems = compatibility_problems(config.backbone, geometry, mask_token_id)
+    tensors = unprefixed(read_drafter_weights(drafter_dir))
+    codebook = tensors.get(CODEBOOK)
+    if codebook is not None and codebook.ndim == 2 and codebook.shape[0] != geometry.vocab_size:
+        problems.append(f"the selector's codebooks cover {codebook.shape[0]} token ids, the target's vocabulary has "
+                        f"{geometry.vocab_size}")
+    rollback = rollback_problem(target.model)
+    if rollback is not None:
+        problems.append(f"target: {rollback}")
+    if problems:
+        raise IncompatiblePair(problems)
+    assert mask_token_id is not None  # compatibility_problems reports a missing mask id
+    layer_ids = config.backbone.layer_ids_for(geometry.num_hidden_layers)
+    parameter = next(target.model.parameters())
+    model = load_dflash2_model(
+        drafter_dir, tensors, config, len(layer_ids), geometry.vocab_size, device=parameter.device, dtype=parameter.dtype
+    )
+    default_length = config.backbone.block_size - 1
+    draft_length = default_length if settings.draft_length is None else min(settings.draft_length, default_length)
+    return DFlash2Proposer(
+        model,
+        target.model,
+        layer_ids=layer_ids,
+        mask_token_id=mask_token_id,
+        numerics=output_numerics(config.backbone, geometry),
+        draft_length=draft_length,
+    )
