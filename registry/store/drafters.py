@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -80,9 +81,13 @@ class DrafterCommands(StoreCore):
             if status == "gated":
                 row.gated = True
 
-    def add_drafter_revision(self, repo_id: str, spec: RevisionSpec) -> tuple[DrafterRevisionRecord, bool]:
+    def add_drafter_revision(self, repo_id: str, spec: RevisionSpec, *,
+                             parsed: tuple[dict[str, Any] | None, str | None] | None = None,
+                             ) -> tuple[DrafterRevisionRecord, bool]:
         """Record a revision once. A revision the catalog named (never read from the Hub) gets the Hub's read of
-        the same sha filled in: one sha is one content, so it stays one revision, now with its weights."""
+        the same sha filled in: one sha is one content, so it stays one revision, now with its weights.
+
+        `parsed`: the config and problem as `mappers.parse_config` gives them, when the caller parsed it already."""
         with self.session() as session:
             drafter = self._drafter(session, repo_id)
             if drafter is None:
@@ -93,24 +98,25 @@ class DrafterCommands(StoreCore):
             drafter.head_sha = spec.sha
             if existing is not None:
                 if existing.last_modified is None and spec.last_modified is not None:
-                    self._fill_drafter_revision(drafter, existing, spec)
+                    self._fill_drafter_revision(drafter, existing, spec, parsed)
                     session.flush()
                 return drafter_revision_record(drafter.repo_id, existing), False
             row = DrafterRevision(drafter_id=drafter.id, sha=spec.sha, seen_at=utcnow())
-            self._fill_drafter_revision(drafter, row, spec)
+            self._fill_drafter_revision(drafter, row, spec, parsed)
             session.add(row)
             session.flush()
             return drafter_revision_record(drafter.repo_id, row), True
 
     @staticmethod
-    def _fill_drafter_revision(drafter: Drafter, row: DrafterRevision, spec: RevisionSpec) -> None:
+    def _fill_drafter_revision(drafter: Drafter, row: DrafterRevision, spec: RevisionSpec,
+                               parsed: tuple[dict[str, Any] | None, str | None] | None = None) -> None:
         row.last_modified = spec.last_modified or row.last_modified
         row.tokenizer_digest = spec.tokenizer_digest or row.tokenizer_digest
         row.weight_bytes = spec.weight_bytes or row.weight_bytes
         row.weight_digest = spec.weight_digest or row.weight_digest
         if row.id is not None and spec.config_raw is None:
             return  # a Hub read that got no config (gated, none in the repo) keeps the catalog's transcription
-        config, problem = parse_config(spec.config_raw, spec.config_problem)
+        config, problem = parsed if parsed is not None else parse_config(spec.config_raw, spec.config_problem)
         facts = drafter_facts(config, drafter.method) if config is not None else None
         if facts is not None and facts.problems and problem is None:
             problem = "; ".join(facts.problems)

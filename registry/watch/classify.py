@@ -131,14 +131,14 @@ class DraftedIndex:
 def drafted_index(store: Store) -> DraftedIndex:
     drafted: dict[str, list[str]] = {}
     stems: list[tuple[str, str, bool]] = []
-    drafters = store.drafters()
-    for drafter in drafters:
-        for target, _ in drafter.targets:
-            drafted.setdefault(store.canonical_repo_id(target), []).append(drafter.repo_id)
+    drafters = store.drafters_with_targets()
+    for drafter, targets in drafters:
+        for target in targets:
+            drafted.setdefault(target, []).append(drafter.repo_id)
         stem = names.drafter_target_stem(drafter.repo_id)
         if stem is not None:
             stems.append((drafter.repo_id, names.name_key(stem), bool(drafter.targets)))
-    return DraftedIndex(drafted, stems, frozenset(d.repo_id for d in drafters))
+    return DraftedIndex(drafted, stems, frozenset(d.repo_id for d, _ in drafters))
 
 
 def name_matched_drafters(index: DraftedIndex, repo_id: str, *, without_targets_only: bool = False) -> list[str]:

@@ -1,6 +1,7 @@
 """The events the watcher raises and their texts, and the pairs it hands on for verification.
 
-Each event has a dedupe key, so recording the same fact twice (a rerun, a repeated hint) adds nothing.
+Each event is built here as an EventSpec with a dedupe key; the store records it once per key, so recording the
+same fact twice (a rerun, a repeated hint) adds nothing.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from datetime import date
 
 from registry.domain import names
 from registry.hub import HubModel
-from registry.store import Store
 from registry.store.records import CompatRecord, DrafterRecord, EventSpec
 from registry.watch.classify import kind
 
@@ -18,31 +18,29 @@ from registry.watch.classify import kind
 OnPair = Callable[[str, str, str, str, str], None]
 
 
-def record(store: Store, type_: str, subject: str, key: str, message: str, **payload: object) -> None:
+def record(type_: str, subject: str, key: str, message: str, **payload: object) -> EventSpec:
+    """The event, with its dedupe key; the store records it once (in a unit of work, or `record_events`)."""
     parsed = names.parse_repo_id(subject)
-    store.record_event(
-        EventSpec(
-            type=type_,
-            subject=subject,
-            dedupe_key=key,
-            payload={"message": message, **payload},
-            org=parsed.org,
-            family=parsed.family,
-        )
+    return EventSpec(
+        type=type_,
+        subject=subject,
+        dedupe_key=key,
+        payload={"message": message, **payload},
+        org=parsed.org,
+        family=parsed.family,
     )
 
 
-def new_checkpoint(store: Store, model: HubModel) -> None:
+def new_checkpoint(model: HubModel) -> EventSpec:
     kind_ = kind(model)
-    record(store, "new_checkpoint", model.repo_id, f"new_checkpoint:{model.repo_id}",
+    return record("new_checkpoint", model.repo_id, f"new_checkpoint:{model.repo_id}",
            f"new {kind_} checkpoint {model.repo_id}", kind=kind_, bases=list(model.base_models))
 
 
-def base_upgrade(store: Store, model: HubModel, predecessors: list[tuple[str, tuple[str, ...]]]) -> None:
+def base_upgrade(model: HubModel, predecessors: list[tuple[str, tuple[str, ...]]]) -> EventSpec:
     names_ = [p for p, _ in predecessors]
     drafters = sorted({d for _, ds in predecessors for d in ds})
-    record(
-        store,
+    return record(
         "base_upgrade",
         model.repo_id,
         f"base_upgrade:{model.repo_id}",
@@ -53,20 +51,19 @@ def base_upgrade(store: Store, model: HubModel, predecessors: list[tuple[str, tu
     )
 
 
-def weights_changed(store: Store, model: HubModel, old_sha: str, *, drafter: bool) -> None:
+def weights_changed(model: HubModel, old_sha: str, *, drafter: bool) -> EventSpec:
     if drafter:
         message = (f"drafter {model.repo_id} weights replaced in place ({old_sha[:8]} -> {model.sha[:8]}); "
                    "earlier benchmarks no longer describe it")
     else:
         message = f"{model.repo_id} weights replaced in place ({old_sha[:8]} -> {model.sha[:8]})"
-    record(store, "weights_changed", model.repo_id, f"weights_changed:{model.repo_id}:{model.sha}", message,
+    return record("weights_changed", model.repo_id, f"weights_changed:{model.repo_id}:{model.sha}", message,
            old_sha=old_sha, new_sha=model.sha)
 
 
-def drafter_released(store: Store, model: HubModel, method: str, targets: list[str],
-                     verdicts: list[CompatRecord]) -> None:
-    record(
-        store,
+def drafter_released(model: HubModel, method: str, targets: list[str],
+                     verdicts: list[CompatRecord]) -> EventSpec:
+    return record(
         "drafter_released",
         model.repo_id,
         f"drafter_released:{model.repo_id}",
@@ -77,10 +74,9 @@ def drafter_released(store: Store, model: HubModel, method: str, targets: list[s
     )
 
 
-def drafter_gone(store: Store, drafter: DrafterRecord, why: str) -> None:
+def drafter_gone(drafter: DrafterRecord, why: str) -> EventSpec:
     """A recorded drafter the Hub no longer shows (deleted or made private); once per drafter and head sha."""
-    record(
-        store,
+    return record(
         "drafter_gone",
         drafter.repo_id,
         f"drafter_gone:{drafter.repo_id}:{drafter.head_sha}",
@@ -91,13 +87,12 @@ def drafter_gone(store: Store, drafter: DrafterRecord, why: str) -> None:
     )
 
 
-def lag_closed(store: Store, checkpoint_repo_id: str, drafter_repo_id: str, drafter_day: date,
-               released: date | None) -> None:
+def lag_closed(checkpoint_repo_id: str, drafter_repo_id: str, drafter_day: date,
+               released: date | None) -> EventSpec:
     """The checkpoint got its first exact drafter; the lag is counted from its release (may be negative when
     the dates say the drafter came first: the event reports the dates as they are)."""
     days = (drafter_day - released).days if released else None
-    record(
-        store,
+    return record(
         "lag_closed",
         checkpoint_repo_id,
         f"lag_closed:{checkpoint_repo_id}",

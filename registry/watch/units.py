@@ -15,7 +15,8 @@ from registry.domain import configs, hub_presence, names
 from registry.domain.drafter_facts import detect_method
 from registry.hub import HubClient, HubModel
 from registry.store import Store, aware, utcnow
-from registry.store.records import DrafterSpec, RevisionSpec
+from registry.store.records import DrafterSpec, EventSpec, RevisionSpec
+from registry.store.unit_records import CheckpointUnit, DrafterUnit, TargetRead
 from registry.watch import classify, events
 from registry.watch.classify import DraftedIndex
 
@@ -67,58 +68,65 @@ class ModelUnits:
             self._process_checkpoint(model, baseline=baseline)
 
     def _process_checkpoint(self, model: HubModel, *, baseline: bool) -> None:
+        """Read what the store knows, read the Hub, then hand the store one unit of work (rows, status, verdicts,
+        events): one read and one write in the common case."""
         store = self.store
-        known = store.get_checkpoint(model.repo_id)
-        if known is None:
+        state = store.checkpoint_state(model.repo_id)
+        if state is None:
             renamed_from = self._renamed_from(model, drafter=False)
             if renamed_from is not None:
                 self.rename(renamed_from, model.repo_id)
-                known = store.get_checkpoint(model.repo_id)
-        unread = known is not None and store.needs_details(model.repo_id)
+                state = store.checkpoint_state(model.repo_id)
+        known = state.record if state is not None else None
+        unread = state is not None and state.needs_details
         back = known is not None and known.status == "gone"  # deleted or private once, public again now
         if known is not None and known.head_sha == model.sha and not unread and not back:
             return
         # From here on this sha is a recorded head of the org (a rolled-back unit leaves it here: harmless, a
         # rename check then asks the database).
         self._head_shas.get(model.repo_id.split("/", 1)[0], set()).add(model.sha)
+        announce = not baseline and known is None
         if (known is None or unread) and not classify.interesting(self._drafted(), model):
             # Outside every drafted line: remember it exists, read its config only when it becomes relevant.
-            light = RevisionSpec(sha=model.sha, last_modified=model.last_modified)
-            if known is None:
-                store.add_listed_checkpoint(classify.checkpoint_spec(model), light)
-            else:
-                store.upsert_checkpoint(classify.checkpoint_spec(model))
-                store.add_checkpoint_revision(model.repo_id, light)
-                if back:
-                    store.set_checkpoint_status(model.repo_id, "ok")
-            if not baseline and known is None:
-                events.new_checkpoint(store, model)
+            store.apply_checkpoint_unit(CheckpointUnit(
+                spec=classify.checkpoint_spec(model),
+                revision=RevisionSpec(sha=model.sha, last_modified=model.last_modified),
+                new=known is None,
+                read=False,
+                status=("ok", None) if back else None,
+                events=(events.new_checkpoint(model),) if announce else (),
+            ))
             return
-        previous = store.head_revision(model.repo_id) if known else None
+        previous = state.head if state is not None else None
         spec = classify.revision_spec(self.client, model.repo_id, model.sha, model.last_modified, with_tokenizer=True)
-        store.upsert_checkpoint(classify.checkpoint_spec(model))
-        self._set_checkpoint_status(model.repo_id, spec)
-        revision, created = store.add_checkpoint_revision(model.repo_id, spec)
-        self._attach_name_matched(model.repo_id)
-        verdicts = store.recompute_compatibility(checkpoint_repo_id=model.repo_id)
-        if baseline:
-            return
-        if known is None:
-            events.new_checkpoint(store, model)
+        unit_events = []
+        if announce:
+            unit_events.append(events.new_checkpoint(model))
             # A pretrained `-Base` parent is not what drafters are trained for: its instruct release is the upgrade.
             pretrained = names.parse_repo_id(model.repo_id).variant == "base"
             official = classify.kind(model) == "base" and not pretrained
             predecessors = classify.predecessors(self._drafted(), model.repo_id) if official else []
             if predecessors:
-                events.base_upgrade(store, model, predecessors)
-        elif created and previous is not None and classify.weights_changed(previous.weight_digest,
-                                                                           revision.weight_digest):
-            events.weights_changed(store, model, previous.sha, drafter=False)
-        events.notify_pairs(self.on_pair, verdicts)
-
-    def _set_checkpoint_status(self, repo_id: str, spec: RevisionSpec) -> None:
-        gated = (spec.config_problem or "").startswith("gated")
-        self.store.set_checkpoint_status(repo_id, "gated" if gated else "ok", spec.config_problem if gated else None)
+                unit_events.append(events.base_upgrade(model, predecessors))
+        applied = store.apply_checkpoint_unit(CheckpointUnit(
+            spec=classify.checkpoint_spec(model),
+            revision=spec,
+            new=known is None,
+            read=True,
+            status=_status(spec),
+            # Drafters whose repo name implies this checkpoint, and that declare no target yet, now declare it.
+            name_matched=tuple(classify.name_matched_drafters(self._drafted(), model.repo_id,
+                                                              without_targets_only=True)),
+            events=tuple(unit_events),
+        ))
+        if applied.attached:
+            self.forget()
+        if baseline:
+            return
+        if known is not None and applied.created and previous is not None and classify.weights_changed(
+                previous.weight_digest, applied.revision.weight_digest):
+            store.record_event(events.weights_changed(model, previous.sha, drafter=False))
+        events.notify_pairs(self.on_pair, applied.verdicts)
 
     def _renamed_from(self, model: HubModel, *, drafter: bool) -> str | None:
         """A listed repo we don't know whose sha we do know under another id (a checkpoint's or, with `drafter`,
@@ -137,74 +145,53 @@ class ModelUnits:
             # Gone or elsewhere, not moved here; any other failure stops the unit, so a rerun asks again.
         return None
 
-    def _attach_name_matched(self, checkpoint_repo_id: str) -> None:
-        """Drafters whose repo name implies this checkpoint, and that declare no target yet, now declare it."""
-        matched = classify.name_matched_drafters(self._drafted(), checkpoint_repo_id, without_targets_only=True)
-        for drafter_repo_id in matched:
-            drafter = self.store.get_drafter(drafter_repo_id)
-            if drafter is not None and not drafter.targets:
-                self.store.upsert_drafter(
-                    DrafterSpec(
-                        repo_id=drafter.repo_id,
-                        method=drafter.method,
-                        publisher=drafter.publisher,
-                        source=drafter.source,
-                        targets=((checkpoint_repo_id, "name_convention"),),
-                    )
-                )
-                self.forget()
-
-    def _complete_targets(self, drafter_repo_id: str) -> None:
+    def _target_reads(self, targets: list[str]) -> tuple[TargetRead, ...]:
         """Targets (and their derivatives) recorded from a listing only get their config and tokenizer read once
         a drafter names them."""
-        store = self.store
-        drafter = store.get_drafter(drafter_repo_id)
-        targets = [t for t, _ in drafter.targets] if drafter else []
-        related = targets + [d.repo_id for t in targets for d in store.derivatives(t)]
-        for repo_id in dict.fromkeys(related):
-            if store.get_checkpoint(repo_id) is not None and store.needs_details(repo_id):
-                head = store.head_revision(repo_id)
-                try:
-                    spec = classify.revision_spec(self.client, head.repo_id, head.sha, head.last_modified,
-                                                  with_tokenizer=True)
-                except hub.RevisionNotFound:
-                    continue  # its recorded head was force-pushed away: the target's own listing updates it
-                # A target first read here (say, gated) gets the same status as one read from the listing.
-                self._set_checkpoint_status(head.repo_id, spec)
-                store.add_checkpoint_revision(head.repo_id, spec)
-                store.recompute_compatibility(checkpoint_repo_id=head.repo_id)
+        reads = []
+        for head in self.store.heads_needing_details(targets) if targets else []:
+            try:
+                spec = classify.revision_spec(self.client, head.repo_id, head.sha, head.last_modified,
+                                              with_tokenizer=True)
+            except hub.RevisionNotFound:
+                continue  # its recorded head was force-pushed away: the target's own listing updates it
+            # A target first read here (say, gated) gets the same status as one read from the listing.
+            reads.append(TargetRead(repo_id=head.repo_id, revision=spec, status=_status(spec)))
+        return tuple(reads)
 
     def _process_drafter(self, model: HubModel, *, baseline: bool) -> None:
         store = self.store
-        known = store.get_drafter(model.repo_id)
-        if known is None:
+        state = store.drafter_state(model.repo_id)
+        if state is None:
             renamed_from = self._renamed_from(model, drafter=True)
             if renamed_from is not None:
                 self.rename(renamed_from, model.repo_id)
-                known = store.get_drafter(model.repo_id)
+                state = store.drafter_state(model.repo_id)
+        known = state.record if state is not None else None
         # Known only from the catalog (its "catalog" revision, or the sha it names): never read from the Hub.
-        unread = known is not None and all(r.last_modified is None for r in store.drafter_revisions(model.repo_id))
+        unread = state is not None and state.unread
         # A drafter marked gone that is listed again is read again (its status is set ok below).
         if known is not None and known.head_sha == model.sha and not unread and known.status != "gone":
             return
-        previous = store.drafter_head_revision(model.repo_id) if known else None
+        previous = state.head if state is not None else None
+        catalog_revision = None
         if unread and previous is not None and previous.sha not in ("catalog", model.sha):
             # The catalog named a sha the Hub has moved on from: read that one too, so that whether the weights
             # changed is judged on their digests, as for any later move.
             try:
-                store.add_drafter_revision(model.repo_id, classify.revision_spec(
-                    self.client, model.repo_id, previous.sha, None, with_tokenizer=False))
-                previous = store.drafter_head_revision(model.repo_id)
+                catalog_revision = classify.revision_spec(self.client, model.repo_id, previous.sha, None,
+                                                          with_tokenizer=False)
             except hub.RevisionNotFound:
                 pass  # force-pushed away: nothing to compare with
         spec = classify.revision_spec(self.client, model.repo_id, model.sha, model.last_modified,
                                       with_tokenizer=False)
-        config = None
+        # Parsed once, here: the method is detected from it and the store records its facts from it.
+        config, config_problem = None, spec.config_problem
         if spec.config_raw is not None:
             try:
                 config = configs.parse_config(spec.config_raw)
-            except configs.ConfigError:
-                config = None
+            except configs.ConfigError as exc:
+                config, config_problem = None, str(exc)
         method = (detect_method(config) if config is not None else None) or (known.method if known else None)
         if method is None:
             if spec.config_problem is None and known is None:
@@ -212,44 +199,51 @@ class ModelUnits:
                 self._process_checkpoint(model, baseline=baseline)
                 return
             method = "dflash" if "dflash" in model.repo_id.lower() else "draft-lm"
-        exact_before = classify.exact_targets(store)
         first_hub_revision = known is None or unread
-        store.upsert_drafter(
-            DrafterSpec(
-                repo_id=model.repo_id,
-                method=method,
-                publisher=model.repo_id.split("/", 1)[0],
-                source="hub" if known is None else known.source,
-                targets=classify.declared_targets(store, model, config),
-                released=model.created_at.date() if known is None and model.created_at else None,
-                released_precision="day" if known is None and model.created_at else None,
-                gated=bool(model.gated),
-            )
+        drafter_spec = DrafterSpec(
+            repo_id=model.repo_id,
+            method=method,
+            publisher=model.repo_id.split("/", 1)[0],
+            source="hub" if known is None else known.source,
+            targets=classify.declared_targets(store, model, config),
+            released=model.created_at.date() if known is None and model.created_at else None,
+            released_precision="day" if known is None and model.created_at else None,
+            gated=bool(model.gated),
         )
+        # The drafter's targets once upserted: those it declares already, then the new ones.
+        targets = list(dict.fromkeys([t for t, _ in (known.targets if known else ())]
+                                     + [t for t, _ in drafter_spec.targets]))
+        applied = store.apply_drafter_unit(DrafterUnit(
+            spec=drafter_spec,
+            status=_status(spec),
+            revision=spec,
+            config=config,
+            config_problem=config_problem,
+            catalog_revision=catalog_revision,
+            targets_read=self._target_reads(targets),
+            first_hub_revision=first_hub_revision and not baseline,
+        ))
         self.forget()
-        gated = (spec.config_problem or "").startswith("gated")
-        store.set_drafter_status(model.repo_id, "gated" if gated else "ok", spec.config_problem if gated else None)
-        revision, created = store.add_drafter_revision(model.repo_id, spec)
-        self._complete_targets(model.repo_id)
-        verdicts = store.recompute_compatibility(drafter_repo_id=model.repo_id)
         if baseline:
             return
+        verdicts = applied.verdicts
+        later: list[EventSpec] = []
         if first_hub_revision:
-            targets = [t for t, _ in (store.get_drafter(model.repo_id).targets)]
-            events.drafter_released(store, model, method, targets, verdicts)
-            for verdict in verdicts:
-                if verdict.verdict == "exact" and verdict.checkpoint_repo_id not in exact_before:
-                    checkpoint = store.get_checkpoint(verdict.checkpoint_repo_id)
-                    released = None
-                    if checkpoint is not None:
-                        hub_day = checkpoint.created_at_hub.date() if checkpoint.created_at_hub else None
-                        released = checkpoint.released or hub_day
-                    drafter_day = model.created_at.date() if model.created_at else utcnow().date()
-                    events.lag_closed(store, verdict.checkpoint_repo_id, model.repo_id, drafter_day, released)
+            later.append(events.drafter_released(model, method, list(applied.targets), verdicts))
+            for checkpoint_repo_id, checkpoint in applied.newly_exact:
+                released = None
+                if checkpoint is not None:
+                    hub_day = checkpoint.created_at_hub.date() if checkpoint.created_at_hub else None
+                    released = checkpoint.released or hub_day
+                drafter_day = model.created_at.date() if model.created_at else utcnow().date()
+                later.append(events.lag_closed(checkpoint_repo_id, model.repo_id, drafter_day, released))
         # Also on a first Hub read: the weights may differ from those of the sha the catalog named.
-        if created and previous is not None and classify.weights_changed(previous.weight_digest,
-                                                                         revision.weight_digest):
-            events.weights_changed(store, model, previous.sha, drafter=True)
+        previous = applied.previous
+        if applied.created and previous is not None and classify.weights_changed(previous.weight_digest,
+                                                                                 applied.revision.weight_digest):
+            later.append(events.weights_changed(model, previous.sha, drafter=True))
+        if later:
+            store.record_events(later)
         events.notify_pairs(self.on_pair, verdicts)
 
     # ---- one repo: renames, deletions, push hints ------------------------------------------------
@@ -280,7 +274,7 @@ class ModelUnits:
             self.store.set_checkpoint_status(repo_id, hub_presence.GONE, detail)
         elif drafter is not None and drafter.status != hub_presence.GONE:
             self.store.set_drafter_status(repo_id, hub_presence.GONE, detail)
-            events.drafter_gone(self.store, drafter, why)
+            self.store.record_event(events.drafter_gone(drafter, why))
         else:
             return
         log.info("%s: %s", repo_id, why)
@@ -325,3 +319,9 @@ class ModelUnits:
         if any(r.sha == model.sha for r in revisions):
             return True  # an earlier head of this repo
         return head.last_modified is not None and aware(head.last_modified) > model.last_modified
+
+
+def _status(spec: RevisionSpec) -> tuple[str, str | None]:
+    """A repo read gated is recorded gated, with why; any other read leaves it ok."""
+    gated = (spec.config_problem or "").startswith("gated")
+    return ("gated", spec.config_problem) if gated else ("ok", None)

@@ -1,0 +1,123 @@
+"""The watcher's units of work: one call reads what the watcher needs of a recorded model, one call applies all it
+decided from the Hub read of that model (rows, status, verdicts, events) in one transaction.
+
+The watcher (registry/watch/units.py) decides; this module only writes what the unit says, in the order the
+row-by-row commands did it, and hands back what the watcher needs next.
+"""
+
+from __future__ import annotations
+
+from registry.store.core import NotFound
+from registry.store.events import EventLog
+from registry.store.reads import Reads
+from registry.store.records import DrafterRecord, DrafterSpec, EventSpec, RevisionRecord
+from registry.store.unit_records import (
+    AppliedCheckpoint,
+    AppliedDrafter,
+    CheckpointState,
+    CheckpointUnit,
+    DrafterState,
+    DrafterUnit,
+)
+from registry.store.verdicts import Verdicts
+
+
+class WatchUnits(Verdicts, Reads, EventLog):
+    # ---- reads -----------------------------------------------------------------------------------
+
+    def checkpoint_state(self, repo_id: str) -> CheckpointState | None:
+        with self.unit():
+            record = self.get_checkpoint(repo_id)
+            if record is None:
+                return None
+            head = self.head_revision(repo_id)
+            needs = head is not None and head.sha != "catalog" and head.config is None and head.config_problem is None
+            return CheckpointState(record=record, head=head, needs_details=needs)
+
+    def drafter_state(self, repo_id: str) -> DrafterState | None:
+        with self.unit():
+            record = self.get_drafter(repo_id)
+            if record is None:
+                return None
+            unread = all(r.last_modified is None for r in self.drafter_revisions(repo_id))
+            return DrafterState(record=record, head=self.drafter_head_revision(repo_id), unread=unread)
+
+    def heads_needing_details(self, target_repo_ids: list[str]) -> list[RevisionRecord]:
+        """Head revisions, recorded from a listing only, of these targets and their derivatives."""
+        with self.unit():
+            related = target_repo_ids + [d.repo_id for t in target_repo_ids for d in self.derivatives(t)]
+            heads: dict[str, RevisionRecord] = {}  # one read per checkpoint, whichever of its ids came first
+            for repo_id in dict.fromkeys(related):
+                if self.get_checkpoint(repo_id) is not None and self.needs_details(repo_id):
+                    head = self.head_revision(repo_id)
+                    heads.setdefault(head.repo_id, head)
+            return list(heads.values())
+
+    def drafters_with_targets(self) -> list[tuple[DrafterRecord, tuple[str, ...]]]:
+        """Every drafter with the canonical ids of its declared targets (aliases followed), in one read."""
+        with self.unit():
+            return [(d, tuple(self.canonical_repo_id(t) for t, _ in d.targets)) for d in self.drafters()]
+
+    def record_events(self, specs: list[EventSpec]) -> None:
+        with self.unit():
+            for spec in specs:
+                self.record_event(spec)
+
+    # ---- writes ----------------------------------------------------------------------------------
+
+    def apply_checkpoint_unit(self, unit: CheckpointUnit) -> AppliedCheckpoint:
+        repo_id = unit.spec.repo_id
+        with self.unit():
+            if not unit.read:
+                if unit.new:
+                    self.add_listed_checkpoint(unit.spec, unit.revision)
+                    revision, created = None, True
+                else:
+                    self.upsert_checkpoint(unit.spec)
+                    revision, created = self.add_checkpoint_revision(repo_id, unit.revision)
+                    if unit.status is not None:
+                        self.set_checkpoint_status(repo_id, *unit.status)
+                self.record_events(list(unit.events))
+                return AppliedCheckpoint(revision=revision, created=created, attached=False)
+            self.upsert_checkpoint(unit.spec)
+            if unit.status is not None:
+                self.set_checkpoint_status(repo_id, *unit.status)
+            revision, created = self.add_checkpoint_revision(repo_id, unit.revision)
+            attached = False
+            for drafter_repo_id in unit.name_matched:
+                drafter = self.get_drafter(drafter_repo_id)
+                if drafter is not None and not drafter.targets:
+                    self.upsert_drafter(DrafterSpec(repo_id=drafter.repo_id, method=drafter.method,
+                                                    publisher=drafter.publisher, source=drafter.source,
+                                                    targets=((repo_id, "name_convention"),)))
+                    attached = True
+            verdicts = self.recompute_compatibility(checkpoint_repo_id=repo_id)
+            self.record_events(list(unit.events))
+            return AppliedCheckpoint(revision=revision, created=created, attached=attached, verdicts=verdicts)
+
+    def apply_drafter_unit(self, unit: DrafterUnit) -> AppliedDrafter:
+        repo_id = unit.spec.repo_id
+        with self.unit():
+            if unit.catalog_revision is not None:
+                self.add_drafter_revision(repo_id, unit.catalog_revision)
+            previous = self.drafter_head_revision(repo_id)
+            exact_before = ({v.checkpoint_repo_id for v in self.verdicts() if v.verdict == "exact"}
+                            if unit.first_hub_revision else set())
+            self.upsert_drafter(unit.spec)
+            self.set_drafter_status(repo_id, *unit.status)
+            revision, created = self.add_drafter_revision(repo_id, unit.revision,
+                                                          parsed=(unit.config, unit.config_problem))
+            for read in unit.targets_read:
+                self.set_checkpoint_status(read.repo_id, *read.status)
+                self.add_checkpoint_revision(read.repo_id, read.revision)
+                self.recompute_compatibility(checkpoint_repo_id=read.repo_id)
+            verdicts = self.recompute_compatibility(drafter_repo_id=repo_id)
+            drafter = self.get_drafter(repo_id)
+            if drafter is None:
+                raise NotFound(repo_id)
+            newly_exact = tuple(
+                (v.checkpoint_repo_id, self.get_checkpoint(v.checkpoint_repo_id)) for v in verdicts
+                if unit.first_hub_revision and v.verdict == "exact" and v.checkpoint_repo_id not in exact_before)
+            return AppliedDrafter(revision=revision, created=created, previous=previous,
+                                  targets=tuple(t for t, _ in drafter.targets), verdicts=verdicts,
+                                  newly_exact=newly_exact)
