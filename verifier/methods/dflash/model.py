@@ -194,6 +194,19 @@ class DFlashDecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
+    def forward(
+        self,
+        hidden: torch.Tensor,
+        context: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor],
+        past: LayerKV | None,
+        mask: torch.Tensor,
+    ) -> tuple[torch.Tensor, LayerKV]:
+        """The block's hidden states after this layer, and the layer's context K/V to cache."""
+        attended, layer_kv = self.self_attn(self.input_layernorm(hidden), context, rope, past, mask)
+        hidden = hidden + attended
+        return hidden + self.mlp(self.post_attention_layernorm(hidden)), layer_kv
+
 
 def rope_inv_freq(config: DFlashConfig) -> torch.Tensor:
     exponents = torch.arange(0, config.head_dim, 2, dtype=torch.float32) / config.head_dim
@@ -257,9 +270,7 @@ class DFlashDraftModel(nn.Module):
                     block_positions, key_positions, causal=attention.causal, window=attention.window
                 )
             past = cache.layers[index] if cache is not None and index < len(cache.layers) else None
-            attended, layer_kv = attention(layer.input_layernorm(hidden), context, rope, past, mask)
-            hidden = hidden + attended
-            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+            hidden, layer_kv = layer(hidden, context, rope, past, mask)
             if cache is not None:
                 if past is None:
                     cache.layers.append(layer_kv)

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from verifier.methods.dflash.model import ContextCache, DFlashDecoderLayer, DFlashDraftModel, attention_visibility
+from verifier.methods.dflash.model import DFlashDecoderLayer, DFlashDraftModel, LayerKV
 from verifier.methods.dflash2.config import DFlash2Config
 
 INPUT_SIDE = 0
@@ -88,6 +88,26 @@ class DFlash2DecoderLayer(DFlashDecoderLayer):
         self.attention_conv = GroupedDynamicCausalConv(hidden, config.conv_kernel_size, config.conv_group_size)
         self.mlp_conv = GroupedDynamicCausalConv(hidden, config.conv_kernel_size, config.conv_group_size)
 
+    def forward(
+        self,
+        hidden: torch.Tensor,
+        context: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor],
+        past: LayerKV | None,
+        mask: torch.Tensor,
+    ) -> tuple[torch.Tensor, LayerKV]:
+        """DFlash v1's layer with a dynamic convolution around attention and around the MLP. The block must be one
+        whole block: the convolutions run along it."""
+        normed = self.input_layernorm(hidden)
+        taps = self.attention_conv.taps(normed)
+        mixed = self.attention_conv.mix(normed, taps, INPUT_SIDE)
+        attended, layer_kv = self.self_attn(mixed, context, rope, past, mask)
+        hidden = hidden + self.attention_conv.mix(attended, taps, OUTPUT_SIDE)
+        normed = self.post_attention_layernorm(hidden)
+        taps = self.mlp_conv.taps(normed)
+        fed = self.mlp(self.mlp_conv.mix(normed, taps, INPUT_SIDE))
+        return hidden + self.mlp_conv.mix(fed, taps, OUTPUT_SIDE), layer_kv
+
 
 class DFlash2DraftModel(DFlashDraftModel):
     """`state_dict()` keys are the published DFlash 2 tensor names without the optional `model.` prefix."""
@@ -99,48 +119,3 @@ class DFlash2DraftModel(DFlashDraftModel):
         self.candidate_selector = CandidateSelector(
             vocab_size, config.backbone.hidden_size, config.selector_rank, config.selector_top_k
         )
-
-    def forward(
-        self,
-        block_embeds: torch.Tensor,
-        block_positions: torch.Tensor,
-        context_features: torch.Tensor,
-        context_positions: torch.Tensor,
-        cache: ContextCache | None = None,
-        visibility: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Drafted hidden states [b, Q, H] after the final norm; the arguments are DFlash v1's
-        (`DFlashDraftModel.forward`). The block must be one whole block: the convolutions run along it."""
-        rope = self.rope(torch.cat([context_positions, block_positions]), block_embeds.dtype)
-        context = self.hidden_norm(self.fc(context_features))
-        past_length = cache.length if cache is not None else 0
-        key_positions = torch.cat(
-            [torch.arange(past_length, device=block_positions.device), context_positions, block_positions]
-        )
-        hidden = block_embeds
-        for index, layer in enumerate(self.layers):
-            attention = layer.self_attn
-            mask = visibility
-            if mask is None:
-                mask = attention_visibility(
-                    block_positions, key_positions, causal=attention.causal, window=attention.window
-                )
-            past = cache.layers[index] if cache is not None and index < len(cache.layers) else None
-            normed = layer.input_layernorm(hidden)
-            taps = layer.attention_conv.taps(normed)
-            attended, layer_kv = attention(
-                layer.attention_conv.mix(normed, taps, INPUT_SIDE), context, rope, past, mask
-            )
-            hidden = hidden + layer.attention_conv.mix(attended, taps, OUTPUT_SIDE)
-            normed = layer.post_attention_layernorm(hidden)
-            taps = layer.mlp_conv.taps(normed)
-            fed = layer.mlp(layer.mlp_conv.mix(normed, taps, INPUT_SIDE))
-            hidden = hidden + layer.mlp_conv.mix(fed, taps, OUTPUT_SIDE)
-            if cache is not None:
-                if past is None:
-                    cache.layers.append(layer_kv)
-                else:
-                    cache.layers[index] = layer_kv
-        if cache is not None:
-            cache.length = past_length + int(context_positions.shape[0])
-        return self.norm(hidden)
