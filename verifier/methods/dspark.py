@@ -27,19 +27,17 @@ from typing import Any
 import torch
 from torch import nn
 
-from verifier.decode import rollback_problem
 from verifier.folders import read_config
-from verifier.harness.contract import IncompatiblePair, RunSettings
+from verifier.harness.contract import RunSettings
 from verifier.loading import LoadedTarget
 from verifier.methods.dflash.config import (
     DFlashFormatError,
-    compatibility_problems,
     layout_problems,
     parse_dflash_config,
 )
 from verifier.methods.dflash.layouts import LayoutDFlashProposer, draft_vocab_map, load_backbone, zlab_config
 from verifier.methods.dflash.model import block_logits, embed_block, output_numerics
-from verifier.methods.dflash.proposer import read_drafter_weights, resolve_mask_token_id, target_geometry
+from verifier.methods.dflash.proposer import read_drafter_weights, served_target
 from verifier.proposer import Proposal
 
 HEAD_TYPES = ("vanilla", "gated", "rnn")
@@ -190,18 +188,9 @@ def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSetting
         raise DFlashFormatError("this DSpark drafter does not draft from the anchor slot (sample_from_anchor: false)")
     # DeepSpec's exports are z-lab configs (DFlashDraftModel + dflash_config) whose slot 0 drafts too.
     config = parse_dflash_config(zlab_config(raw, anchor_drafts=True) if speculators else raw)
-    geometry = target_geometry(target.model)
-    mask_token_id = resolve_mask_token_id(config, target.tokenizer)
-    problems = compatibility_problems(config, geometry, mask_token_id)
-    rollback = rollback_problem(target.model)
-    if rollback is not None:
-        problems.append(f"target: {rollback}")
-    if problems:
-        raise IncompatiblePair(problems)
-    assert mask_token_id is not None
-    layer_ids = config.layer_ids_for(geometry.num_hidden_layers)
-    parameter = next(target.model.parameters())
-    device, dtype = parameter.device, parameter.dtype
+    served = served_target(config, target)
+    geometry, mask_token_id, layer_ids = served.geometry, served.mask_token_id, served.layer_ids
+    device, dtype = served.device, served.dtype
     tensors = read_drafter_weights(drafter_dir)
     head_vocab = tensors["lm_head.weight"].shape[0] if "lm_head.weight" in tensors else geometry.vocab_size
     rank, head_type = _head_settings(raw)

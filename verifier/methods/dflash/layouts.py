@@ -22,26 +22,17 @@ from typing import Any
 import torch
 from torch import nn
 
-from verifier.decode import rollback_problem
 from verifier.folders import read_config, weight_files
-from verifier.harness.contract import IncompatiblePair, RunSettings
+from verifier.harness.contract import RunSettings
 from verifier.loading import LoadedTarget
 from verifier.methods.dflash.config import (
     DFLASH_ARCHITECTURE,
     DFlashConfig,
     DFlashFormatError,
-    compatibility_problems,
-    expected_weight_shapes,
-    layout_problems,
     parse_dflash_config,
 )
 from verifier.methods.dflash.model import DFlashDraftModel, OutputNumerics, embed_block, output_numerics
-from verifier.methods.dflash.proposer import (
-    DFlashProposer,
-    read_drafter_weights,
-    resolve_mask_token_id,
-    target_geometry,
-)
+from verifier.methods.dflash.proposer import DFlashProposer, draft_model_from, read_drafter_weights, served_target
 from verifier.methods.dflash.proposer import build_proposer as build_zlab_proposer
 from verifier.proposer import Proposal
 
@@ -136,16 +127,7 @@ def load_backbone(
     dtype: torch.dtype,
 ) -> DFlashDraftModel:
     backbone = {name: t for name, t in tensors.items() if name not in EXTRA_TENSORS}
-    problems = layout_problems(
-        {name: tuple(t.shape) for name, t in backbone.items()}, expected_weight_shapes(config, num_fused)
-    )
-    if problems:
-        shown = "; ".join(problems[:6]) + (f"; and {len(problems) - 6} more" if len(problems) > 6 else "")
-        raise DFlashFormatError(f"{drafter_dir}: the weights do not follow the DFlash {layout} layout: {shown}")
-    with torch.device("meta"):
-        model = DFlashDraftModel(config, num_fused)
-    model.load_state_dict(backbone, strict=True, assign=True)
-    return model.to(device=device, dtype=dtype).eval()
+    return draft_model_from(drafter_dir, backbone, config, num_fused, layout, device=device, dtype=dtype)
 
 
 class LayoutDFlashProposer(DFlashProposer):
@@ -206,18 +188,9 @@ def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSetting
     if layout == Z_LAB:
         return build_zlab_proposer(drafter_dir, target, settings)
     config = parse_dflash_config(zlab_config(raw) if layout == SPECULATORS else raw)
-    geometry = target_geometry(target.model)
-    mask_token_id = resolve_mask_token_id(config, target.tokenizer)
-    problems = compatibility_problems(config, geometry, mask_token_id)
-    rollback = rollback_problem(target.model)
-    if rollback is not None:
-        problems.append(f"target: {rollback}")
-    if problems:
-        raise IncompatiblePair(problems)
-    assert mask_token_id is not None
-    layer_ids = config.layer_ids_for(geometry.num_hidden_layers)
-    parameter = next(target.model.parameters())
-    device, dtype = parameter.device, parameter.dtype
+    served = served_target(config, target)
+    geometry, mask_token_id, layer_ids = served.geometry, served.mask_token_id, served.layer_ids
+    device, dtype = served.device, served.dtype
     tensors = read_drafter_weights(drafter_dir)
     model = load_backbone(drafter_dir, tensors, config, len(layer_ids), layout, device=device, dtype=dtype)
     to_target = draft_vocab_map(tensors, geometry.vocab_size)

@@ -5,6 +5,8 @@ and the proposer that drafts one block per round. The drafter borrows the target
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,13 +81,27 @@ def load_draft_model(
     drafter_dir: Path, config: DFlashConfig, num_fused_layers: int, *, device: torch.device, dtype: torch.dtype
 ) -> DFlashDraftModel:
     """The draft model with the folder's weights; refuses anything but z-lab's exact layout."""
-    tensors = read_drafter_weights(drafter_dir)
+    return draft_model_from(drafter_dir, read_drafter_weights(drafter_dir), config, num_fused_layers, "v1",
+                            device=device, dtype=dtype)
+
+
+def draft_model_from(
+    drafter_dir: Path,
+    tensors: dict[str, torch.Tensor],
+    config: DFlashConfig,
+    num_fused_layers: int,
+    layout: str,
+    *,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> DFlashDraftModel:
+    """The draft model over exactly these tensors; refuses, naming them, any that do not fit the v1 backbone."""
     problems = layout_problems(
         {name: tuple(t.shape) for name, t in tensors.items()}, expected_weight_shapes(config, num_fused_layers)
     )
     if problems:
         shown = "; ".join(problems[:6]) + (f"; and {len(problems) - 6} more" if len(problems) > 6 else "")
-        raise DFlashFormatError(f"{drafter_dir}: the weights do not follow the DFlash v1 layout: {shown}")
+        raise DFlashFormatError(f"{drafter_dir}: the weights do not follow the DFlash {layout} layout: {shown}")
     # Built on the meta device so a large drafter is not randomly initialised only to be overwritten.
     with torch.device("meta"):
         model = DFlashDraftModel(config, num_fused_layers)
@@ -176,25 +192,47 @@ class DFlashProposer:
         return Proposal(tokens=tokens, q_probs=q_probs)
 
 
-def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> DFlashProposer:
-    """A DFlash proposer for `target`; raises `IncompatiblePair` when the drafter cannot serve this target."""
+@dataclass(frozen=True)
+class ServedTarget:
+    """What a DFlash-family drafter needs of the target it was checked against."""
 
-    drafter_dir = Path(drafter_dir)
-    config = parse_dflash_config(read_config(drafter_dir))
+    geometry: TargetGeometry
+    mask_token_id: int
+    layer_ids: tuple[int, ...]
+    device: torch.device
+    dtype: torch.dtype
+
+
+def served_target(
+    config: DFlashConfig,
+    target: LoadedTarget,
+    more_problems: Callable[[TargetGeometry], Iterable[str]] = lambda geometry: (),
+) -> ServedTarget:
+    """Checks a DFlash-family drafter's config against `target`; raises `IncompatiblePair` with every problem
+    (the config's, then `more_problems`, then the target's rollback)."""
     geometry = target_geometry(target.model)
     mask_token_id = resolve_mask_token_id(config, target.tokenizer)
     problems = compatibility_problems(config, geometry, mask_token_id)
+    problems.extend(more_problems(geometry))
     rollback = rollback_problem(target.model)
     if rollback is not None:
         problems.append(f"target: {rollback}")
     if problems:
         raise IncompatiblePair(problems)
     assert mask_token_id is not None  # compatibility_problems reports a missing mask id
-    layer_ids = config.layer_ids_for(geometry.num_hidden_layers)
-    target_parameter = next(target.model.parameters())
-    draft_model = load_draft_model(
-        drafter_dir, config, len(layer_ids), device=target_parameter.device, dtype=target_parameter.dtype
-    )
+    parameter = next(target.model.parameters())
+    return ServedTarget(geometry, mask_token_id, config.layer_ids_for(geometry.num_hidden_layers),
+                        parameter.device, parameter.dtype)
+
+
+def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> DFlashProposer:
+    """A DFlash proposer for `target`; raises `IncompatiblePair` when the drafter cannot serve this target."""
+
+    drafter_dir = Path(drafter_dir)
+    config = parse_dflash_config(read_config(drafter_dir))
+    served = served_target(config, target)
+    geometry, mask_token_id, layer_ids = served.geometry, served.mask_token_id, served.layer_ids
+    draft_model = load_draft_model(drafter_dir, config, len(layer_ids), device=served.device, dtype=served.dtype)
     default_length = config.block_size - 1
     draft_length = default_length if settings.draft_length is None else min(settings.draft_length, default_length)
     return DFlashProposer(

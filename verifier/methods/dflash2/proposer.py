@@ -13,13 +13,12 @@ from typing import Any
 
 import torch
 
-from verifier.decode import rollback_problem
 from verifier.folders import read_config
-from verifier.harness.contract import IncompatiblePair, RunSettings
+from verifier.harness.contract import RunSettings
 from verifier.loading import LoadedTarget
-from verifier.methods.dflash.config import DFlashFormatError, compatibility_problems, layout_problems
+from verifier.methods.dflash.config import DFlashFormatError, TargetGeometry, layout_problems
 from verifier.methods.dflash.model import OutputNumerics, block_logits, output_numerics
-from verifier.methods.dflash.proposer import DFlashProposer, read_drafter_weights, resolve_mask_token_id, target_geometry
+from verifier.methods.dflash.proposer import DFlashProposer, read_drafter_weights, served_target
 from verifier.methods.dflash2.config import DFlash2Config, expected_dflash2_shapes, parse_dflash2_config, unprefixed
 from verifier.methods.dflash2.model import DFlash2DraftModel
 from verifier.proposer import Proposal
@@ -84,24 +83,19 @@ def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSetting
     """A DFlash 2 proposer for `target`; raises `IncompatiblePair` when the drafter cannot serve this target."""
     drafter_dir = Path(drafter_dir)
     config = parse_dflash2_config(read_config(drafter_dir))
-    geometry = target_geometry(target.model)
-    mask_token_id = resolve_mask_token_id(config.backbone, target.tokenizer)
-    problems = compatibility_problems(config.backbone, geometry, mask_token_id)
     tensors = unprefixed(read_drafter_weights(drafter_dir))
     codebook = tensors.get(CODEBOOK)
-    if codebook is not None and codebook.ndim == 2 and codebook.shape[0] != geometry.vocab_size:
-        problems.append(f"the selector's codebooks cover {codebook.shape[0]} token ids, the target's vocabulary has "
-                        f"{geometry.vocab_size}")
-    rollback = rollback_problem(target.model)
-    if rollback is not None:
-        problems.append(f"target: {rollback}")
-    if problems:
-        raise IncompatiblePair(problems)
-    assert mask_token_id is not None  # compatibility_problems reports a missing mask id
-    layer_ids = config.backbone.layer_ids_for(geometry.num_hidden_layers)
-    parameter = next(target.model.parameters())
+
+    def codebook_problems(geometry: TargetGeometry) -> list[str]:
+        if codebook is not None and codebook.ndim == 2 and codebook.shape[0] != geometry.vocab_size:
+            return [f"the selector's codebooks cover {codebook.shape[0]} token ids, the target's vocabulary has "
+                    f"{geometry.vocab_size}"]
+        return []
+
+    served = served_target(config.backbone, target, codebook_problems)
+    geometry, mask_token_id, layer_ids = served.geometry, served.mask_token_id, served.layer_ids
     model = load_dflash2_model(
-        drafter_dir, tensors, config, len(layer_ids), geometry.vocab_size, device=parameter.device, dtype=parameter.dtype
+        drafter_dir, tensors, config, len(layer_ids), geometry.vocab_size, device=served.device, dtype=served.dtype
     )
     default_length = config.backbone.block_size - 1
     draft_length = default_length if settings.draft_length is None else min(settings.draft_length, default_length)
