@@ -27,8 +27,9 @@ sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve(
 
 import torch  # noqa: E402
 
-from verifier.engines.pytorch import PairRun, RunSettings, run_pair  # noqa: E402
-from verifier.harness.contract import DEFAULT_REPEATS  # noqa: E402
+from registry.domain.measurement import DEFAULT_REPEATS, RunSettings  # noqa: E402
+from registry.domain.run import Run  # noqa: E402
+from verifier.engines.pytorch import run_pair  # noqa: E402
 from verifier.engines.llamacpp.engine import run_llamacpp_pair  # noqa: E402
 from verifier.engines.llamacpp.install import find_server  # noqa: E402
 from verifier.engines.llamacpp.server import LlamaCppOptions  # noqa: E402
@@ -55,7 +56,7 @@ def build_pairs(cache_root: Path) -> tuple[Path, dict[str, Path]]:
     return target, {"draft-lm": tiny_qwen3.cached_draft_lm(cache_root, target, trained=True), "dflash": dflash}
 
 
-def row(engine: str, method: str, run: PairRun, seconds: float) -> dict[str, Any]:
+def row(engine: str, method: str, run: Run, seconds: float) -> dict[str, Any]:
     overall = run.overall
     return {
         "engine": engine,

@@ -7,7 +7,7 @@ users' servers with --hardware) from the cost model alone (registry.domain.prici
 τ and draft length, so the error is the cost model's, not the acceptance's. A catalog GPU uses its peak bandwidth
 at the assumed efficiency (or the efficiency fitted from the OTHER GPU runs once there are two); a CPU or other
 device uses the bandwidth fitted from the OTHER runs on the same hardware (leave-one-out, never a run's own).
-Stores each prediction in its run's metrics unless --no-store, then prints one row per run and the median
+Stores each prediction with its run unless --no-store, then prints one row per run and the median
 absolute error per engine and hardware.
 """
 
@@ -17,7 +17,6 @@ import argparse
 import json
 import sys
 from collections import defaultdict
-from dataclasses import asdict
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -25,6 +24,8 @@ sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve(
 
 from registry import calibration
 from registry.domain import pricing  # noqa: E402
+from registry.domain.run import RunPrediction  # noqa: E402
+from registry.domain.stored_json import to_json  # noqa: E402
 from registry.settings import get_settings  # noqa: E402
 from registry.store import Store  # noqa: E402
 
@@ -37,7 +38,7 @@ def _num(value: float | None, spec: str = "8.2f") -> str:
     return " " * int(spec.split(".")[0]) if value is None else format(value, spec)
 
 
-def _errors(predictions: list[calibration.RunPrediction]) -> list[float]:
+def _errors(predictions: list[RunPrediction]) -> list[float]:
     return [abs(e) for p in predictions for e in (p.tokens_per_s_error, p.speedup_error) if e is not None]
 
 
@@ -78,7 +79,7 @@ def main() -> int:
         print(f"median |error| {label}: "
               + (f"{pricing.median(errors):.0%} over {len(errors)} tok/s and speedup numbers" if errors else "-"))
     if args.json:
-        args.json.write_text(json.dumps([asdict(p) for p in predictions], indent=2))
+        args.json.write_text(json.dumps([to_json(p) for p in predictions], indent=2))
     return 0
 
 

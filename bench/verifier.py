@@ -41,8 +41,9 @@ import torch  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from verifier.engines.pytorch import PairRun, RunSettings, run_pair  # noqa: E402
-from verifier.harness.contract import DEFAULT_REPEATS  # noqa: E402
+from verifier.engines.pytorch import run_pair  # noqa: E402
+from registry.domain.measurement import DEFAULT_REPEATS, RunSettings  # noqa: E402
+from registry.domain.run import Run  # noqa: E402
 from verifier.loading import load_causal_lm, load_target, resolve_device  # noqa: E402
 from verifier.methods.dflash.muse_glimmer import muse_glimmer_assistant  # noqa: E402
 from verifier.prompts import bundled_sets, encode_prompt  # noqa: E402
@@ -180,7 +181,7 @@ def transformers_generators(
     return prompts, generators
 
 
-def _ordered_generations(run: PairRun) -> list[list[int]]:
+def _ordered_generations(run: Run) -> list[list[int]]:
     return [run.generations[f"{s.name}/{i}"] for s in bundled_sets() for i in range(len(s.prompts))]
 
 
@@ -196,7 +197,7 @@ def measure(pair: Pair, settings: RunSettings, cycles: int) -> list[Row]:
     """
     sets = bundled_sets()
     drafters = {"draft-lm": pair.draft_lm, "dflash": pair.dflash}
-    ours: dict[str, list[PairRun]] = {method: [] for method in drafters}
+    ours: dict[str, list[Run]] = {method: [] for method in drafters}
     theirs: dict[str, list[float]] = {"baseline": [], **{method: [] for method in drafters}}
     theirs_outputs: dict[str, list[list[int]]] = {}
     errors: dict[str, str] = {}
@@ -222,7 +223,7 @@ def measure(pair: Pair, settings: RunSettings, cycles: int) -> list[Row]:
                     continue
                 theirs[method].append(rate)
 
-    def row(method: str, our_rates: list[float], runs: list[PairRun] | None) -> Row:
+    def row(method: str, our_rates: list[float], runs: list[Run] | None) -> Row:
         their_rates = theirs[method]
         ratios = [o / t for o, t in zip(our_rates, their_rates)] if method not in errors else []
         # Our runs are greedy and lossless-checked, so their outputs are also our baseline's.

@@ -20,8 +20,9 @@ import httpx
 
 from registry import calibration
 from registry.domain.engines import SERVER_ENGINE_NAMES, SERVER_KINDS
+from registry.domain.measurement import SetMeasurement, spread
+from registry.domain.run import Run
 from registry.store import Store
-from registry.store.records import RunRecord, RunSpec, SetResult
 from registry.store.runs import record_run, regression_event
 from verifier.counters import (
     LLAMACPP_PREFIX,
@@ -192,7 +193,7 @@ def ingest_server(
     drafter: str | None = None,
     timeout_s: float = 10.0,
     api_key: str | None = None,
-) -> RunRecord:
+) -> Run:
     """Read a running server's speculative counters and store them as a run; raises ServerReadError when the
     server cannot be read or has verified no drafts yet (nothing is stored then)."""
     if not hardware.strip():
@@ -206,44 +207,30 @@ def ingest_server(
     model = target or reading.model
     if model is None:
         raise ServerReadError("the server does not say which model it serves: pass --target")
-    acceptance = reading.acceptance
     source = {"source": "ingested", "url": _public_url(url), "server": kind, "counters": reading.counters}
-    per_set = SetResult(
-        prompt_set=LIVE_TRAFFIC,
-        prompt_set_digest=LIVE_TRAFFIC,
-        tau=reading.tau,
-        acceptance_rate=acceptance.acceptance_rate if acceptance else None,
-        per_position_acceptance=acceptance.marginal if acceptance else (),
-        tokens_per_s=reading.tokens_per_s,
-        metrics={"counters": reading.counters},
+    # One reading of counters since the server started: no baseline, no repeats, no prompt set of ours.
+    measured = SetMeasurement(
+        name=LIVE_TRAFFIC,
+        prompts=0,
+        digest=LIVE_TRAFFIC,
+        tokens_per_s=spread([reading.tokens_per_s]) if reading.tokens_per_s is not None else None,
+        acceptance=reading.acceptance,
+        reported_tau=reading.tau if reading.acceptance is None else None,
     )
-    spec = RunSpec(
+    run = Run(
         target=model,
         drafter=drafter,
         engine=reading.engine,
         engine_version=reading.engine_version,
         method=reading.method,
         draft_length=reading.draft_length,
+        overall=measured,
+        per_set=(measured,),
         device_name=hardware,
         hardware=hardware,
-        tau=reading.tau,
-        acceptance_rate=acceptance.acceptance_rate if acceptance else None,
-        tokens_per_s=reading.tokens_per_s,
-        metrics={
-            "tau": reading.tau,
-            "acceptance_rate": acceptance.acceptance_rate if acceptance else None,
-            "marginal": list(acceptance.marginal) if acceptance else [],
-            "acceptance_histogram": list(acceptance.histogram) if acceptance else None,
-            "per_position_acceptance": (
-                {"marginal": list(acceptance.marginal), "conditional": list(acceptance.conditional)}
-                if acceptance else None
-            ),
-            "tokens_per_s": reading.tokens_per_s,
-        },
         provenance=source,
-        sets=(per_set,),
     )
-    record = record_run(store, spec)
+    record = record_run(store, run)
     event = regression_event(store, record)
     if event is not None:
         store.record_event(event)

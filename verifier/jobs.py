@@ -17,14 +17,14 @@ from typing import Any
 
 from registry import calibration
 from registry.domain.engines import VERIFIER_ENGINES
+from registry.domain.measurement import RunSettings
+from registry.domain.run import Run
 from registry.store import Store
 from registry.store import jobs as queue
-from registry.store.records import RunRecord
 from registry.store.runs import record_run, regression_event
 from verifier.engines.llamacpp.engine import run_llamacpp_pair
 from verifier.folders import LoadError, cached_snapshot
-from verifier.harness.contract import PairRun, RunSettings
-from verifier.harness.record import failed_spec, run_spec
+from verifier.harness.record import failed_run, named_run
 from verifier.prompts import bundled_set, load_prompt_file
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ def _prompt_sets(request: VerifyRequest) -> list[Any]:
     return sets
 
 
-def run_engine(request: VerifyRequest, progress: Callable[[int, int, str], None] | None = None) -> PairRun:
+def run_engine(request: VerifyRequest, progress: Callable[[int, int, str], None] | None = None) -> Run:
     """Either engine, driven by the one harness (`verifier.harness.run`): the same result type from both."""
     from verifier.engines.pytorch import run_pair  # torch, which only PyTorch runs need
 
@@ -112,15 +112,15 @@ def verify_now(
     job_id: int | None = None,
     run_id: str | None = None,
     progress: Callable[[int, int, str], None] | None = None,
-) -> RunRecord:
+) -> Run:
     """Run and store. A failure is stored as a failed run with a one-line reason and returned, not raised."""
     run_id = run_id or uuid.uuid4().hex
     try:
         run = run_engine(request, progress)
     except Exception as error:  # noqa: BLE001 - every failure becomes a stored, explained run
         log.warning("run %s failed: %s", run_id, error)
-        return record_run(store, failed_spec(request, _one_line(error), job_id=job_id, run_id=run_id))
-    record = record_run(store, run_spec(request, run, job_id=job_id, run_id=run_id))
+        return record_run(store, failed_run(request, _one_line(error), job_id=job_id, run_id=run_id))
+    record = record_run(store, named_run(request, run, job_id=job_id, run_id=run_id))
     event = regression_event(store, record)
     if event is not None:
         store.record_event(event)
@@ -165,9 +165,9 @@ class Worker:
     worker_id: str = field(default_factory=lambda: f"worker-{uuid.uuid4().hex[:8]}")
     lease_s: float = 60.0
     heartbeat_s: float = 10.0
-    executor: Callable[[Store, queue.JobRecord], RunRecord] | None = None
+    executor: Callable[[Store, queue.JobRecord], Run] | None = None
 
-    def run_job(self, job: queue.JobRecord) -> RunRecord:
+    def run_job(self, job: queue.JobRecord) -> Run:
         request = VerifyRequest.from_payload(job.payload)
         return verify_now(self.store, request, job_id=job.id, run_id=job_run_id(job.id))
 

@@ -24,12 +24,23 @@ The one place the definitions live; both engines (PyTorch, llama.cpp) report aga
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
-METRIC_VERSION = 2
+from registry.domain.measurement import (
+    METRIC_VERSION,
+    Acceptance,
+    ForwardCosts,
+    Spread,
+    Throughput,
+    spread,
+)
+from registry.domain.run import Run
+
+__all__ = ["METRIC_VERSION", "Acceptance", "ForwardCosts", "RoundRecord", "Spread", "StepCounts", "Throughput",
+           "acceptance", "counts_acceptance", "decode_speedup", "ideal_speedup", "recompute_efficiency", "speedup",
+           "spread", "throughput"]
 
 
 @dataclass(frozen=True)
@@ -52,20 +63,6 @@ class Generation(Protocol):
     def total_seconds(self) -> float: ...
     @property
     def rounds(self) -> Sequence[RoundRecord]: ...
-
-
-@dataclass(frozen=True)
-class Acceptance:
-    rounds: int
-    drafted: int
-    accepted: int
-    tau: float
-    acceptance_rate: float | None  # None when nothing was drafted
-    histogram: tuple[int, ...]  # histogram[n] = rounds that accepted exactly n drafts
-    marginal: tuple[float, ...]  # m_1..m_K
-    conditional: tuple[float | None, ...]  # c_1..c_K; None where no round reached position i
-    uniform_draft_length: bool  # every round drafted the same k: the identity below is exact
-    identity_gap: float  # τ - (1 + Σ m_i)
 
 
 def acceptance(rounds: Sequence[RoundRecord]) -> Acceptance:
@@ -100,20 +97,6 @@ def acceptance(rounds: Sequence[RoundRecord]) -> Acceptance:
         uniform_draft_length=len({r.drafted for r in rounds}) == 1,
         identity_gap=tau - (1.0 + sum(marginal)),
     )
-
-
-@dataclass(frozen=True)
-class Throughput:
-    prompts: int
-    output_tokens: int
-    seconds: float
-    tokens_per_s: float  # pooled: all output tokens / all decode wall time
-    ttft_s: float  # mean time to first token (prefill + first token)
-    tpot_s: float | None  # time per output token after the first, pooled; None if no prompt made 2+ tokens
-    target_steps: int  # verify passes after prefill
-    draft_seconds_per_step: float
-    verify_seconds_per_step: float
-    draft_time_share: float  # draft time ÷ (draft + verify) time
 
 
 def throughput(generations: Sequence[Generation]) -> Throughput:
@@ -163,52 +146,13 @@ def decode_speedup(speculative: Throughput, baseline: Throughput) -> float | Non
     return baseline.tpot_s / speculative.tpot_s
 
 
-@dataclass(frozen=True)
-class ForwardCosts:
-    """Bare forward costs of a pair at one context length: the fastest of `repeats` timings, in seconds."""
-
-    context_length: int
-    gamma: int  # drafted tokens per step
-    target_step_s: float  # T(1)
-    verify_step_s: float  # T(γ+1)
-    draft_step_s: float  # one drafting step
-    repeats: int
-    spread: dict[str, dict[str, float]] = field(default_factory=dict)  # per cost: min, max, q1, q3
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"context_length": self.context_length, "gamma": self.gamma, "target_step_s": self.target_step_s,
-                "verify_step_s": self.verify_step_s, "draft_step_s": self.draft_step_s, "repeats": self.repeats,
-                "spread": {k: dict(v) for k, v in self.spread.items()}}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ForwardCosts:
-        return cls(context_length=int(data["context_length"]), gamma=int(data["gamma"]),
-                   target_step_s=float(data["target_step_s"]), verify_step_s=float(data["verify_step_s"]),
-                   draft_step_s=float(data["draft_step_s"]), repeats=int(data["repeats"]),
-                   spread=dict(data.get("spread") or {}))
-
-    @classmethod
-    def from_timings(cls, context_length: int, gamma: int, target: Sequence[float], verify: Sequence[float],
-                     draft: Sequence[float]) -> ForwardCosts:
-        def summary(values: Sequence[float]) -> dict[str, float]:
-            s = spread(values)
-            return {"min": s.minimum, "q1": s.q1, "median": s.median, "q3": s.q3, "max": s.maximum}
-
-        # The fastest repeat is the bare cost: interference (other processes, the OS) only ever adds to it.
-        return cls(context_length=context_length, gamma=gamma, target_step_s=min(target),
-                   verify_step_s=min(verify), draft_step_s=min(draft),
-                   repeats=len(target), spread={"target_step_s": summary(target),
-                                                "verify_step_s": summary(verify), "draft_step_s": summary(draft)})
-
-
-def recompute_efficiency(metrics: dict[str, Any]) -> float | None:
+def recompute_efficiency(run: Run) -> float | None:
     """A stored (version 2) run's efficiency from its stored forward costs, τ_emitted and decode speedup."""
-    costs, tau_emitted, realized = metrics.get("forward_costs"), metrics.get("tau_emitted"), metrics.get(
-        "decode_speedup")
-    if not costs or tau_emitted is None or realized is None:
+    if run.forward_costs is None or run.tau_emitted is None or run.decode_speedup is None:
         return None
-    c = ForwardCosts.from_dict(costs)
-    return realized / ideal_speedup(tau_emitted, c.target_step_s, c.verify_step_s, c.draft_step_s)
+    costs = run.forward_costs
+    return run.decode_speedup / ideal_speedup(run.tau_emitted, costs.target_step_s, costs.verify_step_s,
+                                              costs.draft_step_s)
 
 
 @dataclass(frozen=True)
@@ -288,28 +232,4 @@ def counts_acceptance(counts: StepCounts) -> Acceptance | None:
         conditional=conditional,
         uniform_draft_length=bool(marginal) and counts.drafted == counts.steps * len(marginal),
         identity_gap=tau - (1.0 + sum(marginal)),
-    )
-
-
-@dataclass(frozen=True)
-class Spread:
-    median: float
-    minimum: float
-    maximum: float
-    q1: float
-    q3: float
-    n: int
-
-
-def spread(values: Sequence[float]) -> Spread:
-    """Median, min/max and quartiles (inclusive method) over repeats."""
-    if not values:
-        raise ValueError("no values")
-    ordered = sorted(values)
-    if len(ordered) == 1:
-        q1 = q3 = ordered[0]
-    else:
-        q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
-    return Spread(
-        median=statistics.median(ordered), minimum=ordered[0], maximum=ordered[-1], q1=q1, q3=q3, n=len(ordered)
     )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from registry.store import jobs as queue
-from registry.store.records import RunRecord
+from registry.domain.run import Run
 from registry.store.runs import get_run
 from registry.store import Store
 from verifier.jobs import VerifyRequest, job_run_id, verify_now
@@ -86,7 +86,7 @@ class RayExecutor:
     def resources(self, job: queue.JobRecord) -> TaskResources:
         return task_resources(job.num_gpus, float(self._ray.cluster_resources().get("GPU", 0)))
 
-    def __call__(self, store: Store, job: queue.JobRecord) -> RunRecord:
+    def __call__(self, store: Store, job: queue.JobRecord) -> Run:
         reference = self._task.options(**self.resources(job).as_options()).remote(
             self._database_url, job.payload, job.id, job_run_id(job.id)
         )

@@ -2,74 +2,33 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from drafters.cli import render
 from registry import calibration
+from registry.domain.measurement import SetMeasurement
+from registry.domain.run import Run, RunPrediction
+from registry.domain.stored_json import to_json
 from registry.local import looks_like_folder
-from registry.domain.regression import metric_version
-from registry.store.runs import RunRecord
 
 
-def _prediction_json(record: RunRecord, prediction: calibration.RunPrediction | None) -> dict | None:
-    """The pricing model's prediction of a run and its errors (`prediction` when given, else the stored one of
-    the current model); its `note` says why a number is missing."""
+def run_json(record: Run, prediction: RunPrediction | None = None) -> dict[str, Any]:
+    """A run as `--json` prints it: the run as the store keeps it (`to_json`, the same encoding), with its
+    prediction under the current pricing model (`prediction` when given, else the stored one when the current
+    model made it, else none); `prediction_source` says which."""
     stored = calibration.stored_prediction(record)
     chosen = prediction or stored
-    if chosen is None:
-        return None
-    return {**asdict(chosen), "source": "stored with the run" if chosen == stored else "computed on read"}
+    source = None if chosen is None else "stored with the run" if chosen == stored else "computed on read"
+    return {**to_json(record), "prediction": to_json(chosen), "prediction_source": source}
 
 
-def run_json(record: RunRecord, prediction: calibration.RunPrediction | None = None) -> dict:
-    metrics = record.metrics
-    return {
-        "run_id": record.run_id,
-        "status": record.status,
-        "failure_reason": record.failure_reason,
-        "engine": record.engine,
-        "engine_version": record.engine_version,
-        "target": record.target,
-        "drafter": record.drafter,
-        "method": record.method,
-        "lossless": record.lossless,
-        "tau": record.tau,
-        "acceptance_rate": record.acceptance_rate,
-        "per_position_acceptance": list(metrics.get("marginal") or []),
-        "per_position_acceptance_conditional": list((metrics.get("per_position_acceptance") or {}).get("conditional") or []),
-        "acceptance_histogram": metrics.get("acceptance_histogram"),
-        "baseline_tokens_per_s": record.baseline_tokens_per_s,
-        "tokens_per_s": record.tokens_per_s,
-        "speedup": record.speedup,
-        "speedup_spread": metrics.get("speedup_spread"),
-        "decode_speedup": metrics.get("decode_speedup"),
-        "tau_emitted": metrics.get("tau_emitted"),
-        "ideal_speedup": metrics.get("ideal_speedup"),
-        "efficiency": record.efficiency,
-        "forward_costs": metrics.get("forward_costs"),
-        "metric_version": metric_version(record),
-        "repeats": metrics.get("repeats"),
-        "ttft_s": metrics.get("ttft_s"),
-        "tpot_s": metrics.get("tpot_s"),
-        "draft_time_share": metrics.get("draft_time_share"),
-        "peak_memory_bytes": record.peak_memory_bytes,
-        "target_weight_bytes": record.target_weight_bytes,
-        "drafter_weight_bytes": record.drafter_weight_bytes,
-        "per_set": {s.prompt_set: {"tau": s.tau, "acceptance_rate": s.acceptance_rate, "speedup": s.speedup,
-                                   "speedup_spread": s.speedup_spread, "lossless": s.lossless,
-                                   "per_position_acceptance": list(s.per_position_acceptance)} for s in record.sets},
-        "provenance": record.provenance,
-        "prediction": _prediction_json(record, prediction),
-    }
-
-
-def _speedup_cell(record: RunRecord) -> str:
-    """The median with its min-max over repeats, when the run stored it."""
-    spread = record.metrics.get("speedup_spread") or {}
-    if record.speedup is None or spread.get("minimum") is None:
+def _speedup_cell(record: Run) -> str:
+    """The median with its min-max over repeats, when the run measured them."""
+    spread = record.overall.speedup if record.overall else None
+    if spread is None:
         return fmt(record.speedup)
-    return f"{fmt(record.speedup)} ({spread['minimum']:.2f}-{spread['maximum']:.2f}, n={spread.get('n')})"
+    return f"{spread.median:.2f} ({spread.minimum:.2f}-{spread.maximum:.2f}, n={spread.n})"
 
 
 def fmt(value: float | None, spec: str = ".2f") -> str:
@@ -83,7 +42,7 @@ def _label(ref: str | None) -> str:
     return Path(ref).name if looks_like_folder(ref) else ref
 
 
-def _prediction_cell(prediction: calibration.RunPrediction | None) -> str:
+def _prediction_cell(prediction: RunPrediction | None) -> str:
     """Predicted tok/s (speedup) and their errors against the measurement; a dash where the model could not
     predict the run (the reason is in --json's prediction.note)."""
     if prediction is None or not prediction.predicted:
@@ -101,31 +60,71 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:+.0%}"
 
 
-def print_runs(records: list[RunRecord],
-               predictions: dict[str, calibration.RunPrediction] | None = None) -> None:
+# Below this terminal width the fifteen-column table is unreadable: each run is printed as a few labelled lines.
+WIDE_TABLE_COLUMNS = 120
+
+
+def print_runs(records: list[Run], predictions: dict[str, RunPrediction] | None = None) -> None:
     """`predictions` by run id; without them, each run's stored prediction from the current model."""
     chosen = predictions if predictions is not None else {
         r.run_id: p for r in records if (p := calibration.stored_prediction(r)) is not None}
-    render.table(
-        "speculative decoding, measured",
-        ["drafter", "engine", "method", "lossless", "τ", "τ emitted", "accept", "base tok/s", "tok/s",
-         "speedup (min-max)", "efficiency", "predicted tok/s, S (error)", "peak mem", "metrics v", "run"],
-        [
-            (_label(r.drafter), r.engine, r.method, r.lossless, fmt(r.tau), fmt(r.metrics.get("tau_emitted")),
-             fmt(r.acceptance_rate), fmt(r.baseline_tokens_per_s, ".1f"),
-             fmt(r.tokens_per_s, ".1f"), _speedup_cell(r), fmt(r.efficiency), _prediction_cell(chosen.get(r.run_id)),
-             f"{r.peak_memory_bytes / 2**20:.0f} MiB" if r.peak_memory_bytes else None, metric_version(r), r.run_id[:12])
-            if r.status == "ok" else (_label(r.drafter), r.engine, r.method, "-", "-", "-", "-", "-", "-", "-", "-", "-",
-                                      "-", metric_version(r), render.styled("[red]failed:[/] {}", r.failure_reason))
-            for r in records
-        ],
-    )
+    if render.console.width < WIDE_TABLE_COLUMNS:
+        _print_cards(records, chosen)
+    else:
+        _print_table(records, chosen)
     for r in records:
         if r.status != "ok":
             continue
         render.table(
             f"{_label(r.drafter)} on {_label(r.target)} ({r.engine}): per prompt set",
             ["prompt set", "τ", "accept", "speedup (min-max spread)", "lossless", "per-position acceptance"],
-            [(s.prompt_set, fmt(s.tau), fmt(s.acceptance_rate), f"{fmt(s.speedup)} (±{fmt(s.speedup_spread)})",
-              s.lossless, " ".join(f"{m:.2f}" for m in s.per_position_acceptance[:8])) for s in r.sets],
+            [(s.name, fmt(s.tau), fmt(s.acceptance_rate), _set_speedup_cell(s), s.lossless,
+              " ".join(f"{m:.2f}" for m in s.per_position_acceptance[:8])) for s in r.per_set],
         )
+
+
+def _memory(run: Run) -> str:
+    return f"{run.peak_memory_bytes / 2**20:.0f} MiB" if run.peak_memory_bytes else "-"
+
+
+def _print_cards(records: list[Run], predictions: dict[str, RunPrediction]) -> None:
+    """Each run as labelled lines that fit an 80-column terminal (the same numbers as the wide table)."""
+    render.console.print(render.plain("speculative decoding, measured"), style="bold")
+    for r in records:
+        render.console.print(render.styled("[bold]{}[/]  {} on {} · {} · {}", r.run_id[:12], _label(r.drafter),
+                                           _label(r.target), r.engine, r.method or "baseline"))
+        if r.status != "ok":
+            render.console.print(render.styled("  [red]failed:[/] {}", r.failure_reason))
+            continue
+        lines = [
+            f"τ {fmt(r.tau)} (emitted {fmt(r.tau_emitted)}) · accept {fmt(r.acceptance_rate)} · lossless {r.lossless}",
+            f"tok/s {fmt(r.tokens_per_s, '.1f')} (base {fmt(r.baseline_tokens_per_s, '.1f')}) · speedup "
+            f"{_speedup_cell(r)} · efficiency {fmt(r.efficiency)}",
+            f"predicted {_prediction_cell(predictions.get(r.run_id))} · peak mem {_memory(r)} · "
+            f"metrics v{r.metric_version}",
+        ]
+        for line in lines:
+            render.console.print("  " + render.plain(line))
+
+
+def _print_table(records: list[Run], predictions: dict[str, RunPrediction]) -> None:
+    render.table(
+        "speculative decoding, measured",
+        ["drafter", "engine", "method", "lossless", "τ", "τ emitted", "accept", "base tok/s", "tok/s",
+         "speedup (min-max)", "efficiency", "predicted tok/s, S (error)", "peak mem", "metrics v", "run"],
+        [
+            (_label(r.drafter), r.engine, r.method, r.lossless, fmt(r.tau), fmt(r.tau_emitted),
+             fmt(r.acceptance_rate), fmt(r.baseline_tokens_per_s, ".1f"),
+             fmt(r.tokens_per_s, ".1f"), _speedup_cell(r), fmt(r.efficiency),
+             _prediction_cell(predictions.get(r.run_id)), _memory(r), r.metric_version, r.run_id[:12])
+            if r.status == "ok" else (_label(r.drafter), r.engine, r.method, "-", "-", "-", "-", "-", "-", "-", "-", "-",
+                                      "-", r.metric_version, render.styled("[red]failed:[/] {}", r.failure_reason))
+            for r in records
+        ],
+    )
+
+
+def _set_speedup_cell(result: SetMeasurement) -> str:
+    if result.speedup is None:
+        return "-"
+    return f"{result.speedup.median:.2f} (±{result.speedup.maximum - result.speedup.minimum:.2f})"

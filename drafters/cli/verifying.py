@@ -17,14 +17,15 @@ from drafters.cli.common import Failed, JsonOption, UserError, app, open_store
 from drafters.cli.runs_view import fmt, print_runs, run_json
 from registry import calibration
 from registry.domain.engines import SERVER_KINDS, VERIFIER_ENGINES as ENGINES
+from registry.domain.measurement import DEFAULT_REPEATS
+from registry.domain.run import Run
 from registry.settings import get_settings
 from registry.store import Store
 from registry.store.jobs import JobRecord
-from registry.store.runs import RunRecord, list_runs
+from registry.store.runs import list_runs
 from verifier.engines.llamacpp.convert import ConversionFailed, convert_pair
 from verifier.engines.llamacpp.install import LlamaCppMissing
 from verifier.folders import LoadError
-from verifier.harness.contract import DEFAULT_REPEATS
 from verifier.ingest import ServerReadError, ingest_server
 from verifier.jobs import VerifyRequest, Worker, enqueue as enqueue_job, verify_now
 from verifier.prompts import BUNDLED_SET_NAMES, PromptFileError, load_prompt_file
@@ -62,7 +63,7 @@ def _verify_request(target: str, drafter: str | None, *, prompts: list[Path] | N
                          prompt_files=tuple(str(p) for p in prompts or ()), settings=settings, engine=engine)
 
 
-def run_with_progress(store: Store, request: VerifyRequest, label: str) -> RunRecord:
+def run_with_progress(store: Store, request: VerifyRequest, label: str) -> Run:
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[now]}"),
                   TimeElapsedColumn(), console=render.error_console, transient=True) as progress:
         task = progress.add_task(label, total=None, now="loading")

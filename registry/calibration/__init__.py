@@ -1,5 +1,5 @@
 """The pricing model against the registry: find a pair's measured acceptance and sizes, and predict every stored
-run on real hardware so the model's error is known (stored in the run's metrics under "prediction").
+run on real hardware so the model's error is known (stored with the run: `Run.prediction`).
 
 Constants are fitted leave-one-out: a run is never predicted with a bandwidth, efficiency or overhead fitted from
 itself, and a fitted constant always comes from at least two other runs (one run would be a copy of its speed).
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -31,9 +31,10 @@ from registry.domain.configs import ConfigError, parse_config
 from registry.domain.drafter_facts import detect_method
 from registry.domain.gpus import Gpu, load_gpus
 from registry.domain.memory import stored_bits_per_weight
+from registry.domain.run import Run, RunPrediction
 from registry.local import LocalRepoError, looks_like_folder, read_local_repo
 from registry.store import Store
-from registry.store.runs import PREDICTION_KEY, RunRecord, list_runs, set_predictions
+from registry.store.runs import list_runs, set_predictions
 
 MODEL_VERSION = 2  # 2: a per-forward overhead fitted per hardware and engine; CPU fits need 2+ other runs
 
@@ -96,15 +97,15 @@ def measured_acceptance(store: Store, target: str, drafter: str, *,
                         prompt_digests: dict[str, str] | None = None) -> pricing.Acceptance:
     """The newest successful run's marginal per-position acceptance; with prompt digests, only a run measured on
     exactly those prompts (its matching sets' rates, pooled by prompt set weight-free mean)."""
-    runs = [r for r in list_runs(store, target=target, drafter=drafter, status="ok") if _marginal(r)]
+    runs = [r for r in list_runs(store, target=target, drafter=drafter, status="ok") if r.per_position_acceptance]
     if prompt_digests:
         wanted = set(prompt_digests.values())
         for run in runs:
-            sets = [s for s in run.sets if s.prompt_set_digest in wanted and s.per_position_acceptance]
+            sets = [s for s in run.per_set if s.digest in wanted and s.per_position_acceptance]
             if sets:
                 width = min(len(s.per_position_acceptance) for s in sets)
                 marginal = tuple(sum(s.per_position_acceptance[i] for s in sets) / len(sets) for i in range(width))
-                names = tuple(s.prompt_set for s in sets)
+                names = tuple(s.name for s in sets)
                 return pricing.Acceptance(marginal, _source(run, names), run.run_id, names)
         raise PricingInputError(
             f"no measured run of {drafter} on {target} used these prompts: run `drafters verify {target} {drafter} "
@@ -114,8 +115,8 @@ def measured_acceptance(store: Store, target: str, drafter: str, *,
             f"no measured per-position acceptance for {drafter} on {target}: run `drafters verify {target} {drafter}` "
             f"first")
     run = runs[0]
-    names = tuple(s.prompt_set for s in run.sets)
-    return pricing.Acceptance(tuple(_marginal(run)), _source(run, names), run.run_id, names)
+    names = tuple(s.name for s in run.per_set)
+    return pricing.Acceptance(run.per_position_acceptance, _source(run, names), run.run_id, names)
 
 
 def published_acceptance(target: str, drafter: str, prompt_set: str | None = None) -> pricing.Acceptance | None:
@@ -141,61 +142,26 @@ def published_acceptance(target: str, drafter: str, prompt_set: str | None = Non
     return pricing.Acceptance(marginal, label, None, (chosen,))
 
 
-def _marginal(run: RunRecord) -> list[float]:
-    values = run.metrics.get("marginal") or []
-    if not values:
-        # Runs without the pooled rates (ingested ones) carry them per set.
-        values = next((list(s.per_position_acceptance) for s in run.sets if s.per_position_acceptance), [])
-    return [float(v) for v in values]
-
-
-def _source(run: RunRecord, sets: Sequence[str]) -> str:
+def _source(run: Run, sets: Sequence[str]) -> str:
     return f"run {run.run_id[:12]} ({', '.join(sets) or 'no prompt set'}; {run.engine} on {run.hardware})"
 
 
 # ---- calibration ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class RunPrediction:
-    run_id: str
-    target: str
-    drafter: str | None
-    engine: str
-    hardware: str | None
-    predicted_baseline_tokens_per_s: float | None
-    measured_baseline_tokens_per_s: float | None
-    baseline_error: float | None
-    predicted_tokens_per_s: float | None
-    measured_tokens_per_s: float | None
-    tokens_per_s_error: float | None
-    predicted_speedup: float | None
-    measured_speedup: float | None
-    speedup_error: float | None
-    device_basis: str
-    note: str  # why a number is missing ("not predicted: …"), or what the prediction assumed
-    model_version: int = MODEL_VERSION
-    fitted_from: tuple[str, ...] = ()  # the OTHER runs whose measurements set a fitted constant; never this run
-    overhead_s: float = 0.0  # the per-forward overhead used (fitted, or the 0 assumption)
-
-    @property
-    def predicted(self) -> bool:
-        return self.predicted_baseline_tokens_per_s is not None
-
-
-def _run_bytes(store: Store, run: RunRecord) -> RunBytes | str:
+def _run_bytes(store: Store, run: Run) -> RunBytes | str:
     target = side_facts(store, run.target, drafter=False)
     drafter = side_facts(store, run.drafter, drafter=True) if run.drafter else None
     return run_bytes(run, target, drafter)
 
 
-def _prepare(store: Store) -> tuple[list[RunRecord], dict[str, RunBytes | str]]:
+def _prepare(store: Store) -> tuple[list[Run], dict[str, RunBytes | str]]:
     """Every successful run with a measured speed, and what the model needs of each (or why it cannot)."""
     runs = [r for r in list_runs(store, status="ok") if r.baseline_tokens_per_s or r.tokens_per_s]
     return runs, {run.run_id: _run_bytes(store, run) for run in runs}  # type: ignore[misc]
 
 
-def _predict(run: RunRecord, entry: RunBytes | str, prepared: dict[str, RunBytes | str],
+def _predict(run: Run, entry: RunBytes | str, prepared: dict[str, RunBytes | str],
              gpus: tuple[Gpu, ...], *, overhead: bool) -> RunPrediction:
     if isinstance(entry, str):
         return _missing(run, entry)
@@ -204,7 +170,7 @@ def _predict(run: RunRecord, entry: RunBytes | str, prepared: dict[str, RunBytes
     fitted = fitted_device(entry, others, gpus, overhead=overhead)
     if isinstance(fitted, str):
         return _missing(run, fitted)
-    gamma = run.draft_length or (len(_marginal(run)) or None)
+    gamma = run.draft_length or (len(run.per_position_acceptance) or None)
     tau = run.tau if run.drafter else None
     try:
         predicted = pricing.predict_run(
@@ -225,7 +191,7 @@ def _predict(run: RunRecord, entry: RunBytes | str, prepared: dict[str, RunBytes
         device_basis=fitted.device.basis,
         note=(f"{entry.quant.name} weights, context {entry.context}, γ={gamma}, "
               f"τ={'-' if tau is None else round(tau, 2)}"),
-        fitted_from=fitted.fitted_from, overhead_s=fitted.overhead_s,
+        model_version=MODEL_VERSION, fitted_from=fitted.fitted_from, overhead_s=fitted.overhead_s,
     )
 
 
@@ -238,7 +204,7 @@ def predict_runs(store: Store, *, overhead: bool = True) -> list[RunPrediction]:
     return [_predict(run, prepared[run.run_id], prepared, gpus, overhead=overhead) for run in runs]
 
 
-def predict_one(store: Store, run: RunRecord) -> RunPrediction:
+def predict_one(store: Store, run: Run) -> RunPrediction:
     """One run's prediction, from the other runs in the database."""
     if run.status != "ok":
         return _missing(run, "the run failed: nothing was measured")
@@ -249,43 +215,34 @@ def predict_one(store: Store, run: RunRecord) -> RunPrediction:
     return _predict(run, entry, {**prepared, run.run_id: entry}, load_gpus(), overhead=True)
 
 
-def _missing(run: RunRecord, reason: str) -> RunPrediction:
+def _missing(run: Run, reason: str) -> RunPrediction:
     return RunPrediction(run.run_id, run.target, run.drafter, run.engine, run.hardware, None,
                          run.baseline_tokens_per_s, None, None, run.tokens_per_s, None, None, run.speedup, None, "",
-                         f"not predicted: {reason}")
+                         f"not predicted: {reason}", MODEL_VERSION)
 
 
-def _as_stored(prediction: RunPrediction) -> dict[str, Any]:
-    return json.loads(json.dumps(asdict(prediction)))
-
-
-def stored_prediction(run: RunRecord) -> RunPrediction | None:
+def stored_prediction(run: Run) -> RunPrediction | None:
     """The prediction stored with the run, if it was made by the current model version."""
-    value = run.metrics.get(PREDICTION_KEY)
-    if not isinstance(value, dict) or value.get("model_version") != MODEL_VERSION:
-        return None
-    known = {f.name for f in fields(RunPrediction)}
-    values = {k: v for k, v in value.items() if k in known}
-    values["fitted_from"] = tuple(values.get("fitted_from") or ())
-    return RunPrediction(**values)
+    prediction = run.prediction
+    return prediction if prediction is not None and prediction.model_version == MODEL_VERSION else None
 
 
 def store_predictions(store: Store, predictions: Sequence[RunPrediction]) -> int:
-    """Write each prediction into its run's metrics (key "prediction"); returns how many runs changed."""
-    return set_predictions(store, {p.run_id: _as_stored(p) for p in predictions})
+    """Store each prediction with its run; returns how many runs changed."""
+    return set_predictions(store, {p.run_id: p for p in predictions})
 
 
-def record_prediction(store: Store, run: RunRecord) -> RunRecord:
+def record_prediction(store: Store, run: Run) -> Run:
     """Predict a run that was just stored (from the runs stored before it) and store that with it; the run as
     stored now. A failed run gets no prediction."""
     if run.status != "ok":
         return run
     prediction = predict_one(store, run)
     store_predictions(store, [prediction])
-    return replace(run, metrics={**run.metrics, PREDICTION_KEY: _as_stored(prediction)})
+    return replace(run, prediction=prediction)
 
 
-def current_predictions(store: Store, runs: Sequence[RunRecord]) -> dict[str, RunPrediction]:
+def current_predictions(store: Store, runs: Sequence[Run]) -> dict[str, RunPrediction]:
     """Each run's prediction under the current model: the stored one when the current model version made it,
     else computed now from the other runs (nothing is written; `drafters price --calibration` stores them)."""
     result: dict[str, RunPrediction] = {}

@@ -11,7 +11,7 @@ from typing import Any
 from registry.domain import pricing
 from registry.domain.gpus import Gpu, find_gpu
 from registry.domain.memory import stored_bits_per_weight
-from registry.store.records import RunRecord
+from registry.domain.run import Run
 
 _DTYPE_BITS = {"float32": 32.0, "fp32": 32.0, "float16": 16.0, "bfloat16": 16.0, "bf16": 16.0, "fp16": 16.0}
 
@@ -26,7 +26,7 @@ class SideFacts:
 
 @dataclass(frozen=True)
 class RunBytes:
-    run: RunRecord
+    run: Run
     pair: pricing.PairShape
     quant: pricing.Quantization
     drafter_quant: pricing.Quantization
@@ -41,7 +41,7 @@ class RunBytes:
 BYTE_COUNTER = pricing.Device("bytes", "cpu", 1.0, None, None, None, "counts bytes")
 
 
-def run_bytes(run: RunRecord, target: SideFacts, drafter: SideFacts | None) -> RunBytes | str:
+def run_bytes(run: Run, target: SideFacts, drafter: SideFacts | None) -> RunBytes | str:
     """What the model needs of a run (its pair's shape, quantization, context and measured forward costs), from
     the sizes of its target and drafter; or why it cannot be priced."""
     stored_bits = stored_bits_per_weight(target.config)
@@ -70,23 +70,22 @@ def run_bytes(run: RunRecord, target: SideFacts, drafter: SideFacts | None) -> R
     if run.engine == "llama.cpp" and run.drafter_weight_bytes and pair.drafter.parameters:
         drafter_bits = run.drafter_weight_bytes * 8 / pair.drafter.parameters
     drafter_quant = pricing.Quantization(f"{drafter_bits:.2f}-bit", drafter_bits)
-    settings = run.metrics.get("settings") or {}
-    costs = run.metrics.get("forward_costs") or {}
+    costs = run.forward_costs
     # Average context during decode: the prompt is short next to the generated tokens, so half the output.
-    context = int(costs.get("context_length") or (settings.get("max_new_tokens") or 0) // 2)
+    context = costs.context_length if costs else (run.settings.max_new_tokens // 2 if run.settings else 0)
     step_bytes = (pair.target.streamed_for(1) * bits / 8 + pair.target.kv_bytes(context))
-    measured_target_s = costs.get("target_step_s") or (
+    measured_target_s = (costs.target_step_s if costs else None) or (
         1.0 / run.baseline_tokens_per_s if run.baseline_tokens_per_s else None)
-    gamma = int(costs["gamma"]) if costs.get("gamma") else None
-    verify = ((gamma + 1, float(costs["verify_step_s"])) if costs.get("verify_step_s") and gamma else None)
+    gamma = costs.gamma if costs and costs.gamma else None
+    verify = (gamma + 1, costs.verify_step_s) if costs and costs.verify_step_s and gamma else None
     draft = None
-    if costs.get("draft_step_s") and gamma and run.drafter:
+    if costs and costs.draft_step_s and gamma and run.drafter:
         # The drafting step's bytes per forward and how many forwards it takes, from the model's own step costs
         # on a device that moves one byte per second (so "seconds" are bytes).
         forwards = 1 if pair.method in pricing.BLOCK_METHODS else gamma
         counted = pricing.step_costs(pair, gamma, quant=quant, context=context, device=BYTE_COUNTER,
                                      assumptions=pricing.Assumptions(drafter_quantization=drafter_quant))
-        draft = (counted.draft_s / forwards, forwards, float(costs["draft_step_s"]))
+        draft = (counted.draft_s / forwards, forwards, costs.draft_step_s)
     return RunBytes(run, pair, quant, drafter_quant, context, step_bytes, measured_target_s, verify, draft)
 
 
@@ -103,7 +102,7 @@ def fit_bandwidth_and_overhead(peers: Sequence[RunBytes]) -> tuple[float, float]
     positive: then a fixed overhead does not describe these runs and the bandwidth-only fit stands."""
     points = []
     for peer in peers:
-        if peer.measured_target_s and peer.run.metrics.get("forward_costs"):
+        if peer.measured_target_s and peer.run.forward_costs:
             points.append((peer.step_bytes, 1.0, float(peer.measured_target_s)))
         if peer.measured_draft:
             points.append(peer.measured_draft)

@@ -1,71 +1,16 @@
-"""When a benchmark run is a regression: τ fell against the previous comparable run of the same pair.
-
-Pure: it reads runs through a Protocol, so the store's records (a layer above) satisfy it without being imported.
-"""
+"""When a benchmark run is a regression: τ fell against the previous comparable run of the same pair."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
+
+from registry.domain.run import Run
 
 # τ falling by more than this fraction against the previous comparable run is a regression worth an alert.
 REGRESSION_FRACTION = 0.10
-# Metric definitions (verifier.metrics METRIC_VERSION) a run's numbers were measured under; runs stored before
-# versions existed are version 1. An ok run's `metrics` hold, from version 2: "metric_version", "tau_emitted",
-# "decode_speedup", "speedup_spread", and "forward_costs" = {"context_length", "gamma", "target_step_s" (T(1)),
-# "verify_step_s" (T(γ+1)), "draft_step_s", "repeats", "spread"} (None where the engine cannot time forwards).
-FIRST_METRIC_VERSION = 1
 EVENT_TYPE = "acceptance_regressed"
-
-
-class PromptSetRun(Protocol):
-    @property
-    def prompt_set(self) -> str: ...
-
-    @property
-    def prompt_set_digest(self) -> str: ...
-
-
-class Run(Protocol):
-    """The attributes of a stored run the rule reads."""
-
-    @property
-    def run_id(self) -> str | None: ...
-
-    @property
-    def status(self) -> str: ...
-
-    @property
-    def target(self) -> str: ...
-
-    @property
-    def drafter(self) -> str | None: ...
-
-    @property
-    def target_revision(self) -> str | None: ...
-
-    @property
-    def drafter_revision(self) -> str | None: ...
-
-    @property
-    def hardware(self) -> str | None: ...
-
-    @property
-    def temperature(self) -> float: ...
-
-    @property
-    def tau(self) -> float | None: ...
-
-    @property
-    def metrics(self) -> Mapping[str, Any]: ...
-
-    @property
-    def sets(self) -> Sequence[PromptSetRun]: ...
-
-    @property
-    def created_at(self) -> datetime | None: ...
 
 
 @dataclass(frozen=True)
@@ -77,10 +22,6 @@ class Regression:
     payload: dict[str, Any] = field(default_factory=dict)
     org: str | None = None
     type: str = EVENT_TYPE
-
-
-def metric_version(run: Run) -> int:
-    return int(run.metrics.get("metric_version") or FIRST_METRIC_VERSION)
 
 
 def regression(run: Run, recent: Sequence[Run]) -> Regression | None:
@@ -97,8 +38,8 @@ def regression(run: Run, recent: Sequence[Run]) -> Regression | None:
         for r in recent
         if r.run_id != run.run_id
         and r.temperature == run.temperature
-        and metric_version(r) == metric_version(run)
-        and {s.prompt_set: s.prompt_set_digest for s in r.sets} == {s.prompt_set: s.prompt_set_digest for s in run.sets}
+        and r.metric_version == run.metric_version
+        and {s.name: s.digest for s in r.per_set} == {s.name: s.digest for s in run.per_set}
         and r.tau is not None
         and r.created_at is not None
         and run.created_at is not None

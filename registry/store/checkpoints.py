@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from registry.domain import configs, names
 from registry.store.core import NotFound, StoreCore, utcnow
 from registry.store.mappers import checkpoint_record, parse_config, revision_record
-from registry.store.models import Checkpoint, CheckpointAlias, CheckpointBase, CheckpointRevision
+from registry.store.models import BenchmarkRun, Checkpoint, CheckpointAlias, CheckpointBase, CheckpointRevision
 from registry.store.records import CheckpointRecord, CheckpointSpec, RevisionRecord, RevisionSpec
 
 
@@ -104,6 +104,8 @@ class CheckpointCommands(StoreCore):
             session.flush()
             if session.scalar(select(CheckpointAlias).where(CheckpointAlias.alias == old_repo_id)) is None:
                 session.add(CheckpointAlias(alias=old_repo_id, checkpoint_id=target_id))
+            # Its benchmark runs follow it, as a drafter's do: one checkpoint, one history under its current id.
+            session.execute(update(BenchmarkRun).where(BenchmarkRun.target == old_repo_id).values(target=new_repo_id))
 
     def set_checkpoint_status(self, repo_id: str, status: str, detail: str | None = None) -> None:
         with self.session() as session:

@@ -1,13 +1,19 @@
-"""Stored rows -> the plain records of records.py, and the small parsing rules the store applies on the way in."""
+"""Stored rows -> the plain records of records.py (by field name: a record's fields are its columns, apart from the
+few computed ones each mapper names), runs to and from their rows, and the small parsing rules the store applies on
+the way in."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import fields
+from dataclasses import fields, replace
+from datetime import datetime
 from typing import Any, TypeVar
 
 from registry.domain import configs
+from registry.domain.measurement import SetMeasurement
+from registry.domain.run import Run
+from registry.domain.stored_json import from_json, to_json
 from registry.store.core import aware
 from registry.store.models import (
     BenchmarkRun,
@@ -27,17 +33,24 @@ from registry.store.records import (
     EventRecord,
     JobRecord,
     RevisionRecord,
-    RunRecord,
-    RunSpec,
-    SetResult,
     SubscriptionRecord,
     WatchFailureRecord,
 )
 
-RUN_COLUMNS = [f.name for f in fields(RunSpec) if f.name not in ("sets", "run_id", "created_at")]
-SET_COLUMNS = [f.name for f in fields(SetResult)]
+# A run's fields that have a column of their own (filtered, indexed or shown by SQL); the rest of the run (its
+# measurement: settings, overall, forward costs, divergence, prediction) is the `metrics` JSON, each prompt set a
+# run_set_result row whose `metrics` is its SetMeasurement, and the provenance its own JSON column.
+RUN_COLUMNS = ("run_id", "created_at", "status", "failure_reason", "job_id", "engine", "engine_version", "target",
+               "target_revision", "drafter", "drafter_revision", "method", "draft_length", "device_name", "hardware",
+               "torch_version", "transformers_version", "lossless", "peak_memory_bytes", "target_weight_bytes",
+               "drafter_weight_bytes")
+_ELSEWHERE = {*RUN_COLUMNS, "per_set", "provenance"}
+# Numbers copied out of the measurement into columns so SQL can filter and aggregate them; read back from the JSON.
+QUERY_COLUMNS = ("temperature", "seed", "dtype", "tau", "acceptance_rate", "baseline_tokens_per_s", "tokens_per_s",
+                 "speedup", "efficiency")
 
 _Revision = TypeVar("_Revision", CheckpointRevision, DrafterRevision)
+_Record = TypeVar("_Record")
 
 
 def loads(text: str | None) -> dict[str, Any] | None:
@@ -65,155 +78,84 @@ def head_of(revisions: Iterable[_Revision], head_sha: str | None) -> _Revision |
     return max(revisions, key=lambda r: r.id) if revisions else None
 
 
+def _record(record_type: type[_Record], row: Any, **computed: Any) -> _Record:
+    """A record from the row's attributes of the same names (datetimes made timezone-aware); `computed` gives the
+    fields that are not a column as is (relations, JSON text, tuples)."""
+    values = dict(computed)
+    for f in fields(record_type):
+        if f.name not in values:
+            value = getattr(row, f.name)
+            values[f.name] = aware(value) if isinstance(value, datetime) else value
+    return record_type(**values)
+
+
 def failure_record(row: WatchFailure) -> WatchFailureRecord:
-    return WatchFailureRecord(repo_id=row.repo_id, org=row.org, failures=row.failures, last_error=row.last_error,
-                              failed_at=aware(row.failed_at), retry_at=aware(row.retry_at))
+    return _record(WatchFailureRecord, row)
 
 
 def checkpoint_record(row: Checkpoint) -> CheckpointRecord:
-    return CheckpointRecord(
-        id=row.id,
-        repo_id=row.repo_id,
-        org=row.org,
-        family=row.family,
-        size=row.size,
-        variant=row.variant,
-        kind=row.kind,
-        released=row.released,
-        released_precision=row.released_precision,
-        created_at_hub=aware(row.created_at_hub),
-        gated=row.gated,
-        status=row.status,
-        status_detail=row.status_detail,
-        head_sha=row.head_sha,
-        source=row.source,
-        first_seen=aware(row.first_seen),
-        bases=tuple((b.base_repo_id, b.relation) for b in row.bases),
-    )
+    return _record(CheckpointRecord, row, bases=tuple((b.base_repo_id, b.relation) for b in row.bases))
 
 
 def revision_record(repo_id: str, row: CheckpointRevision) -> RevisionRecord:
-    return RevisionRecord(
-        id=row.id,
-        repo_id=repo_id,
-        sha=row.sha,
-        seen_at=aware(row.seen_at),
-        last_modified=aware(row.last_modified),
-        model_type=row.model_type,
-        hidden_size=row.hidden_size,
-        vocab_size=row.vocab_size,
-        num_hidden_layers=row.num_hidden_layers,
-        tokenizer_digest=row.tokenizer_digest,
-        weight_bytes=row.weight_bytes,
-        weight_digest=row.weight_digest,
-        parameter_count=row.parameter_count,
-        config=loads(row.config_json),
-        config_problem=row.config_problem,
-    )
+    return _record(RevisionRecord, row, repo_id=repo_id, config=loads(row.config_json))
 
 
 def drafter_record(row: Drafter) -> DrafterRecord:
-    return DrafterRecord(
-        id=row.id,
-        repo_id=row.repo_id,
-        method=row.method,
-        publisher=row.publisher,
-        family=row.family,
-        released=row.released,
-        released_precision=row.released_precision,
-        released_note=row.released_note,
-        block_size=row.block_size,
-        in_21=row.in_21,
-        gated=row.gated,
-        status=row.status,
-        status_detail=row.status_detail,
-        head_sha=row.head_sha,
-        notes=row.notes,
-        source=row.source,
-        first_seen=aware(row.first_seen),
-        targets=tuple((t.target_repo_id, t.declared_by) for t in row.targets),
-    )
+    return _record(DrafterRecord, row, targets=tuple((t.target_repo_id, t.declared_by) for t in row.targets))
 
 
 def drafter_revision_record(repo_id: str, row: DrafterRevision) -> DrafterRevisionRecord:
-    return DrafterRevisionRecord(
-        id=row.id,
-        repo_id=repo_id,
-        sha=row.sha,
-        seen_at=aware(row.seen_at),
-        last_modified=aware(row.last_modified),
-        block_size=row.block_size,
-        target_layer_ids=tuple(row.target_layer_ids) if row.target_layer_ids else None,
-        num_target_layers=row.num_target_layers,
-        mask_token_id=row.mask_token_id,
-        hidden_size=row.hidden_size,
-        vocab_size=row.vocab_size,
-        weight_bytes=row.weight_bytes,
-        weight_digest=row.weight_digest,
-        config=loads(row.config_json),
-        config_problem=row.config_problem,
-    )
+    return _record(DrafterRevisionRecord, row, repo_id=repo_id, config=loads(row.config_json),
+                   target_layer_ids=tuple(row.target_layer_ids) if row.target_layer_ids else None)
 
 
 def event_record(row: Event) -> EventRecord:
-    return EventRecord(
-        id=row.id,
-        type=row.type,
-        subject=row.subject,
-        org=row.org,
-        family=row.family,
-        payload=dict(row.payload),
-        dedupe_key=row.dedupe_key,
-        created_at=aware(row.created_at),
-    )
+    return _record(EventRecord, row, payload=dict(row.payload))
 
 
 def job_record(row: Job) -> JobRecord:
-    return JobRecord(
-        id=row.id,
-        kind=row.kind,
-        payload=dict(row.payload),
-        status=row.status,
-        attempts=row.attempts,
-        max_attempts=row.max_attempts,
-        num_gpus=row.num_gpus,
-        lease_owner=row.lease_owner,
-        lease_expires_at=aware(row.lease_expires_at),
-        error=row.error,
-        dedupe_key=row.dedupe_key,
-        run_id=row.run_id,
-        created_at=aware(row.created_at),  # type: ignore[arg-type]
-        started_at=aware(row.started_at),
-        finished_at=aware(row.finished_at),
-    )
+    return _record(JobRecord, row, payload=dict(row.payload))
 
 
-def run_record(row: BenchmarkRun) -> RunRecord:
-    sets = tuple(
-        SetResult(
-            **{
-                **{name: getattr(result, name) for name in SET_COLUMNS},
-                "per_position_acceptance": tuple(result.per_position_acceptance or ()),
-                "metrics": dict(result.metrics or {}),
-            }
-        )
-        for result in sorted(row.set_results, key=lambda r: r.prompt_set)
+def run_values(run: Run) -> dict[str, Any]:
+    """A run as benchmark_run column values (set rows apart): its columns, the query copies and its JSON."""
+    encoded = to_json(run)
+    values = {name: getattr(run, name) for name in RUN_COLUMNS + QUERY_COLUMNS}
+    values["metrics"] = {k: v for k, v in encoded.items() if k not in _ELSEWHERE}
+    values["provenance"] = encoded["provenance"]
+    return values
+
+
+def set_values(result: SetMeasurement) -> dict[str, Any]:
+    """One prompt set's run_set_result column values: query copies and the SetMeasurement as JSON."""
+    return {
+        "prompt_set": result.name,
+        "prompt_set_digest": result.digest,
+        "tau": result.tau,
+        "tau_spread": None,  # τ is pooled over repeats; with greedy decoding it does not vary
+        "acceptance_rate": result.acceptance_rate,
+        "per_position_acceptance": list(result.per_position_acceptance),
+        "baseline_tokens_per_s": result.baseline_tokens_per_s.median if result.baseline_tokens_per_s else None,
+        "tokens_per_s": result.tokens_per_s.median if result.tokens_per_s else None,
+        "speedup": result.speedup.median if result.speedup else None,
+        "speedup_spread": result.speedup.maximum - result.speedup.minimum if result.speedup else None,
+        "lossless": result.lossless,
+        "metrics": to_json(result),
+    }
+
+
+def run_record(row: BenchmarkRun) -> Run:
+    stored = from_json(Run, {**(row.metrics or {}), "target": row.target, "drafter": row.drafter})
+    columns = {name: getattr(row, name) for name in RUN_COLUMNS}
+    columns["created_at"] = aware(row.created_at)
+    return replace(
+        stored,
+        **columns,
+        per_set=tuple(from_json(SetMeasurement, r.metrics) for r in sorted(row.set_results, key=lambda r: r.id)),
+        provenance=dict(row.provenance or {}),
     )
-    values = {name: getattr(row, name) for name in RUN_COLUMNS}
-    values["metrics"] = dict(row.metrics or {})
-    values["provenance"] = dict(row.provenance or {})
-    return RunRecord(**values, sets=sets, run_id=row.run_id, created_at=aware(row.created_at))
 
 
 def subscription_record(row: Subscription) -> SubscriptionRecord:
-    return SubscriptionRecord(
-        uid=row.uid,
-        url=row.url,
-        event_types=tuple(row.event_types),
-        org=row.org,
-        family=row.family,
-        repo=row.repo,
-        has_secret=row.has_secret,
-        active=row.active,
-        created_at=aware(row.created_at),  # type: ignore[arg-type]
-    )
+    return _record(SubscriptionRecord, row, event_types=tuple(row.event_types))

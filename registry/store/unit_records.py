@@ -89,3 +89,25 @@ class AppliedDrafter:
     targets: tuple[str, ...]
     verdicts: list[CompatRecord]
     newly_exact: tuple[tuple[str, CheckpointRecord | None], ...] = ()  # with first_hub_revision
+
+
+@dataclass(frozen=True)
+class RecordedRepo:
+    """A repo the registry records: exactly one of `checkpoint` and `drafter`, its head and its revisions' shas."""
+
+    checkpoint: CheckpointRecord | None
+    drafter: DrafterRecord | None
+    head: RevisionRecord | DrafterRevisionRecord | None
+    shas: frozenset[str]
+
+    @property
+    def repo_id(self) -> str:
+        record = self.checkpoint or self.drafter
+        assert record is not None
+        return record.repo_id
+
+    @property
+    def status(self) -> str:
+        record = self.checkpoint or self.drafter
+        assert record is not None
+        return record.status

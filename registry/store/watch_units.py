@@ -7,6 +7,7 @@ row-by-row commands did it, and hands back what the watcher needs next.
 
 from __future__ import annotations
 
+from registry.domain.hub_presence import GONE
 from registry.store.core import NotFound
 from registry.store.events import EventLog
 from registry.store.reads import Reads
@@ -18,6 +19,7 @@ from registry.store.unit_records import (
     CheckpointUnit,
     DrafterState,
     DrafterUnit,
+    RecordedRepo,
 )
 from registry.store.verdicts import Verdicts
 
@@ -57,6 +59,45 @@ class WatchUnits(Verdicts, Reads, EventLog):
         """Every drafter with the canonical ids of its declared targets (aliases followed), in one read."""
         with self.unit():
             return [(d, tuple(self.canonical_repo_id(t) for t, _ in d.targets)) for d in self.drafters()]
+
+    def recorded_repo(self, repo_id: str) -> RecordedRepo | None:
+        """What the registry records under `repo_id` (aliases followed): a checkpoint or a drafter, its current
+        record, head revision and the shas of every revision it has; None when it records no such repo."""
+        with self.unit():
+            checkpoint = self.get_checkpoint(repo_id)
+            if checkpoint is not None:
+                revisions = self.revisions(repo_id)
+                return RecordedRepo(checkpoint=checkpoint, drafter=None, head=self.head_revision(repo_id),
+                                    shas=frozenset(r.sha for r in revisions))
+            drafter = self.get_drafter(repo_id)
+            if drafter is None:
+                return None
+            return RecordedRepo(checkpoint=None, drafter=drafter, head=self.drafter_head_revision(repo_id),
+                                shas=frozenset(r.sha for r in self.drafter_revisions(repo_id)))
+
+    def rename_repo(self, old_repo_id: str, new_repo_id: str) -> None:
+        """A repo moved on the Hub: the drafter or checkpoint recorded under the old id keeps one record (and one
+        run history) under the new id."""
+        with self.unit():
+            if self.get_drafter(old_repo_id) is not None:
+                self.rename_drafter(old_repo_id, new_repo_id)
+            else:
+                self.rename_checkpoint(old_repo_id, new_repo_id)
+
+    def mark_repo_gone(self, repo_id: str, detail: str, announce: EventSpec | None = None) -> bool:
+        """Mark the checkpoint or drafter recorded under `repo_id` gone with `detail` and record `announce`; a repo
+        already marked keeps its first detail and announces nothing again. True when it was marked now."""
+        with self.unit():
+            recorded = self.recorded_repo(repo_id)
+            if recorded is None or recorded.status == GONE:
+                return False
+            if recorded.checkpoint is not None:
+                self.set_checkpoint_status(repo_id, GONE, detail)
+            else:
+                self.set_drafter_status(repo_id, GONE, detail)
+            if announce is not None:
+                self.record_event(announce)
+            return True
 
     def record_events(self, specs: list[EventSpec]) -> None:
         with self.unit():

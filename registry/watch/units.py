@@ -250,8 +250,8 @@ class ModelUnits:
 
     def recorded_id(self, repo_id: str) -> str | None:
         """The id the registry records `repo_id` under now (aliases followed), or None when it is not recorded."""
-        record = self.store.get_checkpoint(repo_id) or self.store.get_drafter(repo_id)
-        return record.repo_id if record is not None else None
+        recorded = self.store.recorded_repo(repo_id)
+        return recorded.repo_id if recorded is not None else None
 
     def canonical(self, repo_id: str) -> str | None:
         """Where the Hub sends a read of `repo_id` (its new id after a move), or None when it has no such repo."""
@@ -267,24 +267,16 @@ class ModelUnits:
         A drafter pulled from the Hub is announced (`drafter_gone`): whoever serves it can no longer fetch it.
         A checkpoint is not: the watched orgs hide and delete checkpoints (finetunes, quantizations) routinely,
         and every report marks it anyway. A repo already marked keeps its first day, and announces nothing again."""
-        detail = hub_presence.gone_detail(why, utcnow().date())
-        checkpoint = self.store.get_checkpoint(repo_id)
-        drafter = self.store.get_drafter(repo_id) if checkpoint is None else None
-        if checkpoint is not None and checkpoint.status != hub_presence.GONE:
-            self.store.set_checkpoint_status(repo_id, hub_presence.GONE, detail)
-        elif drafter is not None and drafter.status != hub_presence.GONE:
-            self.store.set_drafter_status(repo_id, hub_presence.GONE, detail)
-            self.store.record_event(events.drafter_gone(drafter, why))
-        else:
+        recorded = self.store.recorded_repo(repo_id)
+        if recorded is None or recorded.status == hub_presence.GONE:
             return
-        log.info("%s: %s", repo_id, why)
+        announce = events.drafter_gone(recorded.drafter, why) if recorded.drafter is not None else None
+        if self.store.mark_repo_gone(repo_id, hub_presence.gone_detail(why, utcnow().date()), announce):
+            log.info("%s: %s", repo_id, why)
 
     def rename(self, old: str, new: str) -> None:
         """Keep one record across a move on the Hub: the checkpoint or drafter takes the new id."""
-        if self.store.get_drafter(old) is not None:
-            self.store.rename_drafter(old, new)
-        else:
-            self.store.rename_checkpoint(old, new)
+        self.store.rename_repo(old, new)
         self.forget()
         log.info("%s was renamed to %s", old, new)
 
@@ -312,11 +304,11 @@ class ModelUnits:
             self.process_listed(model, baseline=False)
 
     def _older_than_head(self, model: HubModel) -> bool:
-        head = self.store.head_revision(model.repo_id) or self.store.drafter_head_revision(model.repo_id)
-        if head is None or head.sha == model.sha:
+        recorded = self.store.recorded_repo(model.repo_id)
+        head = recorded.head if recorded is not None else None
+        if recorded is None or head is None or head.sha == model.sha:
             return False
-        revisions = self.store.revisions(model.repo_id) or self.store.drafter_revisions(model.repo_id)
-        if any(r.sha == model.sha for r in revisions):
+        if model.sha in recorded.shas:
             return True  # an earlier head of this repo
         return head.last_modified is not None and aware(head.last_modified) > model.last_modified
 

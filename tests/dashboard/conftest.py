@@ -20,11 +20,12 @@ import streamlit as st
 from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
-from registry.store.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec, RunSpec, SetResult
-from registry.store.runs import record_run
+from registry.store.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec
+from registry.store.runs import Run, record_run
 from registry.settings import get_settings
 from registry.store import Store
 from tests.conftest import REPO_ROOT
+from tests.registry.run_fixtures import measured
 
 CONFIGS = REPO_ROOT / "tests" / "data" / "configs"
 PAGES = REPO_ROOT / "dashboard" / "views"
@@ -112,31 +113,31 @@ def _runs(store: Store) -> tuple[dict[tuple[str, str], list[float]], list[str], 
         for prompt_set, offset in (("gsm8k", 0.0), ("mt-bench", -1.0)):
             rates = (0.9 - 0.1 * index / 10, 0.7, 0.5 - offset / 10, 0.3)
             sets.append(
-                SetResult(prompt_set=prompt_set, prompt_set_digest=f"digest-{prompt_set}", tau=speedup + 1.5 + offset,
-                          tau_spread=0.1, per_position_acceptance=rates, speedup=speedup + offset,
-                          speedup_spread=0.05, lossless=True, acceptance_rate=0.6)
+                measured(prompt_set, f"digest-{prompt_set}", tau=speedup + 1.5 + offset, marginal=rates,
+                         speedup=speedup + offset, speedup_spread=0.05, lossless=True, acceptance_rate=0.6)
             )
             speedups.setdefault((hardware, prompt_set), []).append(speedup + offset)
             if hardware == "H200":
                 per_position[prompt_set] = rates
+        # Stored before metric versions existed: version 1 (what migration 0007 gives such rows).
         run = record_run(
             store,
-            RunSpec(target=QWEN3_8B, drafter=DFLASH_8B, method="dflash", hardware=hardware, engine="pytorch",
-                    target_revision=revision, drafter_revision=DRAFTER_SHA, draft_length=16, speedup=speedup,
-                    tau=speedup + 1.5, sets=tuple(sets), created_at=RUN_START + timedelta(days=index)),
+            Run(target=QWEN3_8B, drafter=DFLASH_8B, method="dflash", hardware=hardware, engine="pytorch",
+                target_revision=revision, drafter_revision=DRAFTER_SHA, draft_length=16,
+                overall=measured(tau=speedup + 1.5, speedup=speedup), per_set=tuple(sets), metric_version=1,
+                created_at=RUN_START + timedelta(days=index)),
         )
         run_ids.append(run.run_id or "")
     failed = record_run(
         store,
-        RunSpec(target=QWEN3_8B, drafter=DFLASH_8B, method="dflash", status="failed", hardware="H200",
-                failure_reason="CUDA out of memory while loading the drafter", created_at=RUN_START + timedelta(days=9)),
+        Run(target=QWEN3_8B, drafter=DFLASH_8B, method="dflash", status="failed", hardware="H200", metric_version=1,
+            failure_reason="CUDA out of memory while loading the drafter", created_at=RUN_START + timedelta(days=9)),
     )
     record_run(
         store,
-        RunSpec(target=LLAMA, drafter=EAGLE_LLAMA, method="eagle3", hardware="H200", engine="pytorch", speedup=2.2,
-                tau=3.0, created_at=RUN_START,
-                sets=(SetResult(prompt_set="mt-bench", prompt_set_digest="digest-mt-bench", speedup=2.2, tau=3.0,
-                                per_position_acceptance=(0.8, 0.5)),)),
+        Run(target=LLAMA, drafter=EAGLE_LLAMA, method="eagle3", hardware="H200", engine="pytorch",
+            overall=measured(tau=3.0, speedup=2.2), metric_version=1, created_at=RUN_START,
+            per_set=(measured("mt-bench", "digest-mt-bench", speedup=2.2, tau=3.0, marginal=(0.8, 0.5)),)),
     )
     return speedups, run_ids, failed.run_id or "", per_position
 

@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 
 from registry.store.catalog_import import load_catalog
-from registry.store.records import EventSpec, RunSpec, SetResult
-from registry.store.runs import record_run
+from registry.domain.measurement import RunSettings
+from registry.store.records import EventSpec
+from registry.store.runs import Run, record_run
 from registry.store import Store
 from dashboard.launch import launch
 from registry.domain import memory
+from tests.registry.run_fixtures import measured
 from tests.dashboard.conftest import PAGE_NAMES, free_port, point_dashboard_at, run_page, wait_until_healthy
 
 MODELS = "/home/someone/.drafters/models"
@@ -34,16 +36,16 @@ def seed_demo(url: str) -> None:
     store = Store.open(url)
     load_catalog(store)
     for target, drafter, method, job in DEMO_RUNS:
-        record_run(store, RunSpec(
+        record_run(store, Run(
             target=target, drafter=drafter, method=method, job_id=None, run_id=f"job{job}", engine="pytorch",
             engine_version="torch 2.13.0+cpu", target_revision="c" * 64, drafter_revision="d" * 64, draft_length=4,
-            seed=0, dtype="float32", device_name="cpu (x86_64)", hardware="cpu (x86_64)", torch_version="2.13.0",
-            transformers_version="5.24.0", lossless=True, tau=3.9, acceptance_rate=0.72, baseline_tokens_per_s=7.8,
-            tokens_per_s=4.7, speedup=0.61, efficiency=1.39, peak_memory_bytes=427_220_992,
-            target_weight_bytes=2_015_040, drafter_weight_bytes=405_696,
-            metrics={"metric_version": 2, "method": method, "lossless": True},
-            sets=(SetResult(prompt_set="gsm8k", prompt_set_digest="g", tau=3.9, speedup=0.61, lossless=True,
-                            per_position_acceptance=(0.9, 0.7, 0.5)),)))
+            settings=RunSettings(seed=0, dtype="float32", draft_length=4), device_name="cpu (x86_64)",
+            hardware="cpu (x86_64)", torch_version="2.13.0", transformers_version="5.24.0", lossless=True,
+            overall=measured(tau=3.9, acceptance_rate=0.72, marginal=(0.9, 0.7, 0.5), baseline_tokens_per_s=7.8,
+                             tokens_per_s=4.7, speedup=0.61, efficiency=1.39, lossless=True),
+            peak_memory_bytes=427_220_992, target_weight_bytes=2_015_040, drafter_weight_bytes=405_696,
+            metric_version=2,
+            per_set=(measured("gsm8k", "g", tau=3.9, speedup=0.61, lossless=True, marginal=(0.9, 0.7, 0.5)),)))
     store.record_event(EventSpec(type="drafter_released", subject="z-lab/Qwen3.5-27B-DFlash", dedupe_key="demo:1",
                                  payload={"message": "dflash drafter z-lab/Qwen3.5-27B-DFlash released"},
                                  org="z-lab", family="Qwen3.5"))
@@ -75,8 +77,9 @@ def test_a_local_pair_has_a_short_name_a_verdict_and_a_memory_budget(tmp_path: P
         (folder / "config.json").write_bytes((configs / name).read_bytes())
     url = f"sqlite:///{tmp_path / 'local.db'}"
     store = Store.open(url)
-    record_run(store, RunSpec(target=str(target), drafter=str(drafter), method="dflash", run_id="job1", lossless=True,
-                              speedup=1.1, target_weight_bytes=16_000_000_000, drafter_weight_bytes=2_000_000_000))
+    record_run(store, Run(target=str(target), drafter=str(drafter), method="dflash", run_id="job1", lossless=True,
+                          overall=measured(speedup=1.1), target_weight_bytes=16_000_000_000,
+                          drafter_weight_bytes=2_000_000_000))
     store.engine.dispose()
     point_dashboard_at(url, monkeypatch)
     app = run_page("pair")

@@ -24,10 +24,10 @@ from dashboard import data, launch, queries
 from registry.domain import hub_presence, memory
 from registry import reports
 from registry.store.db import head_revision
-from registry.store.records import RunSpec, SetResult
-from registry.store.runs import list_runs, record_run
+from registry.store.runs import Run, list_runs, record_run
 from registry.store import Store
 from tests.conftest import REPO_ROOT
+from tests.registry.run_fixtures import measured
 from tests.dashboard.conftest import (
     DFLASH_8B,
     EAGLE_8B,
@@ -161,9 +161,9 @@ def test_history_keeps_series_apart_and_marks_the_revision_change(seeded: Seeded
 
 def test_runs_under_another_metric_definition_are_another_series(seeded: Seeded, store: Store,  # type: ignore[no-untyped-def]
                                                                    engine) -> None:
-    record_run(store, RunSpec(target=QWEN3_8B, drafter=DFLASH_8B, method="dflash", hardware="H200", engine="pytorch",
-                              speedup=9.0, tau=9.0, metrics={"metric_version": 2},
-                              sets=(SetResult(prompt_set="gsm8k", prompt_set_digest="d", speedup=9.0, tau=9.0),)))
+    record_run(store, Run(target=QWEN3_8B, drafter=DFLASH_8B, method="dflash", hardware="H200", engine="pytorch",
+                          overall=measured(speedup=9.0, tau=9.0), metric_version=2,
+                          per_set=(measured("gsm8k", "d", speedup=9.0, tau=9.0),)))
     history = queries.benchmark_history(engine, QWEN3_8B, DFLASH_8B)
     newest = history[history["speedup"] == 9.0]
     assert list(newest["series"]) == ["H200 · pytorch · metrics v2 · gsm8k"]
@@ -177,10 +177,10 @@ def test_acceptance_by_position_is_the_stored_rates(seeded: Seeded, engine) -> N
     run_id = seeded.run_ids[3]
     frame = queries.acceptance_by_position(engine, run_id)
     stored = {
-        result.prompt_set: result.per_position_acceptance
+        result.name: result.per_position_acceptance
         for run in list_runs(seeded.store, target=QWEN3_8B, drafter=DFLASH_8B)
         if run.run_id == run_id
-        for result in run.sets
+        for result in run.per_set
     }
     assert stored == seeded.per_position
     for prompt_set, rates in stored.items():
@@ -408,10 +408,10 @@ def test_benchmarks_summary_history_and_acceptance(dashboard_db: Seeded) -> None
     newest = dashboard_db.run_ids[-1]
     assert app.selectbox(key="run").value == newest
     stored = {
-        result.prompt_set: list(result.per_position_acceptance)
+        result.name: list(result.per_position_acceptance)
         for run in list_runs(dashboard_db.store)
         if run.run_id == newest
-        for result in run.sets
+        for result in run.per_set
     }
     assert {p: list(g["acceptance"]) for p, g in positions.groupby("prompt_set")} == stored
     failed = frame_with(app, "failure_reason")

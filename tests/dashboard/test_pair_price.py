@@ -8,8 +8,9 @@ import pytest
 
 from registry import calibration
 from registry.domain.gpus import load_gpus
-from registry.store.records import RunSpec, SetResult
-from registry.store.runs import record_run
+from registry.domain.measurement import RunSettings
+from registry.store.runs import Run, record_run
+from tests.registry.run_fixtures import measured as measurement
 from tests.dashboard.conftest import DFLASH_8B, QWEN3_8B, Seeded, assert_clean, chart_data, frame_with, run_page
 
 
@@ -37,26 +38,27 @@ def test_runs_show_the_pricing_models_prediction_and_error(dashboard_db: Seeded)
     store = dashboard_db.store
     measured = []
     for day, baseline in enumerate((60.0, 64.0, 62.0)):
-        record = record_run(store, RunSpec(
-            target=QWEN3_8B, drafter=DFLASH_8B, method="dflash", hardware="H200", engine="pytorch", dtype="bfloat16",
-            draft_length=4, tau=3.0, baseline_tokens_per_s=baseline, tokens_per_s=baseline * 2, speedup=2.0,
-            metrics={"marginal": [0.8, 0.6, 0.4, 0.2]},
-            sets=(SetResult(prompt_set="gsm8k", prompt_set_digest="digest-gsm8k", speedup=2.0, tau=3.0,
-                            per_position_acceptance=(0.8, 0.6, 0.4, 0.2)),),
+        record = record_run(store, Run(
+            target=QWEN3_8B, drafter=DFLASH_8B, method="dflash", hardware="H200", engine="pytorch",
+            settings=RunSettings(dtype="bfloat16", draft_length=4), draft_length=4,
+            overall=measurement(tau=3.0, marginal=(0.8, 0.6, 0.4, 0.2), baseline_tokens_per_s=baseline,
+                                tokens_per_s=baseline * 2, speedup=2.0),
+            per_set=(measurement("gsm8k", "digest-gsm8k", speedup=2.0, tau=3.0, marginal=(0.8, 0.6, 0.4, 0.2)),),
             created_at=datetime(2026, 12, 1 + day, tzinfo=UTC)))
         measured.append(calibration.record_prediction(store, record))
-    stored = {r.run_id: r.metrics["prediction"] for r in measured}
+    stored = {r.run_id: r.prediction for r in measured}
+    assert all(p is not None and p == calibration.stored_prediction(r) for r, p in zip(measured, stored.values()))
     # The first is priced at the assumed efficiency (no other GPU run yet); the third from the two before it.
-    assert "assumed efficiency" in stored[measured[0].run_id]["device_basis"]
-    assert set(stored[measured[2].run_id]["fitted_from"]) == {measured[0].run_id, measured[1].run_id}
+    assert "assumed efficiency" in stored[measured[0].run_id].device_basis
+    assert set(stored[measured[2].run_id].fitted_from) == {measured[0].run_id, measured[1].run_id}
     app = run_page("pair", query_params={"target": QWEN3_8B, "drafter": DFLASH_8B})
     assert_clean(app)
     runs = frame_with(app, "prediction_note").set_index("run_id")
     for run_id, prediction in stored.items():
         # Columns with gaps are shown as text to 4 significant digits, a dash for a gap.
         assert float(runs.loc[run_id, "predicted_tokens_per_s"]) == pytest.approx(
-            prediction["predicted_tokens_per_s"], rel=1e-3)
-        assert float(runs.loc[run_id, "tokens_per_s_error"]) == pytest.approx(prediction["tokens_per_s_error"],
+            prediction.predicted_tokens_per_s, rel=1e-3)
+        assert float(runs.loc[run_id, "tokens_per_s_error"]) == pytest.approx(prediction.tokens_per_s_error,
                                                                               rel=1e-3)
         assert runs.loc[run_id, "prediction_source"] == "stored with the run"
     for run_id in dashboard_db.run_ids:
@@ -69,4 +71,4 @@ def test_runs_show_the_pricing_models_prediction_and_error(dashboard_db: Seeded)
     table = frame_with(bench, "prediction_note").set_index("run_id")
     assert set(stored) <= set(table.index)
     for run_id, prediction in stored.items():
-        assert float(table.loc[run_id, "speedup_error"]) == pytest.approx(prediction["speedup_error"], rel=1e-3)
+        assert float(table.loc[run_id, "speedup_error"]) == pytest.approx(prediction.speedup_error, rel=1e-3)

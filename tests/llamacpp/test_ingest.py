@@ -110,18 +110,19 @@ def test_vllm_counters_become_a_run_on_the_users_hardware(recorded_server: Calla
     assert record.acceptance_rate == pytest.approx(1650 / 3000)
     assert record.tokens_per_s == pytest.approx(50000 / 400)
     assert record.draft_length == 3
-    (live,) = record.sets
-    assert live.prompt_set == "live-traffic"
+    (live,) = record.per_set
+    assert live.name == "live-traffic"
     assert list(live.per_position_acceptance) == pytest.approx([0.8, 0.55, 0.3])
     assert record.provenance["url"] == url and record.provenance["source"] == "ingested"
     assert [r.run_id for r in list_runs(sqlite_store, engine="vllm")] == [record.run_id]
     # Stored with the pricing model's forecast of it, or, as here, why there is none: this drafter is not in the
     # registry or the bundled catalog, so its size is unknown.
     [stored] = list_runs(sqlite_store, engine="vllm")
-    prediction = stored.metrics["prediction"]
-    assert prediction == record.metrics["prediction"] and prediction["hardware"] == "RTX 3060 12GB"
-    assert prediction["predicted_tokens_per_s"] is None and prediction["tokens_per_s_error"] is None
-    assert prediction["note"] == "not predicted: the drafter's size is unknown: no weight bytes or usable config"
+    prediction = stored.prediction
+    assert prediction is not None
+    assert prediction == record.prediction and prediction.hardware == "RTX 3060 12GB"
+    assert prediction.predicted_tokens_per_s is None and prediction.tokens_per_s_error is None
+    assert prediction.note == "not predicted: the drafter's size is unknown: no weight bytes or usable config"
 
 
 def test_sglang_mean_acceptance_length(recorded_server: Callable, sqlite_store: Store) -> None:
@@ -211,6 +212,6 @@ def test_a_real_llama_server_is_ingested(
     assert result.returncode == 0, result.stderr
     run = json.loads(result.stdout)
     assert (run["engine"], run["drafter"], run["method"]) == ("llama.cpp", "tiny-draft", "draft-simple")
-    assert run["tau"] == pytest.approx(1 + counters.accepted / counters.drafts)
-    assert run["acceptance_rate"] == pytest.approx(counters.accepted / counters.draft_tokens)
+    assert run["overall"]["acceptance"]["tau"] == pytest.approx(1 + counters.accepted / counters.drafts)
+    assert run["overall"]["acceptance"]["acceptance_rate"] == pytest.approx(counters.accepted / counters.draft_tokens)
     assert run["provenance"]["counters"]["spec"]["drafts"] == counters.drafts

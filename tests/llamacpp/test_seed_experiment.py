@@ -71,7 +71,7 @@ def test_dflash_against_the_gemma4_assistant_on_one_target_in_llama_cpp(tmp_path
         assert (run["engine"], run["engine_version"]) == ("llama.cpp", "b11434")
         assert run["target"] == str(target)
         assert run["lossless"] is True  # greedy: each pair's output is the target-only llama-server's
-        assert run["tau"] >= 1.0 and run["tokens_per_s"] > 0
+        assert run["overall"]["acceptance"]["tau"] >= 1.0 and run["overall"]["tokens_per_s"]["median"] > 0
     assert runs["dflash"]["drafter"] == str(dflash) and runs["gemma4-assistant"]["drafter"] == str(assistant)
 
     stored = _cli(env, "runs", "--json")
@@ -79,4 +79,5 @@ def test_dflash_against_the_gemma4_assistant_on_one_target_in_llama_cpp(tmp_path
     stored_runs = {run["run_id"]: run for run in json.loads(stored.stdout)}
     assert set(stored_runs) == {run["run_id"] for run in runs.values()}
     assert {run["engine"] for run in stored_runs.values()} == {"llama.cpp"}
-    assert all(run["lossless"] is True and run["tau"] >= 1.0 for run in stored_runs.values())
+    assert all(run["lossless"] is True and run["overall"]["acceptance"]["tau"] >= 1.0
+               for run in stored_runs.values())

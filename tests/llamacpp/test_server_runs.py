@@ -88,8 +88,8 @@ def test_trained_draft_lm_run_is_stored_lossless_and_beats_a_random_one(
     assert trained.tau > untrained.tau + 1.0
     assert trained.acceptance_rate > 0.5 > untrained.acceptance_rate
     stored = get_run(sqlite_store, trained.run_id)
-    assert stored is not None and [s.prompt_set for s in stored.sets] == ["chat"]
-    assert stored.sets[0].tau == pytest.approx(trained.tau)
+    assert stored is not None and [s.name for s in stored.per_set] == ["chat"]
+    assert stored.per_set[0].tau == pytest.approx(trained.tau)
     assert [r.run_id for r in list_runs(sqlite_store, engine="llama.cpp")] == [untrained.run_id, trained.run_id]
 
 
@@ -215,4 +215,4 @@ def test_verify_engine_llamacpp_from_the_command_line(
     assert result.returncode == 0, result.stderr
     run = json.loads(result.stdout)
     assert (run["engine"], run["engine_version"], run["lossless"]) == ("llama.cpp", "b11434", True)
-    assert run["tau"] >= 1.0 and run["speedup"] > 0
+    assert run["overall"]["acceptance"]["tau"] >= 1.0 and run["overall"]["speedup"]["median"] > 0

@@ -5,12 +5,13 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from registry.store import Store, jobs, utcnow
-from registry.store.models import Job
-from registry.store.records import RunSpec, SetResult
+from registry.store.models import BenchmarkRun, Job
+from registry.domain.run import Run
 from registry.store.runs import get_run, list_runs, record_run
+from tests.registry.run_fixtures import full_run, measured
 
 
 def _expire(store: Store, job_id: int) -> None:
@@ -90,21 +91,40 @@ def test_concurrent_claims_take_each_job_once(store: Store) -> None:
 
 
 def test_runs_round_trip(store: Store) -> None:
-    spec = RunSpec(
+    spec = Run(
         target="tiny/target",
         drafter="tiny/dflash",
         method="dflash",
-        tau=3.5,
-        speedup=1.8,
         lossless=True,
-        provenance={"seed": 0},
-        metrics={"histogram": [1, 2, 3]},
-        sets=(SetResult(prompt_set="code", prompt_set_digest="x", tau=3.5, per_position_acceptance=(0.9, 0.8)),),
+        provenance={"seed": 0, "histogram": [1, 2, 3]},
+        overall=measured(tau=3.5, speedup=1.8),
+        per_set=(measured("code", "x", tau=3.5, marginal=(0.9, 0.8)),),
     )
     run = record_run(store, spec)
     assert get_run(store, run.run_id) == run
-    assert record_run(store, RunSpec(target="tiny/target", drafter=None, run_id=run.run_id)) == run
-    assert run.sets[0].per_position_acceptance == (0.9, 0.8)
-    failed = record_run(store, RunSpec(target="t", drafter="d", status="failed", failure_reason="out of memory"))
+    assert record_run(store, Run(target="tiny/target", drafter=None, run_id=run.run_id)) == run
+    assert (run.tau, run.speedup, run.lossless) == (3.5, 1.8, True)
+    assert run.per_set[0].per_position_acceptance == (0.9, 0.8)
+    assert run.per_position_acceptance == (0.9, 0.8)  # no pooled rates: the first set's
+    failed = record_run(store, Run(target="t", drafter="d", status="failed", failure_reason="out of memory"))
     assert [r.run_id for r in list_runs(store, status="failed")] == [failed.run_id]
     assert len(list_runs(store)) == 2
+
+
+def test_a_run_reads_back_as_it_was_recorded_with_every_part(store: Store) -> None:
+    """Every part of a run (settings, spreads, throughput, acceptance, forward costs, divergence, prediction,
+    per-set measurements) survives the store: what comes back equals what went in."""
+    spec = full_run(run_id="full-run")
+    run = record_run(store, spec)
+    assert run == spec
+    assert get_run(store, "full-run") == spec
+    assert [r.run_id for r in list_runs(store)] == ["full-run"]
+    # The SQL columns are copies of the measurement, for queries.
+    with store.session() as session:
+        row = session.scalar(select(BenchmarkRun).where(BenchmarkRun.run_id == "full-run"))
+        assert row is not None
+        assert (row.tau, row.acceptance_rate, row.speedup, row.tokens_per_s, row.baseline_tokens_per_s) == (
+            spec.tau, spec.acceptance_rate, spec.speedup, spec.tokens_per_s, spec.baseline_tokens_per_s)
+        assert (row.temperature, row.seed, row.dtype, row.efficiency) == (0.0, 7, "float32", 0.75)
+        assert [(r.prompt_set, r.prompt_set_digest, r.tau, r.speedup) for r in row.set_results] == [
+            (s.name, s.digest, s.tau, s.speedup.median) for s in spec.per_set]

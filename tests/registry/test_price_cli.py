@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from registry.store.records import RunSpec, SetResult
-from registry.store.runs import get_run, record_run
+from registry.store.runs import Run, get_run, record_run
 from registry.store import Store
+from tests.registry.run_fixtures import measured
 from tests.support.cli import drafters
 
 TARGET, DRAFTER = "Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16"
@@ -26,12 +26,13 @@ def db_env(database_url: str) -> dict[str, str]:
 
 
 def _measured_run(database_url: str) -> str:
-    record = record_run(Store.open(database_url), RunSpec(
+    record = record_run(Store.open(database_url), Run(
         target=TARGET, drafter=DRAFTER, engine="llama.cpp", method="dflash", hardware="RTX 3060 12GB",
-        draft_length=15, tau=1 + sum(MARGINAL), baseline_tokens_per_s=40.0, tokens_per_s=90.0, speedup=2.25,
-        target_weight_bytes=5_000_000_000, metrics={"marginal": list(MARGINAL)},
-        sets=(SetResult(prompt_set="humaneval", prompt_set_digest="abc", per_position_acceptance=MARGINAL),),
+        draft_length=15, target_weight_bytes=5_000_000_000,
+        overall=measured(marginal=MARGINAL, baseline_tokens_per_s=40.0, tokens_per_s=90.0, speedup=2.25),
+        per_set=(measured("humaneval", "abc", marginal=MARGINAL),),
         created_at=datetime(2026, 11, 1, tzinfo=UTC)))
+    assert record.tau == pytest.approx(1 + sum(MARGINAL))
     assert record.run_id is not None
     return record.run_id
 
@@ -99,21 +100,23 @@ def test_calibration_predicts_and_stores_every_run(db_env: dict[str, str], datab
     assert prediction["run_id"] == run_id and prediction["hardware"] == "RTX 3060 12GB"
     assert prediction["predicted_baseline_tokens_per_s"] > 0 and prediction["baseline_error"] is not None
     stored = get_run(Store.open(database_url), run_id)
-    assert stored is not None and stored.metrics["prediction"]["run_id"] == run_id
+    assert stored is not None and stored.prediction is not None and stored.prediction.run_id == run_id
+    assert stored.prediction.predicted_baseline_tokens_per_s == pytest.approx(prediction["predicted_baseline_tokens_per_s"])
 
 
 def test_runs_show_the_prediction_error_or_a_dash_with_the_reason(db_env: dict[str, str], database_url: str) -> None:
     run_id = _measured_run(database_url)
-    failed = record_run(Store.open(database_url), RunSpec(target=TARGET, drafter=DRAFTER, status="failed",
-                                                          failure_reason="out of memory"))
+    failed = record_run(Store.open(database_url), Run(target=TARGET, drafter=DRAFTER, status="failed",
+                                                      failure_reason="out of memory"))
     listed = drafters("runs", "--json", env=db_env)
     assert listed.returncode == 0, listed.stderr
     by_id = {r["run_id"]: r for r in json.loads(listed.stdout)}
     predicted = by_id[run_id]["prediction"]
     # Nothing stored it (the run was recorded directly): computed on read, and not written by a read.
-    assert predicted["source"] == "computed on read" and predicted["predicted_tokens_per_s"] > 0
+    assert by_id[run_id]["prediction_source"] == "computed on read" and predicted["predicted_tokens_per_s"] > 0
     assert predicted["tokens_per_s_error"] == pytest.approx(predicted["predicted_tokens_per_s"] / 90.0 - 1)
-    assert "prediction" not in (get_run(Store.open(database_url), run_id).metrics)  # type: ignore[union-attr]
+    assert by_id[run_id]["overall"]["tokens_per_s"]["median"] == 90.0
+    assert get_run(Store.open(database_url), run_id).prediction is None  # type: ignore[union-attr]
     assert by_id[failed.run_id]["prediction"]["predicted_tokens_per_s"] is None
     assert "failed" in by_id[failed.run_id]["prediction"]["note"]
 
@@ -123,4 +126,4 @@ def test_runs_show_the_prediction_error_or_a_dash_with_the_reason(db_env: dict[s
 
     assert drafters("price", "--calibration", env=db_env).returncode == 0
     stored = json.loads(drafters("runs", "--json", env=db_env).stdout)
-    assert next(r for r in stored if r["run_id"] == run_id)["prediction"]["source"] == "stored with the run"
+    assert next(r for r in stored if r["run_id"] == run_id)["prediction_source"] == "stored with the run"

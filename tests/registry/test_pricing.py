@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,10 +14,12 @@ from registry.domain import pricing
 from registry.domain.catalog import load_catalog_data
 from registry.domain.gpus import load_gpus
 from registry.domain.memory import GIB
+from registry.domain.stored_json import to_json
+from registry.store.mappers import run_values
 from registry.store.models import BenchmarkRun
-from registry.store.records import RunSpec, SetResult
-from registry.store.runs import get_run, record_run
+from registry.store.runs import Run, get_run, record_run
 from registry.store import Store
+from tests.registry.run_fixtures import measured, reading
 
 ONE_GB_S = pricing.Device("test", "discrete", bandwidth_bytes_s=1e9, bf16_ops_s=None, int8_ops_s=None,
                           budget_bytes=None, basis="test")
@@ -158,13 +161,14 @@ T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
 def _run(store: Store, *, hardware: str, baseline: float, minutes: int, marginal: tuple[float, ...] = (0.8, 0.6),
          digest: str = "d1", engine: str = "llama.cpp") -> str:
-    record = record_run(store, RunSpec(
+    record = record_run(store, Run(
         target="Qwen/Qwen3-8B", drafter="z-lab/Qwen3-8B-DFlash-b16", engine=engine, method="dflash",
-        hardware=hardware, draft_length=len(marginal), tau=1 + sum(marginal), baseline_tokens_per_s=baseline,
-        tokens_per_s=baseline * 2, speedup=2.0, target_weight_bytes=4_900_000_000,
-        drafter_weight_bytes=2_100_000_000, metrics={"marginal": list(marginal)},
-        sets=(SetResult(prompt_set="code", prompt_set_digest=digest, per_position_acceptance=marginal),),
+        hardware=hardware, draft_length=len(marginal), target_weight_bytes=4_900_000_000,
+        drafter_weight_bytes=2_100_000_000,
+        overall=measured(marginal=marginal, baseline_tokens_per_s=baseline, tokens_per_s=baseline * 2, speedup=2.0),
+        per_set=(measured("code", digest, marginal=marginal),),
         created_at=T0 + timedelta(minutes=minutes)))
+    assert record.tau == pytest.approx(1 + sum(marginal))
     assert record.run_id is not None
     return record.run_id
 
@@ -205,13 +209,15 @@ def test_calibration_predicts_every_run_leave_one_out_and_stores_the_error(store
     assert "assumed efficiency" in g.device_basis
     assert g.predicted_speedup is not None and g.predicted_speedup > 1 and g.speedup_error is not None
 
+    before = get_run(store, cpu[0])
     assert calibration.store_predictions(store, list(predictions.values())) == 5
     stored = get_run(store, cpu[0])
-    assert stored is not None
-    assert stored.metrics["prediction"]["baseline_error"] == pytest.approx(0.15)
-    assert stored.metrics["marginal"] == [0.8, 0.6]  # the run's own metrics are kept
+    assert stored is not None and stored.prediction is not None
+    assert stored.prediction.baseline_error == pytest.approx(0.15)
+    assert stored.per_position_acceptance == (0.8, 0.6)  # the run's own measurement is kept
+    assert replace(stored, prediction=None) == before
     assert calibration.store_predictions(store, list(predictions.values())) == 0  # unchanged: nothing rewritten
-    json.dumps(stored.metrics)
+    json.dumps(to_json(stored))
 
 
 def _bytes_per_step(store: Store, run_id: str) -> float:
@@ -224,10 +230,16 @@ def _bytes_per_step(store: Store, run_id: str) -> float:
 
 def _set_measured(store: Store, run_id: str, baseline: float) -> None:
     """Change what a stored run measured, as if it had been measured at another speed."""
+    run = get_run(store, run_id)
+    assert run is not None and run.overall is not None
+    remeasured = replace(run, overall=replace(run.overall, baseline_tokens_per_s=reading(baseline),
+                                              tokens_per_s=reading(baseline * 2)))
     with store.session() as session:
         row = session.scalar(select(BenchmarkRun).where(BenchmarkRun.run_id == run_id))
         assert row is not None
+        row.metrics = run_values(remeasured)["metrics"]
         row.baseline_tokens_per_s, row.tokens_per_s = baseline, baseline * 2
+    assert get_run(store, run_id).baseline_tokens_per_s == baseline  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("hardware", ["cpu (test)", "NVIDIA GeForce RTX 3090"])
@@ -266,10 +278,10 @@ def test_storing_a_run_stores_its_prediction_and_reads_recompute_an_older_models
     assert newest is not None
     recorded = calibration.record_prediction(store, newest)
     stored = get_run(store, newest.run_id)
-    assert stored is not None and stored.metrics["prediction"] == recorded.metrics["prediction"]
-    assert stored.metrics["prediction"]["model_version"] == calibration.MODEL_VERSION
-    assert stored.metrics["prediction"]["predicted_baseline_tokens_per_s"] == pytest.approx(11.0)  # median(10, 12)
-    assert set(stored.metrics["prediction"]["fitted_from"]) == set(runs)
+    assert stored is not None and stored.prediction is not None and stored.prediction == recorded.prediction
+    assert stored.prediction.model_version == calibration.MODEL_VERSION
+    assert stored.prediction.predicted_baseline_tokens_per_s == pytest.approx(11.0)  # median(10, 12)
+    assert set(stored.prediction.fitted_from) == set(runs)
     # A run recorded later does not move the stored forecast...
     _run(store, hardware="cpu (test)", baseline=100.0, minutes=4)
     shown = calibration.current_predictions(store, [get_run(store, newest.run_id)])  # type: ignore[list-item]
@@ -283,6 +295,7 @@ def test_storing_a_run_stores_its_prediction_and_reads_recompute_an_older_models
     assert old is not None and calibration.stored_prediction(old) is None
     recomputed = calibration.current_predictions(store, [old])[newest.run_id]
     assert recomputed.predicted_baseline_tokens_per_s == pytest.approx(12.0)  # median(10, 12, 100)
-    failed = record_run(store, RunSpec(target="Qwen/Qwen3-8B", drafter=None, status="failed", failure_reason="oom"))
-    assert calibration.record_prediction(store, failed).metrics == {}
+    failed = record_run(store, Run(target="Qwen/Qwen3-8B", drafter=None, status="failed", failure_reason="oom"))
+    assert calibration.record_prediction(store, failed).prediction is None
+    assert get_run(store, failed.run_id).prediction is None  # type: ignore[union-attr]
     assert "failed" in calibration.current_predictions(store, [failed])[failed.run_id].note

@@ -21,9 +21,10 @@ import pytest
 
 from registry.domain import hub_presence
 from registry.hub import HubClient
-from registry.watch.push import PushHint, PushServer
-from registry.store.records import DrafterSpec, RunSpec
-from registry.store.runs import list_runs, record_run
+from registry.watch.push import PushServer
+from registry.store.records import DrafterSpec
+from registry.store.runs import Run, list_runs, record_run
+from tests.registry.run_fixtures import measured
 from registry.store import Store
 from registry.watch.poller import Watcher
 from tests.fakehub.scenario import QWEN3_8B_DFLASH_CONFIG, Scenario
@@ -327,13 +328,13 @@ def test_runs_recorded_under_a_drafters_old_id_follow_its_rename(
     watcher.poll_once()
     old, new, target = "z-lab/Qwen3-4B-DFlash-b16", "z-lab/Qwen3-4B-DFlash", "Qwen/Qwen3-4B"
 
-    def run(run_id: str) -> RunSpec:
-        return RunSpec(target=target, drafter=old, method="dflash", hardware="H200", tau=3.0, speedup=2.0,
-                       run_id=run_id)
+    def run(run_id: str) -> Run:
+        return Run(target=target, drafter=old, method="dflash", hardware="H200",
+                   overall=measured(tau=3.0, speedup=2.0), run_id=run_id)
 
     record_run(store, run("measured-before"))
-    record_run(store, RunSpec(target=target, drafter="z-lab/Qwen3-8B-DFlash-b16", method="dflash",
-                              run_id="another-drafter"))
+    record_run(store, Run(target=target, drafter="z-lab/Qwen3-8B-DFlash-b16", method="dflash",
+                          run_id="another-drafter"))
     scenario.state.rename(old, new)
     assert not watcher.poll_once().errors
     # A job queued under the old id that finishes after the rename lands on the same drafter.

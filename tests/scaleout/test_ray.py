@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from registry.domain.run import Run
 from registry.store import jobs as queue
-from registry.store.records import RunRecord
 from registry.store.runs import list_runs
 from registry.store import Store
 from verifier.jobs import VERIFY, VerifyRequest, Worker, job_run_id
@@ -54,7 +54,7 @@ def ray_worker(ray_cluster: object, store: Store, database_url: str) -> Worker:
 postgres_only = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 
 
-def comparable(run: RunRecord) -> dict[str, object]:
+def comparable(run: Run) -> dict[str, object]:
     """What a run must reproduce on the same pair, seed and settings wherever it ran: everything but timings."""
     return {
         "status": run.status,
@@ -69,10 +69,10 @@ def comparable(run: RunRecord) -> dict[str, object]:
         "device_name": run.device_name,
         "target_revision": run.target_revision,
         "drafter_revision": run.drafter_revision,
-        "marginal": run.metrics["marginal"],
-        "histogram": run.metrics["acceptance_histogram"],
-        "sets": [(s.prompt_set, s.prompt_set_digest, s.tau, s.acceptance_rate, s.per_position_acceptance, s.lossless)
-                 for s in run.sets],
+        "marginal": run.per_position_acceptance,
+        "histogram": run.overall.acceptance.histogram,
+        "sets": [(s.name, s.digest, s.tau, s.acceptance_rate, s.per_position_acceptance, s.lossless)
+                 for s in run.per_set],
         "digests": {k: run.provenance[k] for k in ("target_files_digest", "drafter_files_digest", "prompt_sets_digest")},
     }
 

@@ -17,9 +17,9 @@ import threading
 
 import torch
 
+from registry.domain.run import Run
 from registry.store import Store
 from registry.store import jobs as queue
-from registry.store.records import RunRecord
 from verifier.engines import pytorch as engine  # noqa: F401 - imported before "ready" so that every worker starts warm
 from verifier.jobs import Worker
 
@@ -49,7 +49,7 @@ def main() -> None:
     worker = Worker(store, worker_id=args.worker_id, lease_s=args.lease_s, heartbeat_s=args.heartbeat_s)
     if args.die_after_run:
 
-        def run_then_hang(_store: Store, job: queue.JobRecord) -> RunRecord:
+        def run_then_hang(_store: Store, job: queue.JobRecord) -> Run:
             worker.run_job(job)
             say({"ran": job.id})
             threading.Event().wait()  # the heartbeat thread keeps the lease alive until the process is killed

@@ -14,8 +14,9 @@ import torch
 from transformers import AutoConfig
 
 from registry.domain.configs import model_facts
+from registry.domain.run import Run
 from verifier.decode import CacheCheckpoint, new_cache, rollback_problem
-from verifier.engines.pytorch import IncompatiblePair, PairRun, RunSettings, run_pair, with_target_margin
+from verifier.engines.pytorch import IncompatiblePair, RunSettings, run_pair, with_target_margin
 from verifier.folders import LoadError, read_config
 from verifier.harness.contract import first_divergence
 from verifier.loading import load_causal_lm, load_target, refuse_remote_code
@@ -104,7 +105,7 @@ def _dflash_for(model_cache: Path, target_dir: Path) -> Path:
     return cached_dflash_drafter(model_cache, target_dir, trained=False, shape=shape)
 
 
-def _assert_exact(run: PairRun) -> None:
+def _assert_exact(run: Run) -> None:
     assert run.first_divergence is None, run.first_divergence
     assert run.lossless is True
 

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from registry.domain.run import Run
+from registry.domain.stored_json import from_json, to_json
 from verifier.decode import DecodeResult, decode
-from verifier.engines.pytorch import IncompatiblePair, PairRun, RunSettings, TorchEngine, run_pair
+from verifier.engines.pytorch import IncompatiblePair, RunSettings, TorchEngine, run_pair
 from verifier.folders import LoadError, cached_snapshot, files_digest
 from verifier.harness.run import run as measure
 from verifier.loading import LoadedTarget, load_target
@@ -23,12 +25,12 @@ GREEDY = RunSettings(repeats=1, warmup=0, device="cpu")
 
 
 @pytest.fixture(scope="module")
-def trained_run(tiny_target_dir: Path, tiny_draft_lm_dir: Path) -> PairRun:
+def trained_run(tiny_target_dir: Path, tiny_draft_lm_dir: Path) -> Run:
     return run_pair(tiny_target_dir, tiny_draft_lm_dir, bundled_sets(), GREEDY)
 
 
 @pytest.fixture(scope="module")
-def untrained_run(tiny_target_dir: Path, untrained_draft_lm_dir: Path) -> PairRun:
+def untrained_run(tiny_target_dir: Path, untrained_draft_lm_dir: Path) -> Run:
     return run_pair(tiny_target_dir, untrained_draft_lm_dir, bundled_sets(), GREEDY)
 
 
@@ -52,7 +54,7 @@ def greedy(target: LoadedTarget, proposer, ids: torch.Tensor, max_new_tokens: in
 def test_greedy_speculative_output_equals_baseline_on_every_prompt(
     run_name: str, request: pytest.FixtureRequest
 ) -> None:
-    run: PairRun = request.getfixturevalue(run_name)
+    run: Run = request.getfixturevalue(run_name)
 
     assert run.lossless is True
     assert run.first_divergence is None
@@ -60,7 +62,7 @@ def test_greedy_speculative_output_equals_baseline_on_every_prompt(
     assert len(run.generations) == sum(len(s.prompts) for s in bundled_sets())
 
 
-def test_the_shared_loop_matches_transformers_generate(trained_run: PairRun, tiny_target: LoadedTarget) -> None:
+def test_the_shared_loop_matches_transformers_generate(trained_run: Run, tiny_target: LoadedTarget) -> None:
     """An independent reference: the loop's greedy output equals transformers' own greedy generate."""
     for prompt_set in bundled_sets():
         for index, prompt in enumerate(prompt_set.prompts):
@@ -69,43 +71,47 @@ def test_the_shared_loop_matches_transformers_generate(trained_run: PairRun, tin
             assert trained_run.generations[f"{prompt_set.name}/{index}"] == reference.tolist()
 
 
-def test_trained_draft_lm_accepts_far_more_than_an_untrained_one(trained_run: PairRun, untrained_run: PairRun) -> None:
-    trained, untrained = trained_run.to_dict(), untrained_run.to_dict()
+def test_trained_draft_lm_accepts_far_more_than_an_untrained_one(trained_run: Run, untrained_run: Run) -> None:
+    trained, untrained = trained_run, untrained_run
     print(
-        f"draft-lm tau trained {trained['tau']:.2f} vs untrained {untrained['tau']:.2f}; "
-        f"tok/s baseline {trained['baseline_tokens_per_s']:.0f}, trained {trained['tokens_per_s']:.0f}, "
-        f"untrained {untrained['tokens_per_s']:.0f}"
+        f"draft-lm tau trained {trained.tau:.2f} vs untrained {untrained.tau:.2f}; "
+        f"tok/s baseline {trained.baseline_tokens_per_s:.0f}, trained {trained.tokens_per_s:.0f}, "
+        f"untrained {untrained.tokens_per_s:.0f}"
     )
-    assert trained["tau"] > untrained["tau"] + 0.5
-    assert trained["acceptance_rate"] > untrained["acceptance_rate"] + 0.3
+    assert trained.tau > untrained.tau + 0.5
+    assert trained.acceptance_rate > untrained.acceptance_rate + 0.3
 
 
-def test_run_dict_holds_metrics_and_provenance(trained_run: PairRun, tiny_target_dir: Path) -> None:
-    result = trained_run.to_dict()
-    json.dumps(result)  # JSON-able
+def test_run_dict_holds_metrics_and_provenance(trained_run: Run, tiny_target_dir: Path) -> None:
+    result = trained_run
+    encoded = to_json(result)
+    assert from_json(Run, json.loads(json.dumps(encoded))) == result  # JSON-able, and reads back as it was
+    assert "generations" not in encoded  # transient: never stored or printed
 
-    acc = trained_run.overall.acceptance
+    acc = result.overall.acceptance
     assert acc is not None and acc.uniform_draft_length
-    assert result["identity_check"]["gap"] == pytest.approx(0.0, abs=1e-9)
-    assert result["tau"] == pytest.approx(1 + sum(result["per_position_acceptance"]["marginal"]))
-    assert sum(result["acceptance_histogram"]) == acc.rounds
-    assert len(result["per_position_acceptance"]["conditional"]) == 4
-    assert result["speedup"] == pytest.approx(result["tokens_per_s"] / result["baseline_tokens_per_s"])
-    assert result["metric_version"] == 2
-    assert result["efficiency"] == pytest.approx(result["decode_speedup"] / result["ideal_speedup"])
-    costs = result["forward_costs"]
-    assert (costs["gamma"], costs["repeats"]) == (4, GREEDY.cost_repeats)
-    assert costs["target_step_s"] > 0 and costs["verify_step_s"] > 0 and costs["draft_step_s"] > 0
-    assert result["ideal_speedup"] == pytest.approx(
-        result["tau_emitted"] * costs["target_step_s"] / (costs["verify_step_s"] + costs["draft_step_s"])
+    assert acc.identity_gap == pytest.approx(0.0, abs=1e-9)
+    assert result.tau == pytest.approx(1 + sum(result.per_position_acceptance))
+    assert result.per_position_acceptance == acc.marginal
+    assert sum(acc.histogram) == acc.rounds
+    assert len(acc.conditional) == 4
+    assert result.speedup == pytest.approx(result.tokens_per_s / result.baseline_tokens_per_s)
+    assert result.metric_version == 2
+    assert result.efficiency == pytest.approx(result.decode_speedup / result.overall.ideal_speedup)
+    costs = result.forward_costs
+    assert costs is not None
+    assert (costs.gamma, costs.repeats) == (4, GREEDY.cost_repeats)
+    assert costs.target_step_s > 0 and costs.verify_step_s > 0 and costs.draft_step_s > 0
+    assert result.overall.ideal_speedup == pytest.approx(
+        result.tau_emitted * costs.target_step_s / (costs.verify_step_s + costs.draft_step_s)
     )
     # A round can emit fewer tokens than it accepted (at EOS or max_new_tokens), never more.
-    assert 1.0 < result["tau_emitted"] <= result["tau"]
-    assert 0.0 < result["draft_time_share"] < 1.0
-    assert result["peak_memory_bytes"] > 0 and result["peak_memory_kind"] == "process_rss_peak"
-    assert result["target_weight_bytes"] > result["drafter_weight_bytes"] > 0
-    assert set(result["per_set"]) == {"code", "math", "chat", "multilingual"}
-    provenance = result["provenance"]
+    assert 1.0 < result.tau_emitted <= result.tau
+    assert 0.0 < result.overall.speculative.draft_time_share < 1.0
+    assert result.peak_memory_bytes > 0 and result.peak_memory_kind == "process_rss_peak"
+    assert result.target_weight_bytes > result.drafter_weight_bytes > 0
+    assert {s.name for s in result.per_set} == {"code", "math", "chat", "multilingual"}
+    provenance = result.provenance
     assert provenance["target_files_digest"] == files_digest(tiny_target_dir)
     assert provenance["prompt_sets"]["math"] == bundled_set("math").digest
     assert (provenance["method"], provenance["draft_length"], provenance["temperature"]) == ("draft-lm", 4, 0.0)
@@ -278,12 +284,13 @@ def test_proposer_sees_committed_positions_only(tiny_target: LoadedTarget) -> No
 
 def test_baseline_only_run_has_no_speculative_metrics(tiny_target_dir: Path) -> None:
     one_prompt = PromptSet(name="one", prompts=(Prompt(messages=(Message("user", "What is 4 plus 5?"),)),))
-    result = run_pair(tiny_target_dir, None, [one_prompt], RunSettings(repeats=2, warmup=1, device="cpu")).to_dict()
+    result = run_pair(tiny_target_dir, None, [one_prompt], RunSettings(repeats=2, warmup=1, device="cpu"))
 
-    assert result["method"] is None
-    assert result["lossless"] is None and result["tau"] is None and result["speedup"] is None
-    assert result["baseline_tokens_per_s"] > 0
-    assert result["overall"]["baseline_tokens_per_s"]["n"] == 2
+    assert result.method is None and result.drafter is None
+    assert result.lossless is None and result.tau is None and result.speedup is None
+    assert result.overall.acceptance is None and result.overall.speculative is None
+    assert result.baseline_tokens_per_s > 0
+    assert result.overall.baseline_tokens_per_s.n == 2
 
 
 def test_drafter_with_another_vocabulary_is_refused(
@@ -333,9 +340,10 @@ def test_target_loads_from_the_local_hub_cache_by_repo_and_sha(tiny_target_dir: 
 
     folder = cached_snapshot("tiny/target", sha, cache_dir=tmp_path / "hub")
     one_prompt = PromptSet(name="one", prompts=(Prompt(text="<|user|>\nHello"),))
-    result = run_pair(folder, None, [one_prompt], RunSettings(repeats=1, warmup=0, device="cpu")).to_dict()
+    result = run_pair(folder, None, [one_prompt], RunSettings(repeats=1, warmup=0, device="cpu"))
 
     assert folder == snapshot
-    assert result["provenance"]["target_sha"] == sha
+    assert result.provenance["target_sha"] == sha
+    assert result.target_revision == sha
     with pytest.raises(LoadError, match="not in the local Hugging Face cache"):
         cached_snapshot("tiny/target", "f" * 40, cache_dir=tmp_path / "hub")

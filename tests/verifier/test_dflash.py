@@ -15,7 +15,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from verifier.engines.pytorch import IncompatiblePair, PairRun, RunSettings, run_pair
+from registry.domain.run import Run
+from verifier.engines.pytorch import IncompatiblePair, RunSettings, run_pair
 from verifier.folders import LoadError
 from verifier.loading import LoadedTarget
 from verifier.methods.dflash.config import (
@@ -49,7 +50,7 @@ def _settings(**overrides: Any) -> RunSettings:
 
 
 @pytest.fixture(scope="module")
-def trained_run(tiny_target_dir: Path, dflash_dir: Path) -> PairRun:
+def trained_run(tiny_target_dir: Path, dflash_dir: Path) -> Run:
     return run_pair(tiny_target_dir, dflash_dir, bundled_sets(), _settings())
 
 
@@ -175,7 +176,7 @@ def test_drafts_match_transformers_muse_glimmer_over_two_rounds(
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def test_greedy_output_equals_plain_decoding_on_every_bundled_prompt(trained_run: PairRun, dflash_dir: Path) -> None:
+def test_greedy_output_equals_plain_decoding_on_every_bundled_prompt(trained_run: Run, dflash_dir: Path) -> None:
     assert trained_run.method == "dflash"
     assert trained_run.first_divergence is None
     assert trained_run.lossless is True
@@ -185,7 +186,7 @@ def test_greedy_output_equals_plain_decoding_on_every_bundled_prompt(trained_run
 
 
 def test_trained_drafter_accepts_clearly_more_than_a_random_one(
-    trained_run: PairRun, tiny_target_dir: Path, random_dflash_dir: Path
+    trained_run: Run, tiny_target_dir: Path, random_dflash_dir: Path
 ) -> None:
     math_set = bundled_set("math")
     untrained = run_pair(tiny_target_dir, random_dflash_dir, [math_set], _settings())

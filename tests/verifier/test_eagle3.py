@@ -14,7 +14,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from verifier.engines.pytorch import IncompatiblePair, PairRun, RunSettings, run_pair
+from registry.domain.run import Run
+from verifier.engines.pytorch import IncompatiblePair, RunSettings, run_pair
 from verifier.folders import read_config
 from verifier.loading import LoadedTarget
 from verifier.methods.eagle3.config import SPECULATORS_LAYOUT, YUHUILI_LAYOUT, Eagle3FormatError, parse_eagle3_config
@@ -33,7 +34,7 @@ def _settings(**overrides: Any) -> RunSettings:
 
 
 @pytest.fixture(scope="module")
-def trained_run(tiny_target_dir: Path, trained_head_dir: Path) -> PairRun:
+def trained_run(tiny_target_dir: Path, trained_head_dir: Path) -> Run:
     return run_pair(tiny_target_dir, trained_head_dir, bundled_sets(), _settings())
 
 
@@ -135,7 +136,7 @@ def test_the_publishers_config_py_is_never_executed(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def test_trained_head_is_lossless_on_every_bundled_prompt(trained_run: PairRun) -> None:
+def test_trained_head_is_lossless_on_every_bundled_prompt(trained_run: Run) -> None:
     assert trained_run.method == "eagle3"
     assert trained_run.first_divergence is None
     assert trained_run.lossless is True
@@ -144,7 +145,7 @@ def test_trained_head_is_lossless_on_every_bundled_prompt(trained_run: PairRun) 
 
 
 def test_trained_head_accepts_clearly_more_than_a_random_one(
-    trained_run: PairRun, tiny_target_dir: Path, random_head_dir: Path
+    trained_run: Run, tiny_target_dir: Path, random_head_dir: Path
 ) -> None:
     untrained = run_pair(tiny_target_dir, random_head_dir, [bundled_set("math")], _settings())
     trained_tau = next(r for r in trained_run.per_set if r.name == "math").acceptance.tau

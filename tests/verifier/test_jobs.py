@@ -6,16 +6,21 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from sqlalchemy import update
 
+from registry.domain.measurement import ForwardCosts
+from registry.domain.run import Run, RunPrediction
+from registry.domain.stored_json import from_json, to_json
 from registry.store import jobs as queue
 from registry.store.models import Job
 from registry.store.runs import get_run, list_runs
 from registry.store import Store, utcnow
+from tests.support.cli import drafters
 from verifier.jobs import VerifyRequest, Worker, enqueue, verify_now
 from verifier.metrics import recompute_efficiency
 
@@ -32,19 +37,45 @@ def test_verify_now_stores_a_lossless_run_with_provenance(store: Store, tiny_tar
     assert stored == record
     assert stored.lossless is True and stored.method == "draft-lm"
     assert stored.tau is not None and stored.tau > 1.0
-    assert [s.prompt_set for s in stored.sets] == ["code"]
+    assert [s.name for s in stored.per_set] == ["code"]
     provenance = stored.provenance
     for key in ("target_files_digest", "drafter_files_digest", "prompt_sets_digest", "seed", "dtype", "device",
                 "torch_version", "transformers_version", "temperature", "draft_length"):
         assert provenance.get(key) is not None, key
     assert stored.target_revision == provenance["target_files_digest"]
     # Metric definitions, with the forward costs a stored run's efficiency is recomputed from.
-    assert stored.metrics["metric_version"] == 2 and provenance["metric_version"] == 2
-    costs = stored.metrics["forward_costs"]
-    assert set(costs) >= {"context_length", "gamma", "target_step_s", "verify_step_s", "draft_step_s", "repeats"}
-    assert costs["gamma"] == stored.draft_length and costs["context_length"] > 0
-    assert recompute_efficiency(stored.metrics) == pytest.approx(stored.efficiency)
-    assert stored.metrics["tau_emitted"] is not None
+    assert stored.metric_version == 2 and provenance["metric_version"] == 2
+    costs = stored.forward_costs
+    assert isinstance(costs, ForwardCosts)
+    assert costs.target_step_s > 0 and costs.verify_step_s > 0 and costs.draft_step_s > 0 and costs.repeats > 0
+    assert costs.gamma == stored.draft_length and costs.context_length > 0
+    assert recompute_efficiency(stored) == pytest.approx(stored.efficiency)
+    assert stored.tau_emitted is not None
+
+
+def test_a_stored_run_reads_back_and_prints_as_it_was_measured(store: Store, database_url: str,
+                                                                tiny_target_dir: Path, tiny_draft_lm_dir: Path) -> None:
+    """One shape from the harness to the CLI: the store hands back the run it was given, its JSON reads back into
+    the same run, and `drafters runs --json` prints exactly that JSON plus the prediction (nothing re-keyed)."""
+    request = VerifyRequest(target=str(tiny_target_dir), drafter=str(tiny_draft_lm_dir), prompt_sets=("code",),
+                            settings=FAST)
+    record = verify_now(store, request)
+    assert isinstance(record, Run) and record.status == "ok", record.failure_reason
+    assert record.overall is not None and record.overall.acceptance is not None and record.forward_costs is not None
+    assert get_run(store, record.run_id) == record
+
+    encoded = to_json(record)
+    assert "generations" not in encoded  # transient: never stored or printed
+    assert from_json(Run, json.loads(json.dumps(encoded))) == replace(record, generations={})
+
+    result = drafters("runs", "--json", env={"DRAFTERS_DATABASE_URL": database_url})
+    assert result.returncode == 0, result.stderr
+    (printed,) = json.loads(result.stdout)
+    # verify_now stored the current pricing model's prediction with the run: `runs` prints that one, as stored.
+    assert record.prediction is not None
+    assert printed == {**json.loads(json.dumps(encoded)), "prediction_source": "stored with the run"}
+    assert from_json(RunPrediction, printed["prediction"]) == record.prediction
+    assert printed["run_id"] == record.run_id and printed["overall"]["acceptance"]["tau"] == record.tau
 
 
 def test_failed_run_is_stored_with_one_line_reason(store: Store, tiny_target_dir: Path, tmp_path: Path) -> None:
@@ -106,13 +137,21 @@ def test_cli_verify_json(database_url: str, tiny_target_dir: Path, tiny_draft_lm
     )
     assert result.returncode == 0, result.stderr
     payload = json.loads(result.stdout)
-    for key in ("lossless", "tau", "acceptance_rate", "per_position_acceptance", "baseline_tokens_per_s",
-                "tokens_per_s", "speedup", "efficiency", "peak_memory_bytes", "run_id"):
-        assert key in payload and payload[key] is not None, key
+    overall = payload["overall"]
+    values = {"lossless": payload["lossless"], "tau": overall["acceptance"]["tau"],
+              "acceptance_rate": overall["acceptance"]["acceptance_rate"],
+              "per_position_acceptance": overall["acceptance"]["marginal"],
+              "baseline_tokens_per_s": overall["baseline_tokens_per_s"]["median"],
+              "tokens_per_s": overall["tokens_per_s"]["median"], "speedup": overall["speedup"]["median"],
+              "efficiency": overall["efficiency"], "peak_memory_bytes": payload["peak_memory_bytes"],
+              "run_id": payload["run_id"]}
+    for key, value in values.items():
+        assert value is not None, key
     assert payload["lossless"] is True
-    assert abs(payload["tau"] - (1 + sum(payload["per_position_acceptance"]))) < 0.05
+    tau = overall["acceptance"]["tau"]
+    assert abs(tau - (1 + sum(overall["acceptance"]["marginal"]))) < 0.05
     assert payload["metric_version"] == 2 and payload["forward_costs"]["gamma"] == 4
-    assert payload["speedup_spread"]["n"] == 1 and payload["tau_emitted"] <= payload["tau"]
+    assert overall["speedup"]["n"] == 1 and overall["tau_emitted"] <= tau
 
 
 def test_compare_reproduces_the_seed_experiment(database_url: str, gemma4_target_dir: Path,
@@ -134,7 +173,11 @@ def test_compare_reproduces_the_seed_experiment(database_url: str, gemma4_target
     assert [o["method"] for o in objects] == ["dflash", "gemma4-assistant"]
     for run in objects:
         assert run["lossless"] is True
-        for key in ("tau", "per_position_acceptance", "tokens_per_s", "speedup", "peak_memory_bytes",
-                    "drafter_weight_bytes"):
-            assert run[key] is not None, key
-        assert run["per_set"]["code"]["speedup_spread"] is not None
+        overall = run["overall"]
+        values = {"tau": overall["acceptance"]["tau"], "per_position_acceptance": overall["acceptance"]["marginal"],
+                  "tokens_per_s": overall["tokens_per_s"]["median"], "speedup": overall["speedup"]["median"],
+                  "peak_memory_bytes": run["peak_memory_bytes"], "drafter_weight_bytes": run["drafter_weight_bytes"]}
+        for key, value in values.items():
+            assert value is not None, key
+        (code,) = [s for s in run["per_set"] if s["name"] == "code"]
+        assert code["speedup"] is not None

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from registry.domain.measurement import SetMeasurement
+from registry.domain.run import Run
+from registry.domain.stored_json import from_json, to_json
 from verifier.decode import DecodeResult
 from verifier.metrics import (
     ForwardCosts,
@@ -159,11 +164,17 @@ def test_forward_costs_round_trip_and_recompute_an_efficiency() -> None:
     # The fastest repeat is the cost; the spread keeps the rest.
     assert (costs.target_step_s, costs.verify_step_s, costs.draft_step_s, costs.repeats) == (0.010, 0.019, 0.004, 3)
     assert costs.spread["verify_step_s"]["median"] == 0.020
-    assert ForwardCosts.from_dict(costs.to_dict()) == costs
-    stored = {"forward_costs": costs.to_dict(), "tau_emitted": 2.5, "decode_speedup": 0.5}
+    assert from_json(ForwardCosts, json.loads(json.dumps(to_json(costs)))) == costs
+
+    def stored(forward_costs: ForwardCosts | None, decode: float) -> Run:
+        run = Run(target="t", drafter="d", forward_costs=forward_costs,
+                  overall=SetMeasurement(name="overall", prompts=1, digest="d", tau_emitted=2.5,
+                                         decode_speedup=spread([decode])))
+        return from_json(Run, json.loads(json.dumps(to_json(run))))  # as the store hands it back
+
     # S = 2.5 · 10 / (19 + 4) ≈ 1.087, so a realized 0.5 is 0.46 of the ideal.
-    assert recompute_efficiency(stored) == pytest.approx(0.5 / (2.5 * 10 / 23))
-    assert recompute_efficiency({"tau_emitted": 2.5, "decode_speedup": 0.55}) is None
+    assert recompute_efficiency(stored(costs, 0.5)) == pytest.approx(0.5 / (2.5 * 10 / 23))
+    assert recompute_efficiency(stored(None, 0.55)) is None
 
 
 def test_spread_over_repeats() -> None:

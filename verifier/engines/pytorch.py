@@ -22,26 +22,26 @@ from registry.domain.drafter_facts import detect_method
 from verifier.decode import DecodeResult, decode, new_cache, synchronize
 from verifier.folders import files_digest, read_config, weight_bytes
 from verifier.harness import run
+from registry.domain.measurement import Divergence, RunSettings
+from registry.domain.run import Run
 from verifier.harness.contract import (
-    Divergence,
     EngineReport,
     Generation,
     IncompatiblePair,
-    PairRun,
     Progress,
-    RunSettings,
     first_divergence,
     resolve_draft_length,
 )
 from verifier.harness.provenance import snapshot_sha, tokenizer_digest
 from verifier.loading import LoadedTarget, load_target
-from verifier.metrics import ForwardCosts, StepCounts
+from registry.domain.measurement import ForwardCosts
+from verifier.metrics import StepCounts
 from verifier.prompts import PromptSet, encode_prompt
 from verifier.methods import proposer_builder
 from verifier.proposer import NoDraft, Proposer, TargetOutput
 
 # Callers of `run_pair` get the contract names they need alongside it from here.
-__all__ = ["IncompatiblePair", "PairRun", "RunSettings", "TorchEngine", "run_pair"]
+__all__ = ["IncompatiblePair", "Run", "RunSettings", "TorchEngine", "run_pair"]
 
 
 class TorchEngine:
@@ -180,7 +180,7 @@ def run_pair(
     prompt_sets: Sequence[PromptSet],
     settings: RunSettings,
     progress: Progress | None = None,
-) -> PairRun:
+) -> Run:
     """Measure the drafter at `drafter_dir` (None: baseline only) on the target at `target_dir`."""
     if not prompt_sets or any(not s.prompts for s in prompt_sets):
         raise ValueError("run_pair needs at least one non-empty prompt set")

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from registry.domain.tokenizers import tokenizer_digest as digest
-from verifier.harness.contract import TOKENIZER_FILE_NAMES, Engine, RunSettings
+from verifier.harness.contract import TOKENIZER_FILE_NAMES, Engine
+from registry.domain.measurement import RunSettings
 from verifier.metrics import METRIC_VERSION
 from verifier.prompts import PromptSet
 

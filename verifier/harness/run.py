@@ -3,8 +3,9 @@
 The harness owns what must mean the same in both engines: the repeats × prompt sets loop (baseline and speculative
 interleaved per prompt, so drift in machine load hits both alike), the seed of every decode, the lossless check and
 the summaries. An engine only generates (one prompt → tokens, step counts, timings), measures its bare forward costs
-when it can, and describes itself (`verifier.harness.contract.Engine`). One result type, `PairRun`, flows from here
-to storage (`verifier.harness.record.run_spec`) and the CLI. Metric definitions live in `verifier.metrics`.
+when it can, and describes itself (`verifier.harness.contract.Engine`). One result type, `registry.domain.run.Run`,
+flows from here to storage (the runner names the pair: `verifier.harness.record`) and the CLI. Metric definitions
+live in `verifier.metrics`.
 """
 
 from __future__ import annotations
@@ -15,15 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from verifier.harness.contract import (
-    Divergence,
-    Engine,
-    Generation,
-    PairRun,
-    Progress,
-    RunSettings,
-    SetMeasurement,
-)
+from registry.domain.measurement import METRIC_VERSION, Divergence, RunSettings, SetMeasurement
+from registry.domain.run import Run
+from verifier.harness.contract import Engine, Generation, Progress
 from verifier.harness.provenance import common_provenance
 from verifier.metrics import (
     ForwardCosts,
@@ -53,14 +48,8 @@ def decode_seed(seed: int, repeat: int, set_index: int, prompt_index: int) -> in
     return int.from_bytes(hashlib.sha256(material).digest()[:8], "big") >> 33
 
 
-def decode_seed(seed: int, repeat: int, set_index: int, prompt_index: int) -> int:
-    """The seed of one decode, the same in every engine (31 bits: llama-server takes a uint32)."""
-    material = f"{seed}/{repeat}/{set_index}/{prompt_index}".encode()
-    return int.from_bytes(hashlib.sha256(material).digest()[:8], "big") >> 33
-
-
 def run(engine: Engine, prompt_sets: Sequence[PromptSet], settings: RunSettings,
-        progress: Progress | None = None, *, target_dir: Path | None = None, drafter: Path | None = None) -> PairRun:
+        progress: Progress | None = None, *, target_dir: Path | None = None, drafter: Path | None = None) -> Run:
     """Measure `engine`'s pair (or its target alone) on `prompt_sets`."""
     if not prompt_sets or any(not s.prompts for s in prompt_sets):
         raise ValueError("a run needs at least one non-empty prompt set")
@@ -122,20 +111,32 @@ def run(engine: Engine, prompt_sets: Sequence[PromptSet], settings: RunSettings,
         **common_provenance(engine, prompt_sets, sets_digest, settings, target_dir, drafter),
         **report.provenance,
     }
-    return PairRun(
+    return Run(
+        target=str(target_dir) if target_dir is not None else "",
+        drafter=str(drafter) if speculative and drafter is not None else None,
+        engine=engine.name,
+        engine_version=provenance.get("engine_version"),
         method=engine.method,
+        draft_length=engine.draft_length,
+        settings=settings,
         overall=overall,
-        per_set=per_set,
+        per_set=tuple(per_set),
         lossless=lossless,
         first_divergence=divergence,
         peak_memory_bytes=report.peak_memory_bytes,
         peak_memory_kind=report.peak_memory_kind,
         target_weight_bytes=report.target_weight_bytes,
         drafter_weight_bytes=report.drafter_weight_bytes,
-        provenance=provenance,
-        settings=settings,
-        draft_length=engine.draft_length,
         forward_costs=costs,
+        metric_version=METRIC_VERSION,
+        hardware=str(provenance.get("device") or "unknown"),
+        device_name=provenance.get("device"),
+        torch_version=provenance.get("torch_version"),
+        transformers_version=provenance.get("transformers_version"),
+        target_revision=provenance.get("target_sha") or provenance.get("target_files_digest"),
+        drafter_revision=(provenance.get("drafter_sha") or provenance.get("drafter_files_digest")) if speculative
+        else None,
+        provenance=provenance,
         generations={
             f"{s.name}/{i}": list(g.tokens)
             for s, t in zip(prompt_sets, trials, strict=True)

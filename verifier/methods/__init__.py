@@ -11,7 +11,7 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from verifier.harness.contract import RunSettings
+from registry.domain.measurement import RunSettings
 
 if TYPE_CHECKING:  # they pull in torch, which a method's own module imports only when the method runs
     from verifier.loading import LoadedTarget

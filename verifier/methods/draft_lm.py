@@ -17,7 +17,8 @@ import torch
 
 from verifier.decode import CacheCheckpoint, new_cache, probabilities, rollback_problem
 from verifier.folders import LoadError
-from verifier.harness.contract import IncompatiblePair, RunSettings
+from verifier.harness.contract import IncompatiblePair
+from registry.domain.measurement import RunSettings
 from verifier.loading import LoadedTarget, load_causal_lm, resolve_dtype
 from verifier.proposer import Proposal, TargetOutput
 

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from verifier.folders import read_config
-from verifier.harness.contract import RunSettings
+from registry.domain.measurement import RunSettings
 from verifier.loading import LoadedTarget
 from verifier.methods.dflash.config import (
     DFlashFormatError,

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from verifier.folders import read_config
-from verifier.harness.contract import RunSettings
+from registry.domain.measurement import RunSettings
 from verifier.loading import LoadedTarget, load_causal_lm
 from verifier.proposer import Proposal, TargetOutput
 

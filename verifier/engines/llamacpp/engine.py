@@ -233,7 +233,7 @@ def run_llamacpp_pair(
 ) -> Any:
     """Measure `drafter` (a model folder or a .gguf file; None: baseline only) on the target folder in llama-server.
 
-    The same harness, prompts, seeds, settings and result type (`verifier.harness.PairRun`) as the PyTorch engine;
+    The same harness, prompts, seeds, settings and result type (`registry.domain.run.Run`) as the PyTorch engine;
     the baseline is the target alone in its own llama-server, asked prompt by prompt between the pair's requests.
     """
     if not prompt_sets or any(not s.prompts for s in prompt_sets):

@@ -14,7 +14,8 @@ import torch
 
 from verifier.decode import rollback_problem
 from verifier.folders import read_config, weight_files
-from verifier.harness.contract import IncompatiblePair, RunSettings
+from verifier.harness.contract import IncompatiblePair
+from registry.domain.measurement import RunSettings
 from verifier.loading import LoadedTarget
 from verifier.methods.dflash.config import (
     MASK_TOKEN_TEXT,

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from verifier.folders import read_config
-from verifier.harness.contract import RunSettings
+from registry.domain.measurement import RunSettings
 from verifier.loading import LoadedTarget
 from verifier.methods.dflash.config import DFlashFormatError, TargetGeometry, layout_problems
 from verifier.methods.dflash.model import OutputNumerics, block_logits, output_numerics

@@ -11,7 +11,8 @@ from torch import nn
 
 from verifier.decode import rollback_problem
 from verifier.folders import read_config
-from verifier.harness.contract import IncompatiblePair, RunSettings
+from verifier.harness.contract import IncompatiblePair
+from registry.domain.measurement import RunSettings
 from verifier.loading import LoadedTarget
 from verifier.methods.dflash.proposer import read_drafter_weights
 from verifier.methods.eagle3.config import (
