@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from registry import calibration
 from registry.domain.engines import VERIFIER_ENGINES
 from registry.domain.measurement import RunSettings
 from registry.domain.run import Run
+from registry.domain.stored_json import from_json, to_json
 from registry.store import Store
 from registry.store import jobs as queue
 from registry.store.runs import record_run, regression_event
@@ -49,23 +50,12 @@ class VerifyRequest:
             raise ValueError(f"unknown engine {self.engine!r}; choose one of {', '.join(VERIFIER_ENGINES)}")
 
     def to_payload(self) -> dict[str, Any]:
-        payload = asdict(self)
-        payload["prompt_sets"] = list(self.prompt_sets)
-        payload["prompt_files"] = list(self.prompt_files)
-        return payload
+        """The job's payload (the same JSON encoding a run is stored in)."""
+        return to_json(self)
 
     @classmethod
     def from_payload(cls, payload: dict[str, Any]) -> VerifyRequest:
-        return cls(
-            target=payload["target"],
-            drafter=payload.get("drafter"),
-            target_revision=payload.get("target_revision"),
-            drafter_revision=payload.get("drafter_revision"),
-            prompt_sets=tuple(payload.get("prompt_sets") or ()),
-            prompt_files=tuple(payload.get("prompt_files") or ()),
-            settings=dict(payload.get("settings") or {}),
-            engine=payload.get("engine") or "pytorch",
-        )
+        return from_json(cls, payload)
 
 
 def _one_line(error: BaseException) -> str:
