@@ -149,16 +149,24 @@ def _source(run: Run, sets: Sequence[str]) -> str:
 # ---- calibration ---------------------------------------------------------------------------------------------
 
 
-def _run_bytes(store: Store, run: Run) -> RunBytes | str:
-    target = side_facts(store, run.target, drafter=False)
-    drafter = side_facts(store, run.drafter, drafter=True) if run.drafter else None
-    return run_bytes(run, target, drafter)
+def _run_bytes(store: Store, run: Run, known: dict[tuple[str, bool], SideFacts] | None = None) -> RunBytes | str:
+    """What the model needs of a run; `known` keeps each side's facts across the runs of one pass (runs share a
+    few targets and drafters, and reading a side costs store reads and, where it falls back, the catalog)."""
+    known = {} if known is None else known
+
+    def facts(ref: str, drafter: bool) -> SideFacts:
+        if (ref, drafter) not in known:
+            known[ref, drafter] = side_facts(store, ref, drafter=drafter)
+        return known[ref, drafter]
+
+    return run_bytes(run, facts(run.target, False), facts(run.drafter, True) if run.drafter else None)
 
 
 def _prepare(store: Store) -> tuple[list[Run], dict[str, RunBytes | str]]:
     """Every successful run with a measured speed, and what the model needs of each (or why it cannot)."""
     runs = [r for r in list_runs(store, status="ok") if r.baseline_tokens_per_s or r.tokens_per_s]
-    return runs, {run.run_id: _run_bytes(store, run) for run in runs}  # type: ignore[misc]
+    known: dict[tuple[str, bool], SideFacts] = {}
+    return runs, {run.run_id: _run_bytes(store, run, known) for run in runs}  # type: ignore[misc]
 
 
 def _predict(run: Run, entry: RunBytes | str, prepared: dict[str, RunBytes | str],

@@ -7,6 +7,7 @@ memory with the operating system and the CPU, so only part of it is usable by th
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -113,6 +114,7 @@ def _gpu(index: int, raw: Any) -> Gpu:
     )
 
 
+@functools.cache  # a few dozen labels, compared against every run's hardware when runs are priced
 def normalize(label: str) -> str:
     """Lower case, letters and digits only: 'GeForce RTX 3060' and 'rtx-3060' compare equal."""
     return re.sub(r"[^a-z0-9]", "", label.lower())

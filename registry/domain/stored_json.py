@@ -15,6 +15,7 @@ import types
 import typing
 from datetime import datetime
 from functools import cache
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -38,44 +39,67 @@ def to_json(value: Any) -> Any:
 
 def from_json(cls: type[T], data: Any) -> T:
     """`data` (as `to_json` wrote it) as an instance of the dataclass `cls`."""
-    return typing.cast(T, _read(cls, data))
+    return typing.cast(T, _reader(cls)(data))
+
+
+Reader = Callable[[Any], Any]
 
 
 @cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _read(kind: Any, data: Any) -> Any:
-    if data is None:
-        return None
+def _reader(kind: Any) -> Reader:
+    """How to read a value of the annotated type `kind`, worked out once per type (runs are read by the
+    thousand when the dashboard or the pricing model lists them)."""
     origin = typing.get_origin(kind)
     if origin in (typing.Union, types.UnionType):
         options = [a for a in typing.get_args(kind) if a is not type(None)]
-        return _read(options[0], data) if len(options) == 1 else data
+        return _optional(_reader(options[0])) if len(options) == 1 else _as_is
     if dataclasses.is_dataclass(kind):
-        if not isinstance(data, dict):
-            raise ValueError(f"{kind.__name__}: expected an object, got {type(data).__name__}")
-        hints = _hints(kind)
-        values = {}
-        for f in dataclasses.fields(kind):
-            if f.name in data:
-                values[f.name] = _read(hints[f.name], data[f.name])
-            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                values[f.name] = None  # written before the field existed
-        return kind(**values)
+        return _dataclass_reader(kind)
     if origin is tuple:
         args = typing.get_args(kind)
-        item = args[0] if len(args) == 2 and args[1] is Ellipsis else Any
-        return tuple(_read(item, v) for v in data)
+        item = _reader(args[0]) if len(args) == 2 and args[1] is Ellipsis else _as_is
+        return _optional(lambda data: tuple(item(v) for v in data))
     if origin is list:
-        (item,) = typing.get_args(kind) or (Any,)
-        return [_read(item, v) for v in data]
+        (arg,) = typing.get_args(kind) or (Any,)
+        item = _reader(arg)
+        return _optional(lambda data: [item(v) for v in data])
     if origin is dict:
-        _, item = typing.get_args(kind) or (str, Any)
-        return {k: _read(item, v) for k, v in data.items()}
-    if kind is float and isinstance(data, int) and not isinstance(data, bool):
-        return float(data)
-    if kind is datetime and isinstance(data, str):
-        return datetime.fromisoformat(data)
+        _, arg = typing.get_args(kind) or (str, Any)
+        value = _reader(arg)
+        return _optional(lambda data: {k: value(v) for k, v in data.items()})
+    if kind is float:
+        return _optional(lambda data: float(data) if isinstance(data, int) and not isinstance(data, bool) else data)
+    if kind is datetime:
+        return _optional(lambda data: datetime.fromisoformat(data) if isinstance(data, str) else data)
+    return _as_is
+
+
+def _as_is(data: Any) -> Any:
     return data
+
+
+def _optional(read: Reader) -> Reader:
+    return lambda data: None if data is None else read(data)
+
+
+def _dataclass_reader(kind: type) -> Reader:
+    hints = typing.get_type_hints(kind)
+    # (name, reader, required): a required field a row lacks was written before the field existed and reads None.
+    parts = [(f.name, _reader(hints[f.name]),
+              f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+             for f in dataclasses.fields(kind)]
+
+    def read(data: Any) -> Any:
+        if data is None:
+            return None
+        if not isinstance(data, dict):
+            raise ValueError(f"{kind.__name__}: expected an object, got {type(data).__name__}")
+        values = {}
+        for name, field_reader, required in parts:
+            if name in data:
+                values[name] = field_reader(data[name])
+            elif required:
+                values[name] = None
+        return kind(**values)
+
+    return read
