@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from registry.domain import configs, names
 from registry.store.core import NotFound, StoreCore, utcnow
 from registry.store.mappers import checkpoint_record, parse_config, revision_record
-from registry.store.models import BenchmarkRun, Checkpoint, CheckpointAlias, CheckpointBase, CheckpointRevision
+from registry.store.moves import move_repo
+from registry.store.models import Checkpoint, CheckpointAlias, CheckpointBase, CheckpointRevision
 from registry.store.records import CheckpointRecord, CheckpointSpec, RevisionRecord, RevisionSpec
 
 
@@ -35,20 +36,8 @@ class CheckpointCommands(StoreCore):
 
     def _upsert_checkpoint(self, session: Session, spec: CheckpointSpec) -> Checkpoint:
         row = self._checkpoint(session, spec.repo_id)
-        parsed = names.parse_repo_id(spec.repo_id)
         if row is None:
-            row = Checkpoint(
-                repo_id=spec.repo_id,
-                org=parsed.org,
-                family=spec.family or parsed.family,
-                generation=spec.generation or parsed.generation,
-                size=spec.size or parsed.size,
-                variant=spec.variant or parsed.variant,
-                kind=spec.kind or "unknown",
-                source=spec.source,
-                gated=bool(spec.gated),
-                first_seen=utcnow(),
-            )
+            row = _new_checkpoint(spec)
             session.add(row)
         for attr in ("family", "generation", "size", "variant", "kind", "created_at_hub", "released",
                      "released_precision", "released_note", "gated", "fact_source"):
@@ -67,45 +56,18 @@ class CheckpointCommands(StoreCore):
         The watcher's first poll of a big org records thousands of these; skipping the lookups and flushes of
         `upsert_checkpoint` + `add_checkpoint_revision` is what keeps that poll short.
         """
-        parsed = names.parse_repo_id(spec.repo_id)
-        row = Checkpoint(
-            repo_id=spec.repo_id,
-            org=parsed.org,
-            family=spec.family or parsed.family,
-            generation=spec.generation or parsed.generation,
-            size=spec.size or parsed.size,
-            variant=spec.variant or parsed.variant,
-            kind=spec.kind or "unknown",
-            created_at_hub=spec.created_at_hub,
-            source=spec.source,
-            gated=bool(spec.gated),
-            first_seen=utcnow(),
-            head_sha=revision.sha,
-            bases=[CheckpointBase(base_repo_id=b, relation=r) for b, r in dict(spec.bases).items() if b != spec.repo_id],
-        )
+        row = _new_checkpoint(spec)
+        row.created_at_hub = spec.created_at_hub
+        row.head_sha = revision.sha
+        row.bases = [CheckpointBase(base_repo_id=b, relation=r) for b, r in dict(spec.bases).items() if b != spec.repo_id]
         row.revisions.append(CheckpointRevision(sha=revision.sha, last_modified=revision.last_modified, seen_at=utcnow()))
         with self.session() as session:
             session.add(row)
 
     def rename_checkpoint(self, old_repo_id: str, new_repo_id: str) -> None:
-        """A repo moved on the Hub: keep one checkpoint under the new id and remember the old one."""
+        """A repo moved on the Hub: keep one checkpoint (and its runs) under the new id and remember the old one."""
         with self.session() as session:
-            old = session.scalar(select(Checkpoint).where(Checkpoint.repo_id == old_repo_id))
-            new = session.scalar(select(Checkpoint).where(Checkpoint.repo_id == new_repo_id))
-            if old is not None and new is None:
-                old.repo_id = new_repo_id
-                target_id = old.id
-            elif new is not None:
-                target_id = new.id
-                if old is not None and old.id != new.id:
-                    session.delete(old)
-            else:
-                return
-            session.flush()
-            if session.scalar(select(CheckpointAlias).where(CheckpointAlias.alias == old_repo_id)) is None:
-                session.add(CheckpointAlias(alias=old_repo_id, checkpoint_id=target_id))
-            # Its benchmark runs follow it, as a drafter's do: one checkpoint, one history under its current id.
-            session.execute(update(BenchmarkRun).where(BenchmarkRun.target == old_repo_id).values(target=new_repo_id))
+            move_repo(session, Checkpoint, CheckpointAlias, "checkpoint_id", "target", old_repo_id, new_repo_id)
 
     def set_checkpoint_status(self, repo_id: str, status: str, detail: str | None = None) -> None:
         with self.session() as session:
@@ -166,3 +128,20 @@ class CheckpointCommands(StoreCore):
         row.config_json = json.dumps(config, sort_keys=True) if config is not None else None
         row.config_fingerprint = configs.config_fingerprint(config) if config is not None else None
         row.config_problem = problem
+
+
+def _new_checkpoint(spec: CheckpointSpec) -> Checkpoint:
+    """A checkpoint row as first recorded: what the spec says, else what its repo id says."""
+    parsed = names.parse_repo_id(spec.repo_id)
+    return Checkpoint(
+        repo_id=spec.repo_id,
+        org=parsed.org,
+        family=spec.family or parsed.family,
+        generation=spec.generation or parsed.generation,
+        size=spec.size or parsed.size,
+        variant=spec.variant or parsed.variant,
+        kind=spec.kind or "unknown",
+        source=spec.source,
+        gated=bool(spec.gated),
+        first_seen=utcnow(),
+    )

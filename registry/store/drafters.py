@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from registry.domain import configs
 from registry.domain.drafter_facts import drafter_facts
 from registry.store.core import NotFound, StoreCore, utcnow
 from registry.store.mappers import drafter_record, drafter_revision_record, parse_config
-from registry.store.models import BenchmarkRun, Drafter, DrafterAlias, DrafterRevision, DrafterTarget
+from registry.store.moves import move_repo
+from registry.store.models import Drafter, DrafterAlias, DrafterRevision, DrafterTarget
 from registry.store.records import DrafterRecord, DrafterRevisionRecord, DrafterSpec, RevisionSpec
 
 
@@ -25,26 +26,12 @@ class DrafterCommands(StoreCore):
         return session.get(Drafter, alias.drafter_id) if alias else None
 
     def rename_drafter(self, old_repo_id: str, new_repo_id: str) -> None:
-        """A drafter repo moved on the Hub: keep one drafter under the new id and remember the old one."""
+        """A drafter repo moved on the Hub: keep one drafter (and its runs) under the new id and remember the old
+        one; a move to another org changes its publisher."""
         with self.session() as session:
-            old = session.scalar(select(Drafter).where(Drafter.repo_id == old_repo_id))
-            new = session.scalar(select(Drafter).where(Drafter.repo_id == new_repo_id))
-            if old is not None and new is None:
-                old.repo_id = new_repo_id
-                old.publisher = new_repo_id.split("/", 1)[0]
-                target_id = old.id
-            elif new is not None:
-                target_id = new.id
-                if old is not None and old.id != new.id:
-                    session.delete(old)
-            else:
-                return
-            session.flush()
-            if session.scalar(select(DrafterAlias).where(DrafterAlias.alias == old_repo_id)) is None:
-                session.add(DrafterAlias(alias=old_repo_id, drafter_id=target_id))
-            # Its benchmark runs follow it: one drafter, one history, looked up by its current id.
-            session.execute(update(BenchmarkRun).where(BenchmarkRun.drafter == old_repo_id)
-                            .values(drafter=new_repo_id))
+            moved = move_repo(session, Drafter, DrafterAlias, "drafter_id", "drafter", old_repo_id, new_repo_id)
+            if moved is not None and moved[1]:
+                moved[0].publisher = new_repo_id.split("/", 1)[0]
 
     def upsert_drafter(self, spec: DrafterSpec) -> DrafterRecord:
         with self.session() as session:

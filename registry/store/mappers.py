@@ -145,8 +145,13 @@ def set_values(result: SetMeasurement) -> dict[str, Any]:
     }
 
 
+def run_measurement(row: BenchmarkRun) -> Run:
+    """The run's `metrics` JSON alone (no columns, no set rows): enough to rewrite that JSON."""
+    return from_json(Run, {**(row.metrics or {}), "target": row.target, "drafter": row.drafter})
+
+
 def run_record(row: BenchmarkRun) -> Run:
-    stored = from_json(Run, {**(row.metrics or {}), "target": row.target, "drafter": row.drafter})
+    stored = run_measurement(row)
     columns = {name: getattr(row, name) for name in RUN_COLUMNS}
     columns["created_at"] = aware(row.created_at)
     return replace(

@@ -13,7 +13,7 @@ from registry.domain.regression import regression
 from registry.domain.run import Run, RunPrediction
 from registry.store import Store
 from registry.store.core import utcnow
-from registry.store.mappers import run_record, run_values, set_values
+from registry.store.mappers import run_measurement, run_record, run_values, set_values
 from registry.store.models import BenchmarkRun, RunSetResult
 from registry.store.records import EventSpec
 
@@ -109,7 +109,7 @@ def set_predictions(store: Store, predictions: Mapping[str, RunPrediction]) -> i
     changed = 0
     with store.session() as session:
         for row in session.scalars(select(BenchmarkRun).where(BenchmarkRun.run_id.in_(list(predictions)))):
-            stored = run_record(row)
+            stored = run_measurement(row)  # the set rows are not needed (nor loaded) to rewrite the JSON
             if stored.prediction != predictions[row.run_id]:
                 row.metrics = run_values(replace(stored, prediction=predictions[row.run_id]))["metrics"]
                 changed += 1

@@ -36,7 +36,7 @@ from verifier.methods.dflash.config import (
     parse_dflash_config,
 )
 from verifier.methods.dflash.layouts import LayoutDFlashProposer, draft_vocab_map, load_backbone, zlab_config
-from verifier.methods.dflash.model import block_logits, embed_block, output_numerics
+from verifier.methods.dflash.model import block_logits, output_numerics
 from verifier.methods.dflash.proposer import read_drafter_weights, served_target
 from verifier.proposer import Proposal
 
@@ -107,21 +107,7 @@ class DSparkProposer(LayoutDFlashProposer):
 
     def block_states(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(final-normed states [B, H], base logits [B, V or Dv]) for every slot; moves the context into the cache."""
-        if self.pending_context is None:
-            raise RuntimeError("propose() was called before begin()")
-        device = self.embedding_weight.device
-        anchor_embeds = embed_block(torch.tensor([[self.anchor_token]], device=device), self.embedding_weight, self.numerics)
-        context_length = int(self.pending_context.shape[1])
-        hidden = self.draft_model(
-            torch.cat([anchor_embeds, self.mask_embeds], dim=1).to(self.pending_context.dtype),
-            torch.arange(self.anchor_position, self.anchor_position + self.block_size, device=device),
-            self.pending_context,
-            torch.arange(self.pending_start, self.pending_start + context_length, device=device),
-            cache=self.cache,
-        )
-        self.pending_context = self.pending_context[:, :0]
-        self.pending_start += context_length
-        states = hidden[0, : self.draft_length]
+        states = self.block_hidden()[: self.draft_length]
         return states, block_logits(states, self.lm_head, self.numerics)
 
     def _to_target(self, draft_id: torch.Tensor) -> torch.Tensor:

@@ -166,6 +166,11 @@ class DFlashProposer:
         The whole trained block is drafted even when fewer tokens are proposed: attention inside it is
         non-causal, so a shorter block would change every position.
         """
+        return self.block_hidden()[1 : 1 + self.draft_length]
+
+    def block_hidden(self) -> torch.Tensor:
+        """Final hidden states [block_size, H] of the whole block, anchor slot first; moves the pending context
+        into the cache."""
         if self.pending_context is None:
             raise RuntimeError("propose() was called before begin()")
         device = self.embedding_weight.device
@@ -181,7 +186,7 @@ class DFlashProposer:
         )
         self.pending_context = self.pending_context[:, :0]
         self.pending_start += context_length
-        return hidden[0, 1 : 1 + self.draft_length]
+        return hidden[0]
 
     @torch.inference_mode()
     def propose(self, temperature: float, generator: torch.Generator) -> Proposal:
