@@ -4,12 +4,12 @@ Prefill, then rounds: propose k tokens, one target forward over `[pending, d1..d
 accept/reject, commit the accepted drafts plus one target token, roll the cache back, tell the proposer.
 The proposer contract (positions, hidden states, cache) is documented in `verifier.proposer`.
 
-Rolling back. Attention layers (full, sliding with recorded past, MLA, indexed) and the conv state of linear-attention
-layers drop rejected positions with `cache.crop`. The recurrent state of linear-attention layers (Gated DeltaNet:
-qwen3_next, qwen3_5, qwen3_5_moe) is overwritten in place by every forward and cannot be cropped, so for such caches
-`CacheCheckpoint` copies the recurrent states before the verify pass; on a partial accept the loop restores them,
-crops every position of the pass, and feeds the accepted prefix `[pending, d1..dn]` again. The cache then holds
-exactly what the baseline's would.
+Rolling back. Every layer drops rejected positions with `cache.crop`: attention layers (full, sliding with recorded
+past, MLA, indexed) cut their keys, linear-attention layers (Gated DeltaNet: qwen3_next, qwen3_5, qwen3_5_moe) cut their
+conv inputs and take back the recurrent state of the last kept position. transformers records those per-position
+states from 5.25 on (`activate_past_recording(recurrent_states_to_keep=...)`), the way vLLM and SGLang keep them in
+their kernels, so a partial accept costs no second target pass. Older releases keep only the final state; on them a
+hybrid model is refused up front (`rollback_problem`).
 """
 
 from __future__ import annotations
@@ -98,22 +98,30 @@ def _target_view(out: Any, cache: Any, start: int, input_ids: torch.Tensor, pend
     return TargetOutput(start=start, input_ids=input_ids, pending_token=pending, cache=cache, hidden_states=hidden)
 
 
-def new_cache(model: Any) -> Any:
+def new_cache(model: Any, verify_width: int = 1) -> Any:
+    """A cache for `model` that `crop` can roll back by up to the last `verify_width` positions of a forward."""
     from transformers import DynamicCache
 
     cache = DynamicCache(config=model.config)
-    # Sliding-window layers drop old states on update unless recording; recording lets `crop` roll back drafts.
-    # Linear-attention layers likewise keep the conv inputs of the last pass until `crop`.
-    cache.activate_past_recording()
+    # Sliding-window layers drop old states on update unless recording; linear-attention layers keep their conv inputs
+    # and the recurrent states of the last `verify_width` positions of each pass until `crop`.
+    cache.activate_past_recording(recurrent_states_to_keep=verify_width)
+    for layer in cache.layers:
+        history = getattr(layer, "recurrent_states_history", None)
+        if isinstance(history, dict):
+            # transformers 5.25 builds this with `dict.fromkeys(..., [])`: one list shared by every state of the layer.
+            layer.recurrent_states_history = {index: [] for index in history}
     return cache
 
 
 class UnsupportedCache(RuntimeError):
-    """A cache layer whose state neither `crop` nor `CacheCheckpoint` can roll back."""
+    """A cache layer whose state `crop` cannot roll back."""
 
 
-# transformers cache layers whose rollback the loop knows to be exact: `crop` for attention (sliding layers record
-# their past, indexed layers crop their indexer keys), plus `CacheCheckpoint` for linear-attention recurrent states.
+# The transformers release the verifier's rollback is tested on (constraints.txt pins it; a test keeps them equal).
+TESTED_TRANSFORMERS = "5.25.0"
+# transformers cache layers whose rollback the loop knows to be exact with `crop` (sliding layers record their past,
+# indexed layers crop their indexer keys, linear-attention layers restore a recorded recurrent state).
 # A subclass may carry state that `crop` ignores (DeepSeek-V4's compressor buffers), so the match is by exact class.
 ROLLBACK_LAYER_CLASSES = (
     "DynamicLayer",
@@ -128,70 +136,26 @@ ROLLBACK_LAYER_CLASSES = (
 
 def rollback_problem(model: Any) -> str | None:
     """Why rejected drafts cannot be undone exactly in `model`'s cache; None when they can."""
+    import transformers
     import transformers.cache_utils as cache_utils
 
-    cache = new_cache(model)
+    cache = new_cache(model, verify_width=2)
+    model_type = getattr(model.config.get_text_config(), "model_type", "?")
     known = tuple(getattr(cache_utils, name) for name in ROLLBACK_LAYER_CLASSES if hasattr(cache_utils, name))
     unknown = sorted({type(layer).__name__ for layer in cache.layers if type(layer) not in known})
-    if not unknown:
-        return None
-    model_type = getattr(model.config.get_text_config(), "model_type", "?")
-    return (
-        f"the {model_type} cache layers {', '.join(unknown)} keep state that the verifier cannot roll back after a "
-        "rejected draft, so speculative decoding on this model would not be exact"
-    )
-
-
-@dataclass
-class CacheCheckpoint:
-    """Copies of the recurrent states (the part `crop` cannot undo) of a cache, taken before a speculative pass."""
-
-    states: list[tuple[Any, int, torch.Tensor]]  # (cache layer, state index, copy)
-
-    @staticmethod
-    def needed(cache: Any) -> bool:
-        """True when `crop` alone cannot put `cache` back as it was (call after the first forward)."""
-        return not all(getattr(layer, "is_croppable", False) for layer in cache.layers)
-
-    @classmethod
-    def take(cls, cache: Any) -> CacheCheckpoint:
-        states: list[tuple[Any, int, torch.Tensor]] = []
-        for index, layer in enumerate(cache.layers):
-            if getattr(layer, "is_croppable", False):
-                continue
-            recurrent = getattr(layer, "recurrent_states", None)
-            if not isinstance(recurrent, dict) or not getattr(layer, "record_past", False):
-                raise UnsupportedCache(
-                    f"cache layer {index} ({type(layer).__name__}) cannot be rolled back after a rejected draft"
-                )
-            states += [(layer, i, state.clone()) for i, state in recurrent.items() if state is not None]
-        return cls(states)
-
-    def rewind(self, cache: Any, tokens_to_remove: int) -> None:
-        """Drop the last `tokens_to_remove` positions: crop what crops, restore the recurrent states."""
-        cache.crop(-tokens_to_remove)
-        for layer, index, saved in self.states:
-            layer.recurrent_states[index].copy_(saved)
-
-
-def roll_back(
-    model: Any, cache: Any, checkpoint: CacheCheckpoint | None, fed: torch.Tensor, kept: int, **forward: Any
-) -> Any:
-    """Undo the last forward over `fed` [n] except its first `kept` tokens.
-
-    Returns None when `crop` sufficed; else the output of feeding the kept tokens again from `checkpoint` (taken
-    right before that forward), whose rows replace the rejected pass's.
-    """
-    removed = int(fed.shape[0]) - kept
-    if checkpoint is None or removed == 0:
-        cache.crop(-removed)
-        return None
-    checkpoint.rewind(cache, int(fed.shape[0]))
-    if kept == 0:
-        return None
-    out = model(input_ids=fed[None, :kept], cache=cache, use_cache=True, **forward)
-    cache.crop(0)  # back to the minimal working size, as after any other pass
-    return out
+    if unknown:
+        return (
+            f"the {model_type} cache layers {', '.join(unknown)} keep state that the verifier cannot roll back after "
+            "a rejected draft, so speculative decoding on this model would not be exact"
+        )
+    recurrent = [layer for layer in cache.layers if hasattr(layer, "recurrent_states")]
+    if any(getattr(layer, "recurrent_states_to_keep", None) != 2 for layer in recurrent):
+        return (
+            f"transformers {transformers.__version__}: hybrid rollback not supported (it keeps no per-position "
+            f"recurrent state of the {model_type} linear-attention layers, so a rejected draft cannot be undone "
+            f"without a second target pass); tested on transformers {TESTED_TRANSFORMERS}"
+        )
+    return None
 
 
 @torch.inference_mode()
@@ -219,7 +183,7 @@ def decode(
         problem = rollback_problem(model)
         if problem is not None:
             raise UnsupportedCache(problem)
-    cache = new_cache(model)
+    cache = new_cache(model, verify_width=proposer.draft_length + 1)
 
     synchronize(device)
     started = time.perf_counter()
@@ -234,7 +198,6 @@ def decode(
 
     rounds: list[RoundRecord] = []
     stop_reason: Literal["eos", "length"] = "eos" if pending in eos_token_ids else "length"
-    needs_checkpoint = CacheCheckpoint.needed(cache)
     while pending not in eos_token_ids and len(tokens) < max_new_tokens:
         round_started = time.perf_counter()
         proposal = proposer.propose(temperature, generator)
@@ -244,18 +207,14 @@ def decode(
 
         start = prompt_ids.shape[0] + len(tokens) - 1  # position of the pending token
         verify_ids = torch.cat([torch.tensor([pending], device=device), drafts])
-        checkpoint = CacheCheckpoint.take(cache) if needs_checkpoint and drafts.shape[0] > 0 else None
         out = model(input_ids=verify_ids[None], cache=cache, use_cache=True, output_hidden_states=wants_hidden)
         logits = out.logits[0]
         if temperature == 0:
             n_accepted, next_token = accept_greedy(logits, drafts)
         else:
             n_accepted, next_token = accept_sampled(logits, proposal, drafts, temperature, generator)
-        replayed = roll_back(
-            model, cache, checkpoint, verify_ids, n_accepted + 1, output_hidden_states=wants_hidden, logits_to_keep=1
-        )
-        if replayed is not None:
-            out = replayed
+        # Also trims what layers recorded for the rollback back to their working size when nothing is rejected.
+        cache.crop(-(drafts.shape[0] - n_accepted))
         synchronize(device)
         verified_at = time.perf_counter()
 

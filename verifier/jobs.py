@@ -58,6 +58,10 @@ class VerifyRequest:
         return from_json(cls, payload)
 
 
+# Exceptions that only a programming error raises (never a refusal, a missing file or a lack of memory).
+CRASHES = (TypeError, AttributeError, KeyError, IndexError, NameError, AssertionError, UnboundLocalError)
+
+
 def _one_line(error: BaseException) -> str:
     text = " ".join(str(error).split()) or error.__class__.__name__
     return text if len(text) <= 500 else text[:497] + "..."
@@ -108,8 +112,14 @@ def verify_now(
     try:
         run = run_engine(request, progress)
     except Exception as error:  # noqa: BLE001 - every failure becomes a stored, explained run
-        log.warning("run %s failed: %s", run_id, error)
-        return record_run(store, failed_run(request, _one_line(error), job_id=job_id, run_id=run_id))
+        reason = _one_line(error)
+        if isinstance(error, CRASHES):
+            # A refusal names what the pair lacks; a crash is the verifier's own bug: said so, traceback in the log.
+            log.exception("run %s crashed", run_id)
+            reason = f"crashed ({error.__class__.__name__}), a bug in the verifier: {reason}"
+        else:
+            log.warning("run %s failed: %s", run_id, error)
+        return record_run(store, failed_run(request, reason, job_id=job_id, run_id=run_id))
     record = record_run(store, named_run(request, run, job_id=job_id, run_id=run_id))
     event = regression_event(store, record)
     if event is not None:

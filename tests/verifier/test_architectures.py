@@ -6,7 +6,7 @@ first divergence's report."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -15,14 +15,14 @@ from transformers import AutoConfig
 
 from registry.domain.configs import model_facts
 from registry.domain.run import Run
-from verifier.decode import CacheCheckpoint, new_cache, rollback_problem
+from verifier.decode import decode, new_cache, rollback_problem
 from verifier.engines.pytorch import IncompatiblePair, RunSettings, run_pair, with_target_margin
 from verifier.folders import LoadError, read_config
 from verifier.harness.contract import first_divergence
 from verifier.loading import load_causal_lm, load_target, refuse_remote_code
 from verifier.methods.draft_lm import DraftLMProposer
 from verifier.prompts import Message, Prompt, PromptSet
-from verifier.proposer import TargetOutput
+from verifier.proposer import NoDraft, TargetOutput
 from verifier.tiny.architectures import ARCHITECTURES, FULL, cached_architecture, cached_gemma4_assistant_for
 from verifier.tiny.dflash import DrafterShape, cached_dflash_drafter
 
@@ -227,8 +227,13 @@ def _next_logits(model, ids: torch.Tensor, cache) -> torch.Tensor:
     return model(input_ids=ids[None], cache=cache, use_cache=True).logits[0, -1]
 
 
+def _recurrent_states(cache) -> list[torch.Tensor]:
+    return [state.clone() for layer in cache.layers if hasattr(layer, "recurrent_states")
+            for state in layer.recurrent_states.values() if state is not None]
+
+
 @pytest.mark.parametrize("name", ["qwen3_next", "qwen3_5_moe"])
-def test_checkpoint_undoes_a_rejected_pass_where_crop_alone_does_not(name: str, target_dirs: dict[str, Path]) -> None:
+def test_crop_takes_back_the_recurrent_state_of_the_last_kept_position(name: str, target_dirs: dict[str, Path]) -> None:
     model = load_causal_lm(target_dirs[name], device=torch.device("cpu"), dtype=torch.float32)
     generator = torch.Generator().manual_seed(0)
     prompt, tokens = torch.randint(5, 900, (12,), generator=generator), torch.randint(5, 900, (5,), generator=generator)
@@ -241,23 +246,80 @@ def test_checkpoint_undoes_a_rejected_pass_where_crop_alone_does_not(name: str, 
             expected = _next_logits(model, token[None], reference)
             reference.crop(0)
 
-        def after_rollback(restore: bool) -> torch.Tensor:
-            cache = new_cache(model)
-            _next_logits(model, prompt, cache)
-            assert CacheCheckpoint.needed(cache)
-            checkpoint = CacheCheckpoint.take(cache)
-            _next_logits(model, tokens, cache)  # a verify pass, then all but `kept` rejected
-            if restore:
-                checkpoint.rewind(cache, tokens.shape[0])
-                _next_logits(model, tokens[: kept - 1], cache)
-            else:
-                cache.crop(-(tokens.shape[0] - kept + 1))
-            return _next_logits(model, tokens[kept - 1 : kept], cache)
+        cache = new_cache(model, verify_width=tokens.shape[0])
+        _next_logits(model, prompt, cache)
+        cache.crop(0)
+        _next_logits(model, tokens, cache)  # a verify pass, then all but `kept` rejected
+        after_pass = _recurrent_states(cache)
+        cache.crop(-(tokens.shape[0] - kept))
+        restored = _recurrent_states(cache)
+        assert restored and all(float((a - b).abs().max()) > 1e-3 for a, b in zip(after_pass, restored))
+        # The kept position's state is the one the one-at-a-time baseline reached: same next-token logits.
+        assert torch.allclose(_next_logits(model, tokens[kept : kept + 1], cache),
+                              _next_logits(model, tokens[kept : kept + 1], reference), atol=1e-4)
+    assert expected is not None
 
-        restored_error = float((after_rollback(restore=True) - expected).abs().max())
-        cropped_error = float((after_rollback(restore=False) - expected).abs().max())
-    assert restored_error < 1e-4
-    assert cropped_error > 1e-3  # the recurrent state still holds the rejected tokens
+
+class _RejectingLast:
+    """A draft LM whose last draft of each round is changed to a token the target will not pick."""
+
+    needs_hidden_states = False
+
+    def __init__(self, inner: DraftLMProposer) -> None:
+        self.inner, self.draft_length = inner, inner.draft_length
+
+    def begin(self, prompt_ids, target_out) -> None:
+        self.inner.begin(prompt_ids, target_out)
+
+    def propose(self, temperature, generator):
+        proposal = self.inner.propose(temperature, generator)
+        tokens = proposal.tokens.clone()
+        tokens[-1] = (tokens[-1] + 1) % self.inner.target_vocab
+        return replace(proposal, tokens=tokens)
+
+    def observe(self, n_accepted, committed_tokens, target_out) -> None:
+        self.inner.observe(n_accepted, committed_tokens, target_out)
+
+
+@pytest.mark.parametrize("name", ["qwen3_next", "qwen3_5"])
+def test_a_partial_accept_costs_no_second_target_pass(name: str, target_dirs: dict[str, Path]) -> None:
+    """One target forward per round plus the prefill, whatever is rejected (vLLM, SGLang and llama.cpp do the same)."""
+    cpu, float32 = torch.device("cpu"), torch.float32
+    model = load_causal_lm(target_dirs[name], device=cpu, dtype=float32)
+    draft = load_causal_lm(target_dirs[name], device=cpu, dtype=float32)  # drafts what the target would pick
+    prompt = torch.randint(5, 900, (10,), generator=torch.Generator().manual_seed(2))
+    settings = dict(max_new_tokens=16, temperature=0.0, eos_token_ids=frozenset())
+    baseline = decode(model, NoDraft(), prompt, generator=torch.Generator().manual_seed(0), **settings)
+    passes: list[int] = []
+    hook = model.register_forward_pre_hook(lambda module, args, kwargs: passes.append(1), with_kwargs=True)
+    try:
+        vocab = model.config.get_text_config().vocab_size
+        proposer = _RejectingLast(DraftLMProposer(draft, draft_length=3, target_vocab=vocab))
+        result = decode(model, proposer, prompt, generator=torch.Generator().manual_seed(0), **settings)
+    finally:
+        hook.remove()
+    assert result.tokens == baseline.tokens
+    assert result.rounds and all(r.accepted == r.drafted - 1 for r in result.rounds[:-1])  # partial accepts
+    assert len(passes) == 1 + len(result.rounds)
+
+
+def test_a_transformers_without_per_position_recurrent_states_is_refused_up_front(
+    target_dirs: dict[str, Path], model_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """transformers 5.24's linear-attention layer records no per-position state: refused with the reason, never run."""
+    import transformers.cache_utils as cache_utils
+
+    def record_final_state_only(self, recurrent_states_to_keep=None):  # 5.24's signature and behaviour
+        self.record_past = True
+
+    monkeypatch.setattr(cache_utils.LinearAttentionCacheLayerMixin, "activate_past_recording", record_final_state_only)
+    problem = rollback_problem(load_causal_lm(target_dirs["qwen3_next"], device=torch.device("cpu"),
+                                              dtype=torch.float32))
+    assert problem is not None and "hybrid rollback not supported" in problem and "tested on transformers" in problem
+    with pytest.raises(IncompatiblePair, match="hybrid rollback not supported"):
+        run_pair(target_dirs["qwen3_next"], _dflash_for(model_cache, target_dirs["qwen3_next"]), PROMPTS, SETTINGS)
+    assert rollback_problem(load_causal_lm(target_dirs["qwen3"], device=torch.device("cpu"),
+                                           dtype=torch.float32)) is None
 
 
 @pytest.mark.parametrize("name", ["qwen3_next", "qwen3_5_text"])

@@ -72,7 +72,9 @@ def test_speculators_heads_match_the_package_forward(variant: str) -> None:
                 token = padded[row + step][None, None]
                 normed, state = model(state[:, -1:], model.embed_tokens(token), torch.tensor([row + step]), cache)
                 ours.append(model.lm_head(normed[0, -1]))
-            torch.testing.assert_close(torch.stack(ours), expected[:, row], atol=1e-5, rtol=1e-5)
+            # float32 through chained steps: within 1e-5 on the set tested before (transformers 5.24), 1.06e-5 at worst
+            # (one logit of 768) on the current one; a wrong forward is off by far more.
+            torch.testing.assert_close(torch.stack(ours), expected[:, row], atol=3e-5, rtol=1e-5)
 
 
 def _yuhuili_proposer(draft_length: int) -> tuple[Eagle3Proposer, dict[str, torch.Tensor]]:

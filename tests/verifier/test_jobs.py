@@ -89,6 +89,22 @@ def test_failed_run_is_stored_with_one_line_reason(store: Store, tiny_target_dir
     assert list_runs(store, status="failed")[0].run_id == record.run_id
 
 
+def test_a_crash_is_stored_as_the_verifiers_bug_not_as_a_property_of_the_pair(
+    store: Store, tiny_target_dir: Path, tiny_draft_lm_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def crash(*args: object, **kwargs: object) -> None:
+        raise TypeError("'<' not supported between instances of 'int' and 'NoneType'")
+
+    monkeypatch.setattr("verifier.engines.pytorch.decode", crash)
+    record = verify_now(store, VerifyRequest(target=str(tiny_target_dir), drafter=str(tiny_draft_lm_dir),
+                                             prompt_sets=("code",), settings=FAST))
+    assert record.status == "failed"
+    assert record.failure_reason.startswith("crashed (TypeError), a bug in the verifier: '<' not supported")
+    bad_config = verify_now(store, VerifyRequest(target=str(tiny_target_dir), drafter=str(tiny_target_dir / "nope"),
+                                                 prompt_sets=("code",), settings=FAST))
+    assert bad_config.status == "failed" and "crashed" not in bad_config.failure_reason
+
+
 def test_worker_runs_queue_and_goes_on_after_a_failure(store: Store, tiny_target_dir: Path,
                                                        tiny_draft_lm_dir: Path, tmp_path: Path) -> None:
     bad = enqueue(store, VerifyRequest(target=str(tiny_target_dir), drafter=str(tmp_path / "missing"),

@@ -107,7 +107,7 @@ class TorchEngine:
         hidden = proposer.needs_hidden_states
         ids = torch.tensor(list(context_ids), device=device)
         generator = torch.Generator(device=device).manual_seed(0)
-        cache = new_cache(model)
+        cache = new_cache(model, verify_width=proposer.draft_length + 1)
         out = model(input_ids=ids[None], cache=cache, use_cache=True, output_hidden_states=hidden, logits_to_keep=1)
         pending = int(torch.argmax(out.logits[0, -1]))
         proposer.begin(ids, _view(out, cache, 0, ids, pending, ids.shape[0]))

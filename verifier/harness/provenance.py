@@ -5,6 +5,7 @@ digests, the settings that shape a decode, and the Hub snapshot sha of a model f
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -44,6 +45,15 @@ def common_provenance(engine: Engine, prompt_sets: Sequence[PromptSet], sets_dig
             file_digest(drafter_dir, "generation_config.json") if drafter_dir is not None else None
         ),
     }
+
+
+def machine_load(before: float) -> dict[str, Any]:
+    """How busy the machine was while a run was measured: the 1-minute load average at its start (`before`) and end
+    against the CPUs the run may use. Above that, threads wait for a core and tok/s says more about the neighbours
+    than about the pair (τ and acceptance are unaffected)."""
+    cpus = len(os.sched_getaffinity(0))
+    after = os.getloadavg()[0]
+    return {"cpus": cpus, "load_average": [round(before, 2), round(after, 2)], "contended": max(before, after) > cpus}
 
 
 def tokenizer_digest(folder: Path) -> str | None:

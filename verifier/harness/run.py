@@ -11,6 +11,8 @@ live in `verifier.metrics`.
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -19,7 +21,7 @@ from pathlib import Path
 from registry.domain.measurement import METRIC_VERSION, Divergence, RunSettings, SetMeasurement
 from registry.domain.run import Run
 from verifier.harness.contract import Engine, Generation, Progress
-from verifier.harness.provenance import common_provenance
+from verifier.harness.provenance import common_provenance, machine_load
 from verifier.metrics import (
     ForwardCosts,
     StepCounts,
@@ -32,6 +34,8 @@ from verifier.metrics import (
     throughput,
 )
 from verifier.prompts import PromptSet
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -55,6 +59,7 @@ def run(engine: Engine, prompt_sets: Sequence[PromptSet], settings: RunSettings,
         raise ValueError("a run needs at least one non-empty prompt set")
     speculative = engine.method is not None
     encoded = [[engine.encode(p) for p in s.prompts] for s in prompt_sets]
+    load_before = os.getloadavg()[0]
 
     for _ in range(settings.warmup):
         engine.generate(encoded[0][0], speculative=False, seed=settings.seed)
@@ -110,7 +115,11 @@ def run(engine: Engine, prompt_sets: Sequence[PromptSet], settings: RunSettings,
     provenance = {
         **common_provenance(engine, prompt_sets, sets_digest, settings, target_dir, drafter),
         **report.provenance,
+        "machine_load": machine_load(load_before),
     }
+    if provenance["machine_load"]["contended"]:
+        log.warning("measured on a busy machine (load %s on %d CPUs): tok/s and speedup are unreliable, τ is not",
+                    provenance["machine_load"]["load_average"], provenance["machine_load"]["cpus"])
     return Run(
         target=str(target_dir) if target_dir is not None else "",
         drafter=str(drafter) if speculative and drafter is not None else None,

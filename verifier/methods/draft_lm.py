@@ -3,9 +3,8 @@
 The draft model keeps its own KV cache over committed tokens and drafts k tokens autoregressively, returning the
 distributions it sampled from (q) at temperature > 0 so the loop can run exact rejection sampling.
 
-A hybrid draft model (linear-attention layers whose recurrent state `crop` cannot undo) is rolled back from a
-`CacheCheckpoint` taken before drafting: on a rejection the cache returns to the committed tokens it held then, and
-the next round feeds the newly committed ones.
+A hybrid draft model (linear-attention layers) rolls back with `crop` like any other: its cache records the recurrent
+states of the positions a round may reject (`verifier.decode.new_cache`).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from typing import Any
 
 import torch
 
-from verifier.decode import CacheCheckpoint, new_cache, probabilities, rollback_problem
+from verifier.decode import new_cache, probabilities, rollback_problem
 from verifier.folders import LoadError
 from verifier.harness.contract import IncompatiblePair
 from registry.domain.measurement import RunSettings
@@ -45,26 +44,17 @@ class DraftLMProposer:
         self._cached = 0  # leading tokens of the draft cache that are committed and valid
         self._in_cache = 0  # tokens currently in the draft cache (committed + drafts of the last round)
         self._cache: Any = None
-        self._checkpoint: CacheCheckpoint | None = None  # hybrid drafts: the state at `_cached` before drafting
-        self._checkpoint_length = 0
-        self._needs_checkpoint = False
 
     @torch.inference_mode()
     def begin(self, prompt_ids: torch.Tensor, target_out: TargetOutput) -> None:
-        self._cache = new_cache(self.model)
+        self._cache = new_cache(self.model, verify_width=self.draft_length + 1)
         self._sequence = [*prompt_ids.tolist(), target_out.pending_token]
         self.model(input_ids=prompt_ids.to(self.device)[None], cache=self._cache, use_cache=True, logits_to_keep=1)
         self._cached = self._in_cache = prompt_ids.shape[0]
-        self._needs_checkpoint = CacheCheckpoint.needed(self._cache)
-        self._checkpoint = None
 
     @torch.inference_mode()
     def propose(self, temperature: float, generator: torch.Generator) -> Proposal:
         feed = torch.tensor(self._sequence[self._cached :], device=self.device)
-        if self._needs_checkpoint:
-            self._cache.crop(0)  # trim recorded conv/sliding inputs so the checkpoint starts from a minimal cache
-            self._checkpoint = CacheCheckpoint.take(self._cache)
-            self._checkpoint_length = self._cached
         tokens: list[int] = []
         q_rows: list[torch.Tensor] = []
         for _ in range(self.draft_length):
@@ -89,13 +79,7 @@ class DraftLMProposer:
     def observe(self, n_accepted: int, committed_tokens: torch.Tensor, target_out: TargetOutput) -> None:
         # Drafts 1..n were accepted; of those the cache holds at most the first k - 1.
         valid = self._cached + min(n_accepted, self.draft_length - 1)
-        if self._checkpoint is not None and valid < self._in_cache:
-            # Back to the committed tokens held before drafting; the next round feeds the rest.
-            self._checkpoint.rewind(self._cache, self._in_cache - self._checkpoint_length)
-            valid = self._checkpoint_length
-        else:
-            self._cache.crop(-(self._in_cache - valid))
-        self._checkpoint = None
+        self._cache.crop(-(self._in_cache - valid))
         self._cached = self._in_cache = valid
         self._sequence.extend(committed_tokens.tolist())
 

@@ -37,11 +37,22 @@ class ServerFailed(RuntimeError):
     """llama-server could not start, died, or answered with an error; the message carries its own reason."""
 
 
+def default_threads() -> int:
+    """Half the CPUs this process may run on, at least one.
+
+    llama-server's own default is every physical core, and ggml's threads spin at each barrier: when anything else
+    runs, a descheduled thread stalls the rest. On the tiny Gemma-4 target with 10 busy processes on 2 cores that
+    measured 3-35 tok/s at the default against ~900 tok/s on one thread (~4,000 on an idle machine), which is how
+    bench/RESULTS.md once printed a llama.cpp baseline of 10.1 tok/s.
+    """
+    return max(1, len(os.sched_getaffinity(0)) // 2)
+
+
 @dataclass(frozen=True)
 class LlamaCppOptions:
     """How to run llama-server; `from_env` reads DRAFTERS_LLAMACPP_{THREADS,PORT,ARGS}."""
 
-    threads: int | None = None  # -t; None: llama-server's default
+    threads: int | None = None  # -t and -td; None: llama-server's default (`from_env` always picks a number)
     port: int | None = None  # None: a free loopback port
     extra_args: tuple[str, ...] = ()  # e.g. ("-ngl", "99") for a GPU build
     gguf_cache: Path | None = None  # None: <models dir>/gguf
@@ -59,7 +70,7 @@ class LlamaCppOptions:
             raise ValueError(f"DRAFTERS_LLAMACPP_ARGS may not set {', '.join(protected)}: llama-server listens on "
                              "127.0.0.1 with a key of its own (DRAFTERS_LLAMACPP_PORT picks the port)")
         try:
-            return cls(threads=int(threads) if threads else None, port=int(port) if port else None,
+            return cls(threads=int(threads) if threads else default_threads(), port=int(port) if port else None,
                        extra_args=extra_args)
         except ValueError:
             raise ValueError("DRAFTERS_LLAMACPP_THREADS and DRAFTERS_LLAMACPP_PORT must be integers") from None
