@@ -152,7 +152,7 @@ def lag_table(store: Store, today: date, inputs: _LagInputs | None = None) -> li
             continue
         released = checkpoint_release_date(checkpoint)
         exact_drafters = sorted(
-            exact.get(checkpoint.repo_id, ()), key=lambda r: (drafter_release_date(drafters[r]) or date.max, r)
+            exact.get(checkpoint.repo_id, ()), key=lambda r: _release_order(drafters[r], released)
         )
         dated = [d for d in (drafter_release_date(drafters[r]) for r in exact_drafters) if d is not None]
         first = exact_drafters[0] if exact_drafters and not built_in else None
@@ -182,6 +182,23 @@ def lag_table(store: Store, today: date, inputs: _LagInputs | None = None) -> li
         )
     rows.sort(key=lambda r: (-(r.lag_days if r.lag_days is not None else -1), r.target_repo_id))
     return rows
+
+
+_PRECISION_RANK = {"day": 0, "approx": 1, "month": 2}
+
+
+def _release_order(drafter: DrafterRecord, target_released: date | None) -> tuple[date, int, str]:
+    """Which exact drafter came first. A month-precision date in the target's own release month only says "that
+    month": it is not known to be before the target, so it ranks from the target's release day, after a drafter
+    dated that day more precisely (Muse-Glimmer-30B: Meta's assistant of 2026-08-10 before "Aug 2026" DFlash 2)."""
+    released = drafter_release_date(drafter)
+    if released is None:
+        return date.max, 9, drafter.repo_id
+    precision = drafter.released_precision if drafter.released is not None else "day"
+    if (precision == "month" and target_released is not None and released < target_released
+            and (released.year, released.month) == (target_released.year, target_released.month)):
+        released = target_released
+    return released, _PRECISION_RANK.get(precision or "day", 3), drafter.repo_id
 
 
 def _hub_notes(checkpoint: CheckpointRecord, drafters: list[DrafterRecord]) -> tuple[str, ...]:

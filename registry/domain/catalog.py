@@ -112,7 +112,12 @@ class Catalog:
         raise KeyError(repo_id)
 
     def drafters_for(self, target_repo_id: str) -> tuple[CatalogDrafter, ...]:
-        return tuple(drafter for drafter in self.drafters if target_repo_id in drafter.targets)
+        """Drafters one adds to the target; a drafter built into a checkpoint is none of them."""
+        return tuple(d for d in self.drafters if target_repo_id in d.targets and not d.built_in)
+
+    def built_in_methods(self, repo_id: str) -> tuple[str, ...]:
+        """Drafting methods that ship inside the checkpoint `repo_id` (MTP heads, DeepSeek-V4 DSpark)."""
+        return tuple(sorted({d.method for d in self.drafters if d.built_in and d.repo_id == repo_id}))
 
 
 def load_catalog_data(path: Path | None = None) -> Catalog:
