@@ -71,7 +71,8 @@ def catalog_load(as_json: JsonOption = False) -> None:
 @catalog_app.command("coverage")
 def catalog_coverage(as_json: JsonOption = False) -> None:
     """Which bundled catalog drafters each engine (pytorch, llama.cpp) can run, by method and weight layout."""
-    drafters = load_catalog_data().drafters
+    # A drafter built into its checkpoint is run by serving that checkpoint: nothing for an engine to pair.
+    drafters = [d for d in load_catalog_data().drafters if not d.built_in]
     rows = [(d, coverage(d.method, d.config, d.repo_id)) for d in drafters]
     if as_json:
         render.print_json(

@@ -19,8 +19,7 @@ from typing import Any
 from registry.domain.names import RepoNameError, split_repo_id
 
 METHODS = ("dflash", "dflash2", "dspark", "gemma4-assistant", "eagle3", "draft-lm", "mtp")
-# Methods that only ever ship inside a full checkpoint: an entry with one of these must be built in.
-BUILT_IN_ONLY_METHODS = ("mtp",)
+BUILT_IN_ONLY_METHODS = ("mtp",)  # only ever inside a full checkpoint: such an entry must be built in
 RELEASE_PRECISIONS = ("day", "month", "approx")
 # Who named a drafter's target; the data file only holds what the catalog itself asserts.
 TARGET_DECLARERS = ("catalog",)
@@ -78,9 +77,8 @@ class CatalogDrafter:
     config: dict[str, Any] | None = field(hash=False)  # reconstructed config.json, stated values only
     notes: str | None
     source: str
-    # A full checkpoint that carries its drafter inside (DeepSeek-V4 DSpark, MiMo FP4 DFlash, MTP heads), not a
-    # drafter anyone adds to a target: `repo_id` is the checkpoint that ships it (for MTP heads, the target itself)
-    # and `targets` the base(s) whose weights it carries. It cannot lag: it is there from that checkpoint's release.
+    # Inside a full checkpoint (`repo_id`; an MTP head's is its target) carrying the weights of `targets`: DeepSeek-V4
+    # DSpark, MiMo FP4 DFlash, MTP heads. No drafter anyone adds; there from that checkpoint's release, so no lag.
     built_in: bool = False
     # Which revision the stated facts (config, block size, weight bytes) describe, when the repo was replaced.
     facts_revision: str | None = None
@@ -111,12 +109,10 @@ class Catalog:
                 return target
         raise KeyError(repo_id)
 
-    def drafters_for(self, target_repo_id: str) -> tuple[CatalogDrafter, ...]:
-        """Drafters one adds to the target; a drafter built into a checkpoint is none of them."""
+    def drafters_for(self, target_repo_id: str) -> tuple[CatalogDrafter, ...]:  # built-in ones are not added
         return tuple(d for d in self.drafters if target_repo_id in d.targets and not d.built_in)
 
-    def built_in_methods(self, repo_id: str) -> tuple[str, ...]:
-        """Drafting methods that ship inside the checkpoint `repo_id` (MTP heads, DeepSeek-V4 DSpark)."""
+    def built_in_methods(self, repo_id: str) -> tuple[str, ...]:  # drafting methods inside the checkpoint
         return tuple(sorted({d.method for d in self.drafters if d.built_in and d.repo_id == repo_id}))
 
 
@@ -236,7 +232,7 @@ def _drafter(label: str, raw: Any) -> CatalogDrafter:
         raise CatalogError(fields.label, "targets", "lists a target twice")
     released, precision, note = fields.release()
     built_in = fields.optional_bool("built_in") is True
-    if method in BUILT_IN_ONLY_METHODS and not built_in:
+    if method in BUILT_IN_ONLY_METHODS and not built_in:  # an MTP head is part of its checkpoint
         raise CatalogError(fields.label, "built_in", f"method {method!r} ships inside a checkpoint: must be true")
     if built_in and repo_id in targets and targets != [repo_id]:
         raise CatalogError(fields.label, "targets", "a drafter built into its own repo has that repo as its one target")
@@ -303,8 +299,7 @@ class _Fields:
         return None if self._raw.get(name) is None else self.text(name)
 
     def license(self, name: str) -> str | None:
-        value = self.optional_text(name)
-        if value is not None and not _LICENSE_RE.fullmatch(value):
+        if (value := self.optional_text(name)) is not None and not _LICENSE_RE.fullmatch(value):
             raise self.fail(name, f"must be a Hub license id such as 'apache-2.0' or 'cc-by-nc-nd-4.0', got {value!r}")
         return value
 
