@@ -24,6 +24,8 @@ class FindRow:
     drafter_released: date | None
     # "gone from the Hub since …" for a drafter deleted or made private (its verdict stands, it cannot be fetched)
     gone: str | None = None
+    license: str | None = None  # the Hub license id the repo states; None: not known
+    replaced_in_place: tuple[str, ...] = ()  # "YYYY-MM-DD: what changed": pin the drafter's commit
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,8 @@ class LagRow:
     exact_drafters: tuple[str, ...]
     # "<repo id> gone from the Hub since …" for the target and each exact drafter no longer on the Hub
     hub_notes: tuple[str, ...] = ()
+    # Drafting methods inside the target itself (MTP heads, DSpark): available from its release day, lag 0.
+    built_in: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,17 @@ class UpgradeRow:
     released: date | None
     lag_days: int | None
     open: bool
+
+
+# How methods are named where a person reads them ("built-in MTP", "built-in DSpark").
+_METHOD_LABELS = {"mtp": "MTP", "dspark": "DSpark", "dflash": "DFlash", "dflash2": "DFlash 2", "eagle3": "EAGLE-3"}
+
+
+def built_in_label(methods: tuple[str, ...]) -> str | None:
+    """"built-in MTP" for a checkpoint that ships its drafter inside; None when it ships none."""
+    if not methods:
+        return None
+    return "built-in " + " + ".join(_METHOD_LABELS.get(m, m) for m in methods)
 
 
 def drafter_release_date(drafter: DrafterRecord) -> date | None:
@@ -88,6 +103,8 @@ def find_for_checkpoint(store: Store, repo_id: str) -> tuple[CheckpointRecord, l
             drafter_released=drafter_release_date(drafters[v.drafter_repo_id]),
             gone=hub_presence.gone_marker(drafters[v.drafter_repo_id].status,
                                           drafters[v.drafter_repo_id].status_detail),
+            license=drafters[v.drafter_repo_id].license,
+            replaced_in_place=drafters[v.drafter_repo_id].replaced_in_place,
         )
         for v in store.verdicts(checkpoint_repo_id=checkpoint.repo_id)
     ]
@@ -130,17 +147,22 @@ def lag_table(store: Store, today: date, inputs: _LagInputs | None = None) -> li
     drafters, exact = inputs.drafters, inputs.exact
     rows = []
     for checkpoint in inputs.checkpoints:
-        if checkpoint.repo_id not in inputs.by_target and checkpoint.repo_id not in exact:
+        built_in = checkpoint.built_in
+        if checkpoint.repo_id not in inputs.by_target and checkpoint.repo_id not in exact and not built_in:
             continue
         released = checkpoint_release_date(checkpoint)
         exact_drafters = sorted(
-            exact.get(checkpoint.repo_id, ()), key=lambda r: (drafter_release_date(drafters[r]) or date.max, r)
+            exact.get(checkpoint.repo_id, ()), key=lambda r: _release_order(drafters[r], released)
         )
         dated = [d for d in (drafter_release_date(drafters[r]) for r in exact_drafters) if d is not None]
-        first = exact_drafters[0] if exact_drafters else None
-        # Exact drafters that all lack a date close the lag without telling how long it was.
-        measurable = released is not None and (dated or not exact_drafters)
-        measured = lag.target_lag(released, dated, today) if measurable else None
+        first = exact_drafters[0] if exact_drafters and not built_in else None
+        if built_in and released is not None and released <= today:
+            # A drafter inside the checkpoint is there the day the checkpoint is: nothing to wait for.
+            measured: lag.Lag | None = lag.target_lag(released, [released], today)
+        else:
+            # Exact drafters that all lack a date close the lag without telling how long it was.
+            measurable = released is not None and (dated or not exact_drafters) and not built_in
+            measured = lag.target_lag(released, dated, today) if measurable else None
         rows.append(
             LagRow(
                 target_repo_id=checkpoint.repo_id,
@@ -149,15 +171,34 @@ def lag_table(store: Store, today: date, inputs: _LagInputs | None = None) -> li
                 released=released,
                 released_precision=checkpoint.released_precision,
                 first_drafter_repo_id=first,
-                first_drafter_released=drafter_release_date(drafters[first]) if first else None,
+                first_drafter_released=(released if built_in else
+                                        drafter_release_date(drafters[first]) if first else None),
                 lag_days=measured.days if measured else None,
-                open=first is None,
+                open=first is None and not built_in,
                 exact_drafters=tuple(exact_drafters),
                 hub_notes=_hub_notes(checkpoint, [drafters[r] for r in exact_drafters]),
+                built_in=built_in,
             )
         )
     rows.sort(key=lambda r: (-(r.lag_days if r.lag_days is not None else -1), r.target_repo_id))
     return rows
+
+
+_PRECISION_RANK = {"day": 0, "approx": 1, "month": 2}
+
+
+def _release_order(drafter: DrafterRecord, target_released: date | None) -> tuple[date, int, str]:
+    """Which exact drafter came first. A month-precision date in the target's own release month only says "that
+    month": it is not known to be before the target, so it ranks from the target's release day, after a drafter
+    dated that day more precisely (Muse-Glimmer-30B: Meta's assistant of 2026-08-10 before "Aug 2026" DFlash 2)."""
+    released = drafter_release_date(drafter)
+    if released is None:
+        return date.max, 9, drafter.repo_id
+    precision = drafter.released_precision if drafter.released is not None else "day"
+    if (precision == "month" and target_released is not None and released < target_released
+            and (released.year, released.month) == (target_released.year, target_released.month)):
+        released = target_released
+    return released, _PRECISION_RANK.get(precision or "day", 3), drafter.repo_id
 
 
 def _hub_notes(checkpoint: CheckpointRecord, drafters: list[DrafterRecord]) -> tuple[str, ...]:
@@ -206,6 +247,8 @@ def upgrade_table(store: Store, today: date, inputs: _LagInputs | None = None) -
             released = checkpoint_release_date(successor)
             successor_exact = exact.get(successor.repo_id, set())
             exact_dates = [d for d in (drafter_release_date(drafters[r]) for r in successor_exact) if d is not None]
+            if successor.built_in and released is not None:
+                exact_dates = [released]  # its own built-in drafter: no wait
             measured = lag.target_lag(released, exact_dates, today) if released is not None else None
             rows.append(
                 UpgradeRow(
@@ -214,7 +257,7 @@ def upgrade_table(store: Store, today: date, inputs: _LagInputs | None = None) -
                     predecessor_drafters=tuple(sorted(inputs.by_target[predecessor])),
                     released=released,
                     lag_days=measured.days if measured else None,
-                    open=not successor_exact,
+                    open=not successor_exact and not successor.built_in,
                 )
             )
     rows.sort(key=lambda r: (not r.open, -(r.lag_days or 0)))

@@ -18,11 +18,15 @@ from registry.domain.coverage import coverage
 from registry.domain.drafter_facts import detect_method
 from registry.domain.engines import MEASURED
 from registry.local import looks_like_folder, read_local_repo
-from registry.reports import find_for_checkpoint, lag_by, lag_table, upgrade_table
+from registry.reports import built_in_label, find_for_checkpoint, lag_by, lag_table, upgrade_table
 from registry.store import NotFound, Store
 from registry.store.catalog_import import load_catalog
 from registry.store.db import current_revision, head_revision
 from registry.store.roles import RoleError, create_readonly_role
+
+# The shapes of `find --json` and `check --json`: a new number for every change of shape.
+FIND_JSON_SCHEMA = 2
+CHECK_JSON_SCHEMA = 2
 
 
 @db_app.command("upgrade")
@@ -59,6 +63,7 @@ def catalog_load(as_json: JsonOption = False) -> None:
         return
     render.console.print(
         f"catalog: {summary.drafters} drafters ({summary.dflash_21} of the 21 DFlash v1), "
+        f"{summary.built_in} built into checkpoints, "
         f"{summary.targets} targets; {summary.verdicts} verdicts computed"
     )
 
@@ -66,7 +71,8 @@ def catalog_load(as_json: JsonOption = False) -> None:
 @catalog_app.command("coverage")
 def catalog_coverage(as_json: JsonOption = False) -> None:
     """Which bundled catalog drafters each engine (pytorch, llama.cpp) can run, by method and weight layout."""
-    drafters = load_catalog_data().drafters
+    # A drafter built into its checkpoint is run by serving that checkpoint: nothing for an engine to pair.
+    drafters = [d for d in load_catalog_data().drafters if not d.built_in]
     rows = [(d, coverage(d.method, d.config, d.repo_id)) for d in drafters]
     if as_json:
         render.print_json(
@@ -90,12 +96,22 @@ def find(repo_id: str, as_json: JsonOption = False) -> None:
     checkpoint, rows = find_for_checkpoint(store, checked_ref(repo_id, "the checkpoint"))
     runs = {r.drafter_repo_id: _coverage_of(store, r.drafter_repo_id, r.method) for r in rows}
     checkpoint_gone = hub_presence.gone_marker(checkpoint.status, checkpoint.status_detail)
+    built_in = built_in_label(checkpoint.built_in)
     if as_json:
         drafters = [{**render.to_jsonable(r), "engines": list(runs[r.drafter_repo_id].engines)} for r in rows]
-        render.print_json({"checkpoint": checkpoint, "checkpoint_gone": checkpoint_gone, "drafters": drafters})
+        # 2: "built_in" (methods inside the checkpoint) and each drafter's "license" and "replaced_in_place".
+        render.print_json({"schema_version": FIND_JSON_SCHEMA, "checkpoint": checkpoint,
+                           "checkpoint_gone": checkpoint_gone, "built_in": list(checkpoint.built_in),
+                           "drafters": drafters})
         return
     if checkpoint_gone is not None:
         render.console.print(render.styled("[yellow]{} is {}[/]", checkpoint.repo_id, checkpoint_gone))
+    if built_in is not None:
+        # Inside the checkpoint itself: nothing to download or pair, so it is not one of the drafter rows.
+        render.console.print(render.styled("{}: ships inside {} (no separate download)", built_in, checkpoint.repo_id),
+                             style="green")
+    if not rows and built_in is not None:
+        return
     if not rows:
         render.console.print(f"no drafter in the registry fits {render.plain(checkpoint.repo_id)}")
         return
@@ -109,11 +125,20 @@ def find(repo_id: str, as_json: JsonOption = False) -> None:
         if r.gone is not None:
             line.append(f"  ({r.gone}: cannot be downloaded)", style="red")  # never shown as available
         render.console.print(line)
-        if r.reasons:
-            render.console.print(Padding(render.cell("; ".join(r.reasons)), (0, 0, 0, 4)), style="dim")
+        details = [*r.reasons, f"license: {r.license or 'unknown'}",
+                   *(f"replaced in place {change}" for change in r.replaced_in_place)]
+        render.console.print(Padding(render.cell("; ".join(details)), (0, 0, 0, 4)), style="dim")
         not_runnable = runs[r.drafter_repo_id].note()
         if not_runnable:
             render.console.print(Padding(render.cell(f"✗ {not_runnable}"), (0, 0, 0, 4)), style="red")
+
+
+def _license_of(store: Store, value: str) -> str | None:
+    """The license a registered drafter states; None for a local folder or where no source says."""
+    if looks_like_folder(value):
+        return None
+    record = store.get_drafter(value)
+    return record.license if record is not None else None
 
 
 def _coverage_of(store: Store, repo_id: str, method: str | None):
@@ -187,14 +212,19 @@ def check(drafter: str, target: str, as_json: JsonOption = False) -> None:
     )
     gone = {"drafter": _gone_from_hub(store, drafter, drafter=True),
             "target": _gone_from_hub(store, target, drafter=False)}
+    license_ = _license_of(store, drafter)
     if as_json:
-        render.print_json({"drafter": drafter, "target": target, "method": method, **render.to_jsonable(result),
-                           "drafter_gone": gone["drafter"], "target_gone": gone["target"]})
+        # 2: "drafter_license".
+        render.print_json({"schema_version": CHECK_JSON_SCHEMA, "drafter": drafter, "target": target,
+                           "method": method, **render.to_jsonable(result), "drafter_gone": gone["drafter"],
+                           "target_gone": gone["target"], "drafter_license": license_})
         return
     line = render.styled("{} -> {}: ", drafter, target)
     line.append(render.verdict(result.verdict))
     line.append(render.strip_control(f" ({method or render.EMPTY})"))
     render.console.print(line)
+    if not looks_like_folder(drafter):
+        render.console.print(render.styled("  license: {}", license_ or "unknown"))
     for role, ref in (("drafter", drafter), ("target", target)):
         if gone[role] is not None:
             render.console.print(render.styled(f"  [yellow]note:[/] the {role} {{}} is {{}}", ref, gone[role]))
@@ -242,6 +272,7 @@ def lag_command(
         f"drafter lag as of {now}",
         ["target", "released", "first exact drafter", "drafter released", "lag (days)", "status", "notes"],
         [(r.target_repo_id, None if r.released is None else f"{r.released}{'' if r.released_precision in (None, 'day') else ' ≈'}",
-          r.first_drafter_repo_id, r.first_drafter_released, r.lag_days, "open" if r.open else "closed",
+          built_in_label(r.built_in) or r.first_drafter_repo_id, r.first_drafter_released, r.lag_days,
+          "open" if r.open else "closed",
           "; ".join(r.hub_notes)) for r in rows],
     )

@@ -79,7 +79,7 @@ def side_facts(store: Store, ref: str, *, drafter: bool) -> SideFacts:
     if config is None:
         catalog = load_catalog_data()
         if drafter:
-            entry = next((d for d in catalog.drafters if d.repo_id == ref), None)
+            entry = next((d for d in catalog.drafters if d.repo_id == ref and not d.built_in), None)
             if entry is not None:
                 config, method = entry.config, method or entry.method
                 if entry.weight_bytes and parameters is None:

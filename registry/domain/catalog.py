@@ -18,7 +18,8 @@ from typing import Any
 
 from registry.domain.names import RepoNameError, split_repo_id
 
-METHODS = ("dflash", "dflash2", "dspark", "gemma4-assistant", "eagle3", "draft-lm")
+METHODS = ("dflash", "dflash2", "dspark", "gemma4-assistant", "eagle3", "draft-lm", "mtp")
+BUILT_IN_ONLY_METHODS = ("mtp",)  # only ever inside a full checkpoint: such an entry must be built in
 RELEASE_PRECISIONS = ("day", "month", "approx")
 # Who named a drafter's target; the data file only holds what the catalog itself asserts.
 TARGET_DECLARERS = ("catalog",)
@@ -26,6 +27,7 @@ SCHEMA_VERSION = 1
 
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+_LICENSE_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]{0,63}$")
 _REPLACEMENT_RE = re.compile(r"^(?P<when>\d{4}-\d{2}-\d{2}|undated): \S")
 
 
@@ -75,13 +77,15 @@ class CatalogDrafter:
     config: dict[str, Any] | None = field(hash=False)  # reconstructed config.json, stated values only
     notes: str | None
     source: str
-    # A full checkpoint that carries its drafter inside (DeepSeek-V4 DSpark, MiMo FP4 DFlash), not a drafter
-    # anyone adds to a target: it cannot lag a base.
+    # Inside a full checkpoint (`repo_id`; an MTP head's is its target) carrying the weights of `targets`: DeepSeek-V4
+    # DSpark, MiMo FP4 DFlash, MTP heads. No drafter anyone adds; there from that checkpoint's release, so no lag.
     built_in: bool = False
     # Which revision the stated facts (config, block size, weight bytes) describe, when the repo was replaced.
     facts_revision: str | None = None
     # weight_bytes back-computed from a rounded GiB/GB figure: good to about 1%, not a byte count.
     weight_bytes_approx: bool = False
+    # The license the repo states (the Hub's license id, e.g. "cc-by-nc-nd-4.0"); None where no source says.
+    license: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,8 +109,11 @@ class Catalog:
                 return target
         raise KeyError(repo_id)
 
-    def drafters_for(self, target_repo_id: str) -> tuple[CatalogDrafter, ...]:
-        return tuple(drafter for drafter in self.drafters if target_repo_id in drafter.targets)
+    def drafters_for(self, target_repo_id: str) -> tuple[CatalogDrafter, ...]:  # built-in ones are not added
+        return tuple(d for d in self.drafters if target_repo_id in d.targets and not d.built_in)
+
+    def built_in_methods(self, repo_id: str) -> tuple[str, ...]:  # drafting methods inside the checkpoint
+        return tuple(sorted({d.method for d in self.drafters if d.built_in and d.repo_id == repo_id}))
 
 
 def load_catalog_data(path: Path | None = None) -> Catalog:
@@ -152,7 +159,8 @@ def _check_cross_references(targets: tuple[CatalogTarget, ...], drafters: tuple[
         label = f"drafters[{i}] ({drafter.repo_id})"
         if drafter.repo_id in drafter_ids:
             raise CatalogError(label, "repo_id", "duplicate drafter repo id")
-        if drafter.repo_id in target_ids:
+        # An MTP head ships inside its target: the one entry that may share the target's repo id.
+        if drafter.repo_id in target_ids and not (drafter.built_in and drafter.targets == (drafter.repo_id,)):
             raise CatalogError(label, "repo_id", "is also listed as a target")
         drafter_ids.add(drafter.repo_id)
         for target_id in drafter.targets:
@@ -209,6 +217,7 @@ def _drafter(label: str, raw: Any) -> CatalogDrafter:
             "built_in",
             "facts_revision",
             "weight_bytes_approx",
+            "license",
         },
     )
     repo_id = fields.repo_id("repo_id")
@@ -222,6 +231,11 @@ def _drafter(label: str, raw: Any) -> CatalogDrafter:
     if len(set(targets)) != len(targets):
         raise CatalogError(fields.label, "targets", "lists a target twice")
     released, precision, note = fields.release()
+    built_in = fields.optional_bool("built_in") is True
+    if method in BUILT_IN_ONLY_METHODS and not built_in:  # an MTP head is part of its checkpoint
+        raise CatalogError(fields.label, "built_in", f"method {method!r} ships inside a checkpoint: must be true")
+    if built_in and repo_id in targets and targets != [repo_id]:
+        raise CatalogError(fields.label, "targets", "a drafter built into its own repo has that repo as its one target")
     return CatalogDrafter(
         repo_id=repo_id,
         method=method,
@@ -241,9 +255,10 @@ def _drafter(label: str, raw: Any) -> CatalogDrafter:
         config=fields.optional_object("config"),
         notes=fields.optional_text("notes"),
         source=fields.text("source"),
-        built_in=fields.optional_bool("built_in") is True,
+        built_in=built_in,
         facts_revision=fields.optional_text("facts_revision"),
         weight_bytes_approx=fields.optional_bool("weight_bytes_approx") is True,
+        license=fields.license("license"),
     )
 
 
@@ -282,6 +297,11 @@ class _Fields:
 
     def optional_text(self, name: str) -> str | None:
         return None if self._raw.get(name) is None else self.text(name)
+
+    def license(self, name: str) -> str | None:
+        if (value := self.optional_text(name)) is not None and not _LICENSE_RE.fullmatch(value):
+            raise self.fail(name, f"must be a Hub license id such as 'apache-2.0' or 'cc-by-nc-nd-4.0', got {value!r}")
+        return value
 
     def choice(self, name: str, allowed: tuple[str, ...], default: str | None = None) -> str:
         value = self._raw.get(name, default)

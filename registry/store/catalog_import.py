@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from registry.domain.catalog import Catalog, load_catalog_data
+from registry.domain.catalog import Catalog, CatalogDrafter, load_catalog_data
 from registry.store import Store
 from registry.store.records import CheckpointSpec, DrafterSpec, RevisionSpec
 
@@ -16,7 +16,8 @@ CATALOG_SHA = "catalog"
 @dataclass(frozen=True)
 class CatalogSummary:
     targets: int
-    drafters: int
+    drafters: int  # drafters anyone adds to a target (rows of the drafter table)
+    built_in: int  # drafters that ship inside a checkpoint (MTP heads, DeepSeek-V4 DSpark): marks on checkpoints
     dflash_21: int
     verdicts: int
 
@@ -47,6 +48,9 @@ def load_catalog(store: Store, catalog: Catalog | None = None) -> CatalogSummary
                 target.repo_id, RevisionSpec(sha=target.sha or CATALOG_SHA, config_raw=_config_bytes(target.config))
             )
     for drafter in catalog.drafters:
+        if drafter.built_in:
+            _load_built_in(store, catalog, drafter)
+            continue
         store.upsert_drafter(
             DrafterSpec(
                 repo_id=drafter.repo_id,
@@ -63,6 +67,8 @@ def load_catalog(store: Store, catalog: Catalog | None = None) -> CatalogSummary
                 gated=drafter.gated,
                 notes=drafter.notes,
                 fact_source=drafter.source,
+                license=drafter.license,
+                replaced_in_place=drafter.replaced_in_place,
             )
         )
         if all(r.last_modified is None for r in store.drafter_revisions(drafter.repo_id)):
@@ -77,7 +83,40 @@ def load_catalog(store: Store, catalog: Catalog | None = None) -> CatalogSummary
     verdicts = store.recompute_compatibility()
     return CatalogSummary(
         targets=len(catalog.targets),
-        drafters=len(catalog.drafters),
+        drafters=sum(1 for d in catalog.drafters if not d.built_in),
+        built_in=sum(1 for d in catalog.drafters if d.built_in),
         dflash_21=sum(1 for d in catalog.drafters if d.in_21),
         verdicts=len(verdicts),
     )
+
+
+def _load_built_in(store: Store, catalog: Catalog, drafter: CatalogDrafter) -> None:
+    """A drafter inside a full checkpoint marks that checkpoint; it is no drafter row, so `find` and `lag` never
+    offer it as a separate download. The checkpoint is a target of its own (served instead of its base), released
+    when the drafter was; an MTP head's checkpoint is the catalog target itself."""
+    known_target = drafter.repo_id in {t.repo_id for t in catalog.targets}
+    store.upsert_checkpoint(
+        CheckpointSpec(
+            repo_id=drafter.repo_id,
+            source="catalog",
+            built_in=(drafter.method,),
+            # The target entry's own facts stand for an MTP head's checkpoint; a separate checkpoint gets the
+            # entry's.
+            **({} if known_target else {
+                "family": drafter.family,
+                "kind": "base",
+                "released": drafter.released,
+                "released_precision": drafter.released_precision,
+                "released_note": drafter.released_note,
+                "gated": drafter.gated,
+                "fact_source": drafter.source,
+                "bases": tuple((t, "built_in_from") for t in drafter.targets if t != drafter.repo_id),
+            }),
+        )
+    )
+    if not known_target and not store.revisions(drafter.repo_id):
+        store.add_checkpoint_revision(
+            drafter.repo_id, RevisionSpec(sha=drafter.sha or CATALOG_SHA, config_raw=_config_bytes(drafter.config))
+        )
+    # An older import made it a drafter row; a rerun converges on the checkpoint alone.
+    store.drop_catalog_drafter(drafter.repo_id)

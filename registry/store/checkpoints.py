@@ -44,6 +44,10 @@ class CheckpointCommands(StoreCore):
             value = getattr(spec, attr)
             if value is not None:
                 setattr(row, attr, value)
+        if spec.built_in:
+            # Union with what is known: a method found built in stays so (the catalog and the watcher both add).
+            known_methods = set(row.built_in.split(",")) if row.built_in else set()
+            row.built_in = ",".join(sorted(known_methods | set(spec.built_in)))
         known = {(b.base_repo_id, b.relation) for b in row.bases}
         for base_repo_id, relation in spec.bases:
             if (base_repo_id, relation) not in known and base_repo_id != row.repo_id:

@@ -47,10 +47,12 @@ class DrafterCommands(StoreCore):
                 )
                 session.add(row)
             for attr in ("method", "family", "released", "released_precision", "released_note", "block_size",
-                         "in_21", "gated", "notes", "fact_source"):
+                         "in_21", "gated", "notes", "fact_source", "license"):
                 value = getattr(spec, attr)
                 if value is not None:
                     setattr(row, attr, value)
+            if spec.replaced_in_place is not None:
+                row.replaced_in_place = list(spec.replaced_in_place) or None
             known = {t.target_repo_id for t in row.targets}
             for target_repo_id, declared_by in spec.targets:
                 if target_repo_id not in known:
@@ -58,6 +60,17 @@ class DrafterCommands(StoreCore):
                     known.add(target_repo_id)
             session.flush()
             return drafter_record(row)
+
+    def drop_catalog_drafter(self, repo_id: str) -> bool:
+        """Remove a drafter row an older catalog import created for what is now known to be a full checkpoint
+        with its drafter built in. Only a row the catalog alone made (never read from the Hub) goes; True if it did."""
+        with self.session() as session:
+            row = session.scalar(select(Drafter).where(Drafter.repo_id == repo_id))
+            if row is None or row.source != "catalog" or any(r.last_modified is not None for r in row.revisions):
+                return False
+            session.delete(row)
+            session.flush()
+            return True
 
     def set_drafter_status(self, repo_id: str, status: str, detail: str | None = None) -> None:
         with self.session() as session:

@@ -94,7 +94,8 @@ def failure_record(row: WatchFailure) -> WatchFailureRecord:
 
 
 def checkpoint_record(row: Checkpoint) -> CheckpointRecord:
-    return _record(CheckpointRecord, row, bases=tuple((b.base_repo_id, b.relation) for b in row.bases))
+    return _record(CheckpointRecord, row, bases=tuple((b.base_repo_id, b.relation) for b in row.bases),
+                   built_in=tuple(row.built_in.split(",")) if row.built_in else ())
 
 
 def revision_record(repo_id: str, row: CheckpointRevision) -> RevisionRecord:
@@ -102,7 +103,8 @@ def revision_record(repo_id: str, row: CheckpointRevision) -> RevisionRecord:
 
 
 def drafter_record(row: Drafter) -> DrafterRecord:
-    return _record(DrafterRecord, row, targets=tuple((t.target_repo_id, t.declared_by) for t in row.targets))
+    return _record(DrafterRecord, row, targets=tuple((t.target_repo_id, t.declared_by) for t in row.targets),
+                   replaced_in_place=tuple(row.replaced_in_place or ()))
 
 
 def drafter_revision_record(repo_id: str, row: DrafterRevision) -> DrafterRevisionRecord:

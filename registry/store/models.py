@@ -49,6 +49,9 @@ class Checkpoint(Base):
     source: Mapped[str] = mapped_column(String(20))  # catalog / hub / local
     fact_source: Mapped[str | None] = mapped_column(Text)
     first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # Drafting methods that ship inside this checkpoint ("mtp", "dspark"), comma-separated and sorted; None: none
+    # known. A built-in drafter needs no separate download and is there from the checkpoint's release.
+    built_in: Mapped[str | None] = mapped_column(String(100))
 
     revisions: Mapped[list[CheckpointRevision]] = relationship(back_populates="checkpoint", cascade="all, delete-orphan")
     bases: Mapped[list[CheckpointBase]] = relationship(back_populates="checkpoint", cascade="all, delete-orphan")
@@ -127,6 +130,10 @@ class Drafter(Base):
     source: Mapped[str] = mapped_column(String(20))
     fact_source: Mapped[str | None] = mapped_column(Text)
     first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # The license the repo states (a Hub license id such as "cc-by-nc-nd-4.0"); None: not known.
+    license: Mapped[str | None] = mapped_column(String(100))
+    # The publisher replaced the weights under the same repo id: "YYYY-MM-DD: what changed" (or "undated: …").
+    replaced_in_place: Mapped[list[Any] | None] = mapped_column(JSON)
 
     targets: Mapped[list[DrafterTarget]] = relationship(back_populates="drafter", cascade="all, delete-orphan")
     revisions: Mapped[list[DrafterRevision]] = relationship(back_populates="drafter", cascade="all, delete-orphan")

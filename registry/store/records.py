@@ -25,6 +25,7 @@ class CheckpointSpec:
     gated: bool | None = None
     fact_source: str | None = None
     bases: tuple[tuple[str, str], ...] = ()  # (base repo id, relation)
+    built_in: tuple[str, ...] = ()  # drafting methods shipped inside the checkpoint; added to those already known
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,8 @@ class DrafterSpec:
     gated: bool | None = None
     notes: str | None = None
     fact_source: str | None = None
+    license: str | None = None
+    replaced_in_place: tuple[str, ...] | None = None  # None leaves the stored list alone
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class CheckpointRecord:
     source: str
     first_seen: datetime
     bases: tuple[tuple[str, str], ...]
+    built_in: tuple[str, ...] = ()  # drafting methods shipped inside the checkpoint (MTP heads, DSpark)
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,8 @@ class DrafterRecord:
     source: str
     first_seen: datetime
     targets: tuple[tuple[str, str], ...]
+    license: str | None = None
+    replaced_in_place: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
