@@ -78,6 +78,14 @@ CATALOG_TARGET_ARCHITECTURES = {
     "lmsys/vicuna-13b-v1.3": "llama",
     "Qwen/Qwen3-32B": "qwen3",
     "meta-models/Muse-Glimmer-30B": "muse_glimmer",  # no published config in the catalog; transformers' own layout
+    # No published config in the catalog for these; each is assumed to keep its family's last published layout.
+    "moonshotai/Kimi-K2.7-Code": "kimi_k25",
+    "moonshotai/Kimi-K3": "kimi_k25",
+    "moonshotai/Kimi-K3.1-Pro": "kimi_k25",
+    "zai-org/GLM-5.3-Flash": "glm_moe_dsa",
+    # Vision-language-action models (FlashDrive); no published config: their text decoder stands in as a plain one.
+    "z-lab/Alpamayo-1.5-10B": "qwen3",
+    "z-lab/Alpamayo-R1-10B": "qwen3",
 }
 # Catalog targets the verifier refuses by design, with the reason it gives.
 REFUSED_TARGETS = {
