@@ -102,8 +102,9 @@ class ModelUnits:
         unit_events = []
         if announce:
             unit_events.append(events.new_checkpoint(model))
-            # A pretrained `-Base` parent is not what drafters are trained for: its instruct release is the upgrade.
-            pretrained = names.parse_repo_id(model.repo_id).variant == "base"
+            # A pretrained `-Base`/`-pt` parent is not what drafters are trained for: its instruct release is the
+            # upgrade; a bare name pairs only with bare names (names.is_newer_generation), like with like.
+            pretrained = names.release_role(names.parse_repo_id(model.repo_id)) == "pretrained"
             official = classify.kind(model) == "base" and not pretrained
             predecessors = classify.predecessors(self._drafted(), model.repo_id) if official else []
             if predecessors:
