@@ -23,6 +23,9 @@ GatedMode = Literal[False, "auto", "manual"]
 FaultKind = Literal["429", "500", "503", "timeout", "slow", "truncated", "reset"]
 FAULT_KINDS: tuple[str, ...] = ("429", "500", "503", "timeout", "slow", "truncated", "reset")
 TruncationMode = Literal["full_length", "short"]
+# What `HubState.malform` can get wrong about a repo.
+MALFORMATIONS = frozenset({"blob_ids", "last_modified", "created_at", "tags", "config_summary", "safetensors",
+                           "private"})
 
 # Files the Hub stores through LFS/Xet: weights and anything large.
 LFS_SUFFIXES: tuple[str, ...] = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".onnx", ".msgpack", ".h5")
@@ -451,8 +454,11 @@ class HubState:
 
     def malform(self, repo_id: str, *what: str) -> None:
         """Serve this repo badly: "blob_ids" (file metadata without blob ids), "last_modified" (a listing date
-        that is not a date). `heal` undoes it."""
-        unknown = set(what) - {"blob_ids", "last_modified"}
+        that is not a date), "created_at" (a creation date that is not one, everywhere), "tags" (a number among
+        the tags), "config_summary" (`config` with architectures and model_type of the wrong types),
+        "safetensors" (a negative parameter total), "private" (a visibility that is not a boolean). `heal`
+        undoes it."""
+        unknown = set(what) - MALFORMATIONS
         if unknown:
             raise ValueError(f"unknown malformation {sorted(unknown)}")
         with self._lock:
