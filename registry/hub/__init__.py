@@ -191,12 +191,20 @@ class HubClient:
         """Every repo of the org with its head sha, in pages of 1000: one call for most orgs. Entries without a
         readable id are left out (logged); a bad sha or date reads as unknown."""
         params = [("author", org), ("limit", str(ID_PAGE)), *(("expand", key) for key in ID_EXPAND)]
+        return self._ids(params, f"listing repo ids of {org}")
+
+    def list_tagged_ids(self, tag: str) -> list[ListedRepo]:
+        """Every repo of anyone carrying `tag`, as `list_org_ids` lists an org's."""
+        params = [("filter", tag), ("limit", str(ID_PAGE)), *(("expand", key) for key in ID_EXPAND)]
+        return self._ids(params, f"listing repo ids tagged {tag}")
+
+    def _ids(self, params: list[tuple[str, str]], what: str) -> list[ListedRepo]:
         listed: list[ListedRepo] = []
-        for page in self._pages(params, f"listing repo ids of {org}"):
+        for page in self._pages(params, what):
             for entry in page:
                 repo_id = entry.get("id") if isinstance(entry, dict) else None
                 if not isinstance(repo_id, str) or repo_id.count("/") != 1:
-                    logger.warning("listing repo ids of %s: an entry without a valid id was skipped", org)
+                    logger.warning("%s: an entry without a valid id was skipped", what)
                     continue
                 sha = entry.get("sha")
                 listed.append(ListedRepo(
