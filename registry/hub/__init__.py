@@ -57,6 +57,7 @@ from registry.hub.types import (  # noqa: F401
     HubUnreachable,
     InvalidToken,
     ListedRepo,
+    NotFound,
     RateLimited,
     RepoNotFound,
     RevisionNotFound,
@@ -256,6 +257,18 @@ class HubClient:
             yield body
             url, query = next_url, None
 
+    def namespace_kind(self, name: str) -> Literal["org", "user"]:
+        """Whether `name` is an organization or a user on the Hub (a webhook watches each under its own type:
+        `yuhuili` is a user, `Qwen` an org). NotFound when it is neither."""
+        for kind, read in (("org", self._api.get_organization_overview), ("user", self._api.get_user_overview)):
+            try:
+                with self._calling(f"{kind} {name}"):
+                    read(name)
+            except (NotFound, RepoNotFound):
+                continue
+            return kind  # type: ignore[return-value]
+        raise NotFound(f"{name}: neither an organization nor a user on the Hub")
+
     def fits_download(self, file: HubFile) -> bool:
         """Whether the watcher may download this file: small and not LFS (no CDN), so one read stays cheap."""
         return file.lfs_sha256 is None and (file.size is None or file.size <= MAX_SMALL_FILE)
@@ -346,6 +359,8 @@ class HubClient:
             status in RETRYABLE_STATUSES or status >= 500
         ):
             error = HubUnavailable(f"{what}: Hub answered HTTP {status}{suffix}")
+        elif isinstance(exc, hf_errors.HfHubHTTPError) and status == 404:
+            error = NotFound(f"{what}: not found (HTTP 404)")
         elif isinstance(exc, hf_errors.HfHubHTTPError):
             error = HubError(f"{what}: Hub answered HTTP {status}{suffix}")
         elif isinstance(exc, (httpx.TransportError, hf_errors.OfflineModeIsEnabled,

@@ -261,6 +261,8 @@ class HubState:
         self._faults: list[Fault] = []
         self._version = 0
         self._members: dict[str, set[str]] = {}
+        # Namespaces that are users (yuhuili); every other author is an organization.
+        self._users: set[str] = set()
         self._revoked: set[str] = set()
         # Webhooks created through POST /api/settings/webhooks, with the token that created each.
         self._webhooks: list[tuple[str, dict[str, Any]]] = []
@@ -304,6 +306,15 @@ class HubState:
     def is_member(self, org: str, token: str | None) -> bool:
         with self._lock:
             return token is not None and token in self._members.get(org, set())
+
+    def namespace_kind(self, name: str) -> str | None:
+        """"user", "org", or None for a name no repo, member list or user account has."""
+        with self._lock:
+            if name in self._users:
+                return "user"
+            if name in self._members or any(repo.author == name for repo in self._repos.values()):
+                return "org"
+            return None
 
     def is_revoked(self, token: str | None) -> bool:
         with self._lock:
@@ -426,6 +437,12 @@ class HubState:
         """`token` belongs to a member of `org`: it sees the org's private repos (in listings too)."""
         with self._lock:
             self._members.setdefault(org, set()).add(token)
+            self._version += 1
+
+    def add_user(self, name: str) -> None:
+        """`name` is a user account, not an organization (its repos are listed by `author` all the same)."""
+        with self._lock:
+            self._users.add(name)
             self._version += 1
 
     def revoke_token(self, token: str) -> None:
