@@ -18,6 +18,9 @@ A failure that belongs to one repo (a malformed entry, a bad response, an unexpe
 and counted; the org goes on without it, and after QUARANTINE_AFTER failures the repo is quarantined so the cursor
 moves past it, to be retried later. Failures of the Hub itself (unreachable, rate limited, a refused token) stop
 the org or the whole poll instead.
+
+It is over 400 lines: one poll's steps (org and tag id listings, vanished and unseen repos, the detailed listing in
+units, failures and quarantine) share the poll's state, and splitting them would pass that state around instead.
 """
 
 from __future__ import annotations
