@@ -69,6 +69,7 @@ CASES: dict[str, tuple[Any, Any, tuple[str, ...]]] = {
     "listing_last_modified": (speculators_config("Qwen/Qwen3-8B"), None, ("last_modified",)),
     "created_at": (speculators_config("Qwen/Qwen3-8B"), None, ("created_at",)),
     "config_summary_types": (speculators_config("/home/user/models/Qwen3-8B"), None, ("config_summary",)),
+    "repo_id_against_the_naming_rule": (speculators_config("Qwen/Qwen3-8B"), None, ()),
     "private_not_a_boolean": (speculators_config("/home/user/models/Qwen3-8B"), None, ("private",)),
     "file_blob_ids_missing": (speculators_config("/home/user/models/Qwen3-8B"), None, ("blob_ids",)),
     "safetensors_total_negative": (speculators_config("/home/user/models/Qwen3-8B"), None, ("safetensors",)),
@@ -87,6 +88,8 @@ def test_a_hostile_repo_fails_no_other_repo(store: Store, scenario: Scenario, hu
     assert not watcher.poll_once().errors
 
     hostile = f"{publisher}/Qwen3.5-27B-speculator.eagle3"  # named like the next release's drafter
+    if case == "repo_id_against_the_naming_rule":
+        hostile += "."  # the Hub refuses such names; an answer carrying one is hostile
     day = scenario.now + timedelta(days=1)
     card: dict[str, Any] = {"license": "apache-2.0", "library_name": "speculators"}
     if base_model is not None:
