@@ -333,8 +333,9 @@ class Watcher:
     def _read_untagged_drafters(self, org: str, report: OrgReport) -> None:
         """Drafters found by tag outside the watched orgs that no tag lists publicly any more (deleted, renamed,
         made private, untagged) are read once, as a watched org's vanished repos are; once a poll."""
-        if self._tag_vanished_done or self._tag_ids is None or any(v is None for v in self._tag_ids.values()):
-            return  # a tag listing failed: "not listed" would mean nothing this poll
+        if self._tag_vanished_done or self._tag_ids is None or any(
+                self._tag_ids.get(tag) is None for tag in self.drafter_queries):
+            return  # a tag listing failed (or was cut off): "not listed" would mean nothing this poll
         self._tag_vanished_done = True
         listed = {r.repo_id for ids in self._tag_ids.values() if ids for r in ids if not r.private}
         found_by_tag = [d.repo_id for d in self.store.drafters()
