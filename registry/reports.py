@@ -229,6 +229,8 @@ def upgrade_table(store: Store, today: date, inputs: _LagInputs | None = None) -
     drafters, exact = inputs.drafters, inputs.exact
     drafted: dict[tuple, list[tuple[str, names.RepoName]]] = defaultdict(list)
     for target in inputs.by_target:
+        if not names.is_repo_id(target):
+            continue  # recorded before local paths were refused as targets: no line to succeed
         parsed = names.parse_repo_id(target)
         # is_successor needs the same line, size and variant: only those can pair, so group by them.
         drafted[(parsed.family, parsed.size, parsed.active_size, parsed.variant)].append((target, parsed))

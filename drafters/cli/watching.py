@@ -17,7 +17,7 @@ from drafters.cli.common import Failed, JsonOption, UserError, app, open_store
 from registry.alerts import webhooks as alerts
 from registry.alerts.feed import write_feed
 from registry.alerts.secrets import SecretBox
-from registry.hub import HubClient
+from registry.hub import HubClient, HubError
 from registry.settings import get_settings
 from registry.store import NotFound, Store
 from registry.watch.poller import DRAFTER_QUERIES, PollReport, Watcher
@@ -285,12 +285,12 @@ def hub_webhooks_command(
     settings = get_settings()
     if not url.startswith("https://"):
         raise UserError("the Hub delivers webhooks to public https:// URLs only")
-    watched = [{"type": "org", "name": org} for org in settings.watched_orgs]
     render.console.print(render.plain(f"target URL: {url}"), markup=False, highlight=False)
-    render.console.print(render.plain("watched: " + ", ".join(f"org {org}" for org in settings.watched_orgs)),
-                         markup=False, highlight=False)
-    render.console.print(f"domains: repo   secret: the value of ${secret_env} (sent as X-Webhook-Secret)")
     if not create:
+        render.console.print(render.plain("watched: " + ", ".join(settings.watched_orgs)
+                                          + " (each as the org or user it is on the Hub)"),
+                             markup=False, highlight=False)
+        render.console.print(f"domains: repo   secret: the value of ${secret_env} (sent as X-Webhook-Secret)")
         return
     token = settings.token_value()
     secret = os.environ.get(secret_env)
@@ -298,6 +298,16 @@ def hub_webhooks_command(
         raise UserError("creating a webhook needs a Hub token (HF_TOKEN or DRAFTERS_HF_TOKEN)")
     if not secret:
         raise UserError(f"set {secret_env} to the webhook's secret first")
+    # A watched name is an org (Qwen) or a user (yuhuili); the Hub watches each under its own type.
+    client = HubClient(settings.hub_endpoint, token, settings.hub_cache_dir, timeout=settings.hub_timeout_s)
+    try:
+        kinds = {name: client.namespace_kind(name) for name in settings.watched_orgs}
+    except HubError as exc:
+        raise Failed(f"cannot tell whether a watched name is an org or a user: {exc}") from None
+    watched = [{"type": kinds[name], "name": name} for name in settings.watched_orgs]
+    render.console.print(render.plain("watched: " + ", ".join(f"{kinds[n]} {n}" for n in settings.watched_orgs)),
+                         markup=False, highlight=False)
+    render.console.print(f"domains: repo   secret: the value of ${secret_env} (sent as X-Webhook-Secret)")
     try:
         info = HfApi(endpoint=settings.hub_endpoint, token=token).create_webhook(
             url=url, watched=watched, domains=["repo"], secret=secret)

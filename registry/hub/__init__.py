@@ -57,6 +57,7 @@ from registry.hub.types import (  # noqa: F401
     HubUnreachable,
     InvalidToken,
     ListedRepo,
+    NotFound,
     RateLimited,
     RepoNotFound,
     RevisionNotFound,
@@ -191,12 +192,20 @@ class HubClient:
         """Every repo of the org with its head sha, in pages of 1000: one call for most orgs. Entries without a
         readable id are left out (logged); a bad sha or date reads as unknown."""
         params = [("author", org), ("limit", str(ID_PAGE)), *(("expand", key) for key in ID_EXPAND)]
+        return self._ids(params, f"listing repo ids of {org}")
+
+    def list_tagged_ids(self, tag: str) -> list[ListedRepo]:
+        """Every repo of anyone carrying `tag`, as `list_org_ids` lists an org's."""
+        params = [("filter", tag), ("limit", str(ID_PAGE)), *(("expand", key) for key in ID_EXPAND)]
+        return self._ids(params, f"listing repo ids tagged {tag}")
+
+    def _ids(self, params: list[tuple[str, str]], what: str) -> list[ListedRepo]:
         listed: list[ListedRepo] = []
-        for page in self._pages(params, f"listing repo ids of {org}"):
+        for page in self._pages(params, what):
             for entry in page:
                 repo_id = entry.get("id") if isinstance(entry, dict) else None
                 if not isinstance(repo_id, str) or repo_id.count("/") != 1:
-                    logger.warning("listing repo ids of %s: an entry without a valid id was skipped", org)
+                    logger.warning("%s: an entry without a valid id was skipped", what)
                     continue
                 sha = entry.get("sha")
                 listed.append(ListedRepo(
@@ -247,6 +256,18 @@ class HubClient:
                 next_url = response.links.get("next", {}).get("url")
             yield body
             url, query = next_url, None
+
+    def namespace_kind(self, name: str) -> Literal["org", "user"]:
+        """Whether `name` is an organization or a user on the Hub (a webhook watches each under its own type:
+        `yuhuili` is a user, `Qwen` an org). NotFound when it is neither."""
+        for kind, read in (("org", self._api.get_organization_overview), ("user", self._api.get_user_overview)):
+            try:
+                with self._calling(f"{kind} {name}"):
+                    read(name)
+            except (NotFound, RepoNotFound):
+                continue
+            return kind  # type: ignore[return-value]
+        raise NotFound(f"{name}: neither an organization nor a user on the Hub")
 
     def fits_download(self, file: HubFile) -> bool:
         """Whether the watcher may download this file: small and not LFS (no CDN), so one read stays cheap."""
@@ -338,6 +359,8 @@ class HubClient:
             status in RETRYABLE_STATUSES or status >= 500
         ):
             error = HubUnavailable(f"{what}: Hub answered HTTP {status}{suffix}")
+        elif isinstance(exc, hf_errors.HfHubHTTPError) and status == 404:
+            error = NotFound(f"{what}: not found (HTTP 404)")
         elif isinstance(exc, hf_errors.HfHubHTTPError):
             error = HubError(f"{what}: Hub answered HTTP {status}{suffix}")
         elif isinstance(exc, (httpx.TransportError, hf_errors.OfflineModeIsEnabled,

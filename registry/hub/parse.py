@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from registry.domain.names import is_repo_id
 from registry.hub.types import BadResponse, HubFile, HubModel, HubRevision
 
 SHA_PATTERN = re.compile(r"[0-9a-f]{40}")
@@ -117,7 +118,8 @@ def _gated(value: Any, what: str) -> bool:
 def hub_model(info: Any) -> HubModel:
     what = f"listing entry {getattr(info, 'id', '?')}"
     repo_id = _optional_str(info.id, what, "id")
-    if not repo_id or repo_id.count("/") != 1:
+    # The Hub's own naming rule, checked here: an id that breaks it would fail every later name comparison.
+    if not repo_id or not is_repo_id(repo_id):
         raise BadResponse(f"{what}: malformed repo id")
     tags = _tags(info.tags, what)
     base_models, relation = _base_models(tags, info.card_data)
@@ -153,7 +155,8 @@ def _hub_file(sibling: Any, what: str) -> HubFile:
 
 def hub_revision(info: Any, what: str) -> HubRevision:
     repo_id = _optional_str(info.id, what, "id")
-    if not repo_id or repo_id.count("/") != 1:
+    # The Hub's own naming rule, checked here: an id that breaks it would fail every later name comparison.
+    if not repo_id or not is_repo_id(repo_id):
         raise BadResponse(f"{what}: malformed repo id")
     tags = _tags(info.tags, what)
     base_models, relation = _base_models(tags, info.card_data)

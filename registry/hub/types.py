@@ -14,6 +14,10 @@ class RepoNotFound(HubError):
     pass
 
 
+class NotFound(HubError):
+    """A 404 for something that is not a repo (an organization or user overview)."""
+
+
 class GatedRepo(HubError):
     pass
 

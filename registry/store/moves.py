@@ -13,19 +13,23 @@ from registry.store.models import BenchmarkRun
 
 def move_repo(session: Session, model: type[Any], alias_model: type[Any], alias_key: str, run_column: str,
               old_repo_id: str, new_repo_id: str) -> tuple[Any, bool] | None:
-    """The row under the old id takes the new id (or, when the new id is recorded already, the old row goes and the
-    new one stays); `alias_model(alias=old, <alias_key>=row id)` remembers the old id; runs whose `run_column` names
-    the old id follow. Returns the row now under the new id and whether it is the old row renamed, or None when
+    """The row under the old id takes the new id (when the new id is recorded already, that duplicate goes: the
+    history stays with the old row); `alias_model(alias=old, <alias_key>=row id)` remembers the old id; runs whose
+    `run_column` names the old id follow. Returns the row now under the new id and whether it is the old row renamed, or None when
     neither id is recorded."""
     old = session.scalar(select(model).where(model.repo_id == old_repo_id))
     new = session.scalar(select(model).where(model.repo_id == new_repo_id))
-    renamed = new is None
-    if new is None:
-        if old is None:
-            return None
+    if new is None and old is None:
+        return None
+    renamed = old is not None and (new is None or old.id != new.id)
+    if old is not None and new is not None and old.id != new.id:
+        # Both recorded: the new id was read as a repo of its own before the move was seen. The old row holds the
+        # history (revisions, verdicts, aliases): it stays, under the new id, and the duplicate goes; the next
+        # read of the new id records its head as one more revision of the one record.
+        session.delete(new)
+        session.flush()
+    if renamed:
         old.repo_id, new = new_repo_id, old
-    elif old is not None and old.id != new.id:
-        session.delete(old)
     session.flush()
     if session.scalar(select(alias_model).where(alias_model.alias == old_repo_id)) is None:
         session.add(alias_model(alias=old_repo_id, **{alias_key: new.id}))

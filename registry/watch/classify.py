@@ -46,10 +46,11 @@ def looks_like_drafter(model: HubModel) -> bool:
 
 
 def is_official_release(model: HubModel) -> bool:
-    """An org's instruct release declares its own pretrained parent: `<org>/<name>-Base` (or `-base`)."""
-    org, name = model.repo_id.split("/", 1)
+    """A vendor's own post-trained release: a finetune of its own pretrained sibling (`Qwen/Qwen3-8B` of
+    `Qwen/Qwen3-8B-Base`, `meta-llama/Llama-3.1-8B-Instruct` of `meta-llama/Llama-3.1-8B`, `google/gemma-3-12b-it`
+    of `google/gemma-3-12b-pt`). Someone else's finetune, or a parent of another line, is not."""
     return model.base_model_relation == "finetune" and any(
-        base.lower() == f"{org}/{name}-base".lower() for base in model.base_models)
+        names.is_own_pretrained_parent(model.repo_id, base) for base in model.base_models)
 
 
 def kind(model: HubModel) -> str:
@@ -60,7 +61,6 @@ def kind(model: HubModel) -> str:
     guess = names.derivative_kind(model.repo_id.split("/", 1)[1])
     if guess is not None:
         return guess
-    # An official release tagged finetune of its own org's -Base model is still the family's base release.
     return "base"
 
 
@@ -134,7 +134,9 @@ def drafted_index(store: Store) -> DraftedIndex:
     drafters = store.drafters_with_targets()
     for drafter, targets in drafters:
         for target in targets:
-            drafted.setdefault(target, []).append(drafter.repo_id)
+            # A target recorded before local paths were refused is no repo: it succeeds and precedes nothing.
+            if names.is_repo_id(target):
+                drafted.setdefault(target, []).append(drafter.repo_id)
         stem = names.drafter_target_stem(drafter.repo_id)
         if stem is not None:
             stems.append((drafter.repo_id, names.name_key(stem), bool(drafter.targets)))
@@ -175,10 +177,12 @@ def declared_targets(store: Store, model: HubModel, config: dict | None) -> tupl
     targets: list[tuple[str, str]] = []
     if config is not None:
         facts = drafter_facts(config)
-        if facts.verifier_name:
+        # A local path (`/home/user/models/Qwen3-8B`, as real checkpoints carry) names no Hub repo: target unknown.
+        if names.is_repo_id(facts.verifier_name):
             targets.append((facts.verifier_name, "speculators_verifier"))
     for base in model.base_models:
-        targets.append((base, "card_base_model"))
+        if names.is_repo_id(base):
+            targets.append((base, "card_base_model"))
     if not targets:
         stem = names.drafter_target_stem(model.repo_id)
         if stem is not None:

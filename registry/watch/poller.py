@@ -7,20 +7,25 @@ Per org, a poll reads the org's cheap id listing first (ids, head shas, visibili
 and compares it with what the registry knows. Nothing changed: done. Otherwise the detailed listing is read
 newest change first down to the cursor, and repos that changed without a newer commit (a private release made
 public, a rename or transfer of an older repo) are read one by one. Recorded repos the listing no longer shows
-publicly are read once: a renamed one stays one checkpoint or drafter (its old id an alias), a deleted or
-private one is marked gone, its history kept and nothing announced. Private repos are never recorded or announced.
-Then one listing per drafter tag finds drafters of publishers nobody watches.
+publicly are read once, before the detailed listing: a renamed one stays one checkpoint or drafter (its old id an
+alias, its history kept, even when it was committed to after the move), a deleted or private one is marked gone,
+its history kept and nothing announced. Private repos are never recorded or announced.
+Then one id listing per drafter tag (and a detailed one when it shows something new) finds drafters of publishers
+nobody watches; only drafters are recorded from them. Drafters found that way that no tag lists any more are
+read once, like a watched org's vanished repos.
 
 A failure that belongs to one repo (a malformed entry, a bad response, an unexpected error) is logged in one line
 and counted; the org goes on without it, and after QUARANTINE_AFTER failures the repo is quarantined so the cursor
 moves past it, to be retried later. Failures of the Hub itself (unreachable, rate limited, a refused token) stop
 the org or the whole poll instead.
+
+It is over 400 lines: one poll's steps (org and tag id listings, vanished and unseen repos, the detailed listing in
+units, failures and quarantine) share the poll's state, and splitting them would pass that state around instead.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import logging
 import socket
 import threading
@@ -39,6 +44,7 @@ from registry.hub import (
     HubUnavailable,
     HubUnreachable,
     InvalidToken,
+    ListedRepo,
     RateLimited,
     Unreadable,
 )
@@ -51,8 +57,6 @@ from registry.watch.units import ModelUnits
 
 log = logging.getLogger(__name__)
 
-# A drafter query's first poll records this many of the newest tagged repos (each costs a few reads), not all.
-QUERY_BASELINE = 50
 # A repo that failed this many polls in a row is skipped (the cursor moves on) for QUARANTINE_S, doubling after.
 QUARANTINE_AFTER = 3
 QUARANTINE_S = 6 * 3600.0
@@ -101,6 +105,10 @@ class Watcher:
         # are not starved by a budget the first ones use up every time.
         self._resume_at: str | None = None
         self._failing: set[str] = set()  # repos of the org being polled with failures on record
+        # This poll's id listing of each drafter tag (None: it failed), read once at the first query unit, and
+        # whether the drafters they no longer list have been read.
+        self._tag_ids: dict[str, list[ListedRepo] | None] | None = None
+        self._tag_vanished_done = False
 
     # ---- the loop -----------------------------------------------------------------------------
 
@@ -111,6 +119,7 @@ class Watcher:
         self._deadline = started + self.deadline_s if self.deadline_s else None
         report = PollReport()
         self.units.new_poll()
+        self._tag_ids, self._tag_vanished_done = None, False
         earlier = self.store.events()  # this poll's events are the ones after the last of these
         first_event = earlier[-1].id if earlier else 0
         self.client.start_budget()
@@ -206,6 +215,27 @@ class Watcher:
                 if not unseen and not vanished:
                     completed = True
                     return report
+            elif query is not None:
+                tagged = self._tag_listing(query)
+                self._read_untagged_drafters(org, report)
+                if tagged is not None and not baseline:
+                    # The watched orgs' repos are their own listings' business.
+                    outside = [r for r in tagged if not r.private and r.repo_id.split("/", 1)[0] not in self.orgs]
+                    gone = {d.repo_id for d in self.store.drafters() if d.status == "gone"}
+                    # A recorded drafter public again under its tag: its lastModified may be older than the cursor.
+                    unseen = dict.fromkeys(r.repo_id for r in outside if r.repo_id in gone
+                                           and r.repo_id not in quarantined)
+                    new = [r for r in outside
+                           if cursor is None or r.last_modified is None or r.last_modified > cursor]
+                    if not new and not unseen:
+                        completed = True
+                        return report
+            # Vanished repos first: one renamed and then committed to must be renamed before the listing shows
+            # its new id, or it would be recorded (and announced) as a new repo and the old one lose its history.
+            for repo_id in vanished[:MAX_UNSEEN_READS]:
+                self._check_budget(before_unit=True)
+                self._record_vanished(org, repo_id, report=report)
+                self._units_this_poll += 1
 
             def unreadable(entry: Unreadable) -> None:
                 log.warning("%s: unreadable listing entry skipped: %s", org, entry.problem)
@@ -219,9 +249,9 @@ class Watcher:
                 listing = self.client.list_org_models(org, sort="last_modified", stop_at=stop_at,
                                                       on_unreadable=unreadable)
             else:
+                # The first poll reads the tag's whole back catalogue (recorded, not announced): a drafter left
+                # out then would never be listed again, its lastModified being older than the cursor.
                 listing = self.client.list_tagged_models(query, stop_at=stop_at, on_unreadable=unreadable)
-                if baseline:  # the Hub's whole back catalogue of a tag is not news: its newest few will do
-                    listing = itertools.islice(listing, QUERY_BASELINE)
             # Collect the changes first: a listing cut off half-way must not move the cursor past unseen models.
             changed = list(listing)
             report.listed = len(changed)
@@ -240,7 +270,8 @@ class Watcher:
                 # longer than the deadline would then never be recorded.
                 self._check_budget(before_unit=True)
                 try:
-                    done = self._record_unit(org, pending, baseline=baseline, report=report, ceiling=ceiling)
+                    done = self._record_unit(org, pending, baseline=baseline, report=report, ceiling=ceiling,
+                                             drafters_only=query is not None)
                 except RepoFailed as failed:
                     index = next(i for i, m in enumerate(pending) if m is failed.model)
                     if not self._count_failure(org, failed.model.repo_id, str(failed), report) and ceiling is None:
@@ -252,12 +283,7 @@ class Watcher:
                 self._units_this_poll += 1
             for repo_id in list(unseen)[:MAX_UNSEEN_READS]:
                 self._check_budget(before_unit=True)
-                self._record_unseen(org, repo_id, baseline=baseline, report=report)
-                self._units_this_poll += 1
-            # After the listing: a rename it recorded has already turned the old id into an alias.
-            for repo_id in vanished[:MAX_UNSEEN_READS]:
-                self._check_budget(before_unit=True)
-                self._record_vanished(org, repo_id, report=report)
+                self._record_unseen(org, repo_id, baseline=baseline, report=report, drafters_only=query is not None)
                 self._units_this_poll += 1
             completed = True
         except (HubError, PollCut) as exc:
@@ -289,8 +315,41 @@ class Watcher:
                     f"; quarantined until {record.retry_at:%Y-%m-%d %H:%M} UTC" if record.retry_at else "")
         return quarantined
 
-    def _record_unseen(self, org: str, repo_id: str, *, baseline: bool, report: OrgReport) -> None:
-        """A repo that changed without appearing in the detailed listing: read its head on its own."""
+    def _tag_listing(self, query: str) -> list[ListedRepo] | None:
+        """This poll's id listing of the tag `query` (all tags are listed at the first query unit of a poll, so that
+        the drafters none of them lists are known before any detailed listing); None when it failed."""
+        if self._tag_ids is None:
+            self._tag_ids = {}
+            for tag in self.drafter_queries:
+                try:
+                    self._tag_ids[tag] = self.client.list_tagged_ids(tag)
+                except SYSTEMIC:
+                    raise
+                except HubError as exc:
+                    log.warning("id listing of tag %s failed: %s", tag, exc)
+                    self._tag_ids[tag] = None
+        return self._tag_ids.get(query)
+
+    def _read_untagged_drafters(self, org: str, report: OrgReport) -> None:
+        """Drafters found by tag outside the watched orgs that no tag lists publicly any more (deleted, renamed,
+        made private, untagged) are read once, as a watched org's vanished repos are; once a poll."""
+        if self._tag_vanished_done or self._tag_ids is None or any(
+                self._tag_ids.get(tag) is None for tag in self.drafter_queries):
+            return  # a tag listing failed (or was cut off): "not listed" would mean nothing this poll
+        self._tag_vanished_done = True
+        listed = {r.repo_id for ids in self._tag_ids.values() if ids for r in ids if not r.private}
+        found_by_tag = [d.repo_id for d in self.store.drafters()
+                        if d.source == "hub" and d.status != "gone" and d.repo_id.split("/", 1)[0] not in self.orgs]
+        for repo_id in [r for r in found_by_tag if r not in listed][:MAX_UNSEEN_READS]:
+            self._check_budget(before_unit=True)
+            self._record_vanished(org, repo_id, report=report, drafters_only=True)
+            self._units_this_poll += 1
+
+    def _record_unseen(self, org: str, repo_id: str, *, baseline: bool, report: OrgReport,
+                       drafters_only: bool = False) -> None:
+        """A repo that changed without appearing in the detailed listing: read its head on its own. One never
+        recorded before was private until now (a staged release made public): it is released now, not at its
+        createdAt."""
         try:
             revision = self.client.revision(repo_id)
         except (hub.RepoNotFound, hub.GatedRepo):
@@ -305,7 +364,7 @@ class Watcher:
             return
         try:
             with self.store.unit():
-                self.units.process_listed(model, baseline=baseline)
+                self.units.process_listed(model, baseline=baseline, drafters_only=drafters_only, revealed=True)
         except (PollCut, *SYSTEMIC):
             self.units.forget()
             raise
@@ -315,7 +374,7 @@ class Watcher:
         self._succeeded(model.repo_id)
         report.processed += 1
 
-    def _record_vanished(self, org: str, repo_id: str, *, report: OrgReport) -> None:
+    def _record_vanished(self, org: str, repo_id: str, *, report: OrgReport, drafters_only: bool = False) -> None:
         """A recorded repo missing from the org's public id listing: its old id redirects when it was renamed or
         transferred (then it stays one checkpoint or drafter); otherwise it is marked gone, history kept."""
         if self.units.recorded_id(repo_id) != repo_id:
@@ -337,7 +396,7 @@ class Watcher:
                 model = revision.as_model()
                 if model.repo_id != repo_id:
                     self.units.rename(repo_id, model.repo_id)
-                self.units.process_listed(model, baseline=False)
+                self.units.process_listed(model, baseline=False, drafters_only=drafters_only)
         except (PollCut, *SYSTEMIC):
             self.units.forget()
             raise
@@ -350,7 +409,7 @@ class Watcher:
             self._failing.discard(repo_id)
 
     def _record_unit(self, org: str, pending: list[HubModel], *, baseline: bool, report: OrgReport,
-                     ceiling: datetime | None = None) -> int:
+                     ceiling: datetime | None = None, drafters_only: bool = False) -> int:
         """Record the next models of `pending` as one unit, cursor included; returns how many.
 
         Models that cost no Hub request (most of a big org's first poll: recorded from the listing alone) share a
@@ -367,7 +426,7 @@ class Watcher:
                 for model in pending[:UNIT_BATCH]:
                     current = model
                     requests_before = self.client.request_count
-                    self.units.process_listed(model, baseline=baseline)
+                    self.units.process_listed(model, baseline=baseline, drafters_only=drafters_only)
                     done += 1
                     if self.client.request_count != requests_before:
                         break
@@ -381,7 +440,8 @@ class Watcher:
                 self.units.forget()  # may hold what just rolled back
                 with self.store.unit():
                     for model in pending[:cheap]:
-                        self.units.process_model(model, baseline=baseline)  # reads nothing from the Hub, as before
+                        # reads nothing from the Hub, as before
+                        self.units.process_model(model, baseline=baseline, drafters_only=drafters_only)
                     self.store.advance_cursor(org, capped(pending[cheap - 1].last_modified, ceiling))
                 report.processed += cheap
                 self._units_this_poll += 1

@@ -116,10 +116,13 @@ def repo_from_payload(payload: object) -> str | None:
         refs = payload.get("updatedRefs")
         if not isinstance(refs, list) or not any(isinstance(r, dict) and r.get("ref") == MAIN_REF for r in refs):
             return None  # a PR ref, a tag, another branch: main, which the registry records, did not move
-    # Private repos are never recorded; `updatedConfig.private` says what a config change just did.
+    # Private repos are never recorded; `updatedConfig.private` says what a config change just did. A repo just
+    # made private is read once (the read finds it no longer public and marks a recorded one gone), not left to
+    # the next poll; other events of private repos change nothing.
     config = payload.get("updatedConfig")
     private = config.get("private") if isinstance(config, dict) and "private" in config else repo.get("private")
-    if private is not False:
+    made_private = isinstance(config, dict) and config.get("private") is True
+    if private is not False and not made_private:
         return None
     if action == "move":
         moved = payload.get("movedTo")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from datetime import date
 
 from registry import hub
 from registry.domain import configs, hub_presence, names
@@ -49,25 +50,37 @@ class ModelUnits:
 
     # ---- one listed model ---------------------------------------------------------------------
 
-    def process_listed(self, model: HubModel, *, baseline: bool) -> None:
+    def process_listed(self, model: HubModel, *, baseline: bool, drafters_only: bool = False,
+                       revealed: bool = False) -> None:
         """Process a listed model; a listing sha the Hub no longer has (it lags a force-push) is re-read from
-        refs and tried once more, never stored as a missing revision."""
+        refs and tried once more, never stored as a missing revision. See process_model for the flags."""
         try:
-            self.process_model(model, baseline=baseline)
+            self.process_model(model, baseline=baseline, drafters_only=drafters_only, revealed=revealed)
         except hub.RevisionNotFound:
             head = self.client.head_sha(model.repo_id)
             if head == model.sha:
                 raise
             log.info("%s: listed sha %s is gone; main is now %s", model.repo_id, model.sha[:12], head[:12])
-            self.process_model(replace(model, sha=head), baseline=baseline)
+            self.process_model(replace(model, sha=head), baseline=baseline, drafters_only=drafters_only,
+                               revealed=revealed)
 
-    def process_model(self, model: HubModel, *, baseline: bool) -> None:
+    def process_model(self, model: HubModel, *, baseline: bool, drafters_only: bool = False,
+                      revealed: bool = False) -> None:
+        """`drafters_only`: listed by a drafter tag, outside the watched orgs, so a model that is no drafter is
+        none of the registry's business (the `speculative-decoding` tag carries targets too). `revealed`: public
+        now, but its last commit is older than what the last poll saw, so it was private until now (a staged
+        release): a new one is released today, not at its createdAt."""
         if model.repo_id in self._drafted().drafter_ids or classify.looks_like_drafter(model):
-            self._process_drafter(model, baseline=baseline)
-        else:
-            self._process_checkpoint(model, baseline=baseline)
+            self._process_drafter(model, baseline=baseline, drafters_only=drafters_only, revealed=revealed)
+        elif not drafters_only:
+            self._process_checkpoint(model, baseline=baseline, revealed=revealed)
 
-    def _process_checkpoint(self, model: HubModel, *, baseline: bool) -> None:
+    def _released_now(self, model: HubModel) -> tuple[date, str]:
+        """The release day of a staged release seen public for the first time, and why."""
+        created = f"created privately on {model.created_at:%Y-%m-%d}; " if model.created_at else ""
+        return utcnow().date(), f"{created}public on the Hub by this day (first seen public by the watcher)"
+
+    def _process_checkpoint(self, model: HubModel, *, baseline: bool, revealed: bool = False) -> None:
         """Read what the store knows, read the Hub, then hand the store one unit of work (rows, status, verdicts,
         events): one read and one write in the common case."""
         store = self.store
@@ -86,10 +99,14 @@ class ModelUnits:
         # rename check then asks the database).
         self._head_shas.get(model.repo_id.split("/", 1)[0], set()).add(model.sha)
         announce = not baseline and known is None
+        checkpoint_spec = classify.checkpoint_spec(model)
+        if revealed and known is None and not baseline:
+            day, note = self._released_now(model)
+            checkpoint_spec = replace(checkpoint_spec, released=day, released_precision="day", released_note=note)
         if (known is None or unread) and not classify.interesting(self._drafted(), model):
             # Outside every drafted line: remember it exists, read its config only when it becomes relevant.
             store.apply_checkpoint_unit(CheckpointUnit(
-                spec=classify.checkpoint_spec(model),
+                spec=checkpoint_spec,
                 revision=RevisionSpec(sha=model.sha, last_modified=model.last_modified),
                 new=known is None,
                 read=False,
@@ -102,14 +119,15 @@ class ModelUnits:
         unit_events = []
         if announce:
             unit_events.append(events.new_checkpoint(model))
-            # A pretrained `-Base` parent is not what drafters are trained for: its instruct release is the upgrade.
-            pretrained = names.parse_repo_id(model.repo_id).variant == "base"
+            # A pretrained `-Base`/`-pt` parent is not what drafters are trained for: its instruct release is the
+            # upgrade; a bare name pairs only with bare names (names.is_newer_generation), like with like.
+            pretrained = names.release_role(names.parse_repo_id(model.repo_id)) == "pretrained"
             official = classify.kind(model) == "base" and not pretrained
             predecessors = classify.predecessors(self._drafted(), model.repo_id) if official else []
             if predecessors:
                 unit_events.append(events.base_upgrade(model, predecessors))
         applied = store.apply_checkpoint_unit(CheckpointUnit(
-            spec=classify.checkpoint_spec(model),
+            spec=checkpoint_spec,
             revision=spec,
             new=known is None,
             read=True,
@@ -159,7 +177,8 @@ class ModelUnits:
             reads.append(TargetRead(repo_id=head.repo_id, revision=spec, status=_status(spec)))
         return tuple(reads)
 
-    def _process_drafter(self, model: HubModel, *, baseline: bool) -> None:
+    def _process_drafter(self, model: HubModel, *, baseline: bool, drafters_only: bool = False,
+                         revealed: bool = False) -> None:
         store = self.store
         state = store.drafter_state(model.repo_id)
         if state is None:
@@ -195,19 +214,24 @@ class ModelUnits:
         method = (detect_method(config) if config is not None else None) or (known.method if known else None)
         if method is None:
             if spec.config_problem is None and known is None:
-                # Tagged or named like a drafter but its config says an ordinary model: a checkpoint after all.
-                self._process_checkpoint(model, baseline=baseline)
+                # Tagged or named like a drafter but its config says an ordinary model: a checkpoint after all
+                # (recorded only when its org is watched).
+                if not drafters_only:
+                    self._process_checkpoint(model, baseline=baseline, revealed=revealed)
                 return
             method = "dflash" if "dflash" in model.repo_id.lower() else "draft-lm"
         first_hub_revision = known is None or unread
+        released_on = model.created_at.date() if known is None and model.created_at else None
+        if revealed and known is None and not baseline:
+            released_on = self._released_now(model)[0]
         drafter_spec = DrafterSpec(
             repo_id=model.repo_id,
             method=method,
             publisher=model.repo_id.split("/", 1)[0],
             source="hub" if known is None else known.source,
             targets=classify.declared_targets(store, model, config),
-            released=model.created_at.date() if known is None and model.created_at else None,
-            released_precision="day" if known is None and model.created_at else None,
+            released=released_on,
+            released_precision="day" if released_on is not None else None,
             gated=bool(model.gated),
         )
         # The drafter's targets once upserted: those it declares already, then the new ones.
@@ -235,7 +259,7 @@ class ModelUnits:
                 if checkpoint is not None:
                     hub_day = checkpoint.created_at_hub.date() if checkpoint.created_at_hub else None
                     released = checkpoint.released or hub_day
-                drafter_day = model.created_at.date() if model.created_at else utcnow().date()
+                drafter_day = released_on or (model.created_at.date() if model.created_at else utcnow().date())
                 later.append(events.lag_closed(checkpoint_repo_id, model.repo_id, drafter_day, released))
         # Also on a first Hub read: the weights may differ from those of the sha the catalog named.
         previous = applied.previous

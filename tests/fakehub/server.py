@@ -10,6 +10,8 @@ See /work/shared/reference/hub-protocol.md §5. Routes:
   HEAD/GET /api/resolve-cache/models/{org}/{name}/{commit}/{path}   where a branch resolve of a small file goes
   GET  /cdn/{sha256}                                 where an LFS download goes (another host: `localhost`)
   POST /api/settings/webhooks                        create_webhook: a token is required; JSON body checked
+  GET  /api/organizations/{name}/overview            get_organization_overview (404 for users and unknowns)
+  GET  /api/users/{name}/overview                    get_user_overview (404 for organizations and unknowns)
 Renamed repos answer 307 with a relative Location; every response carries X-Request-Id and the API bucket's
 `RateLimit` header; a spent bucket answers 429 to every /api/ call until its window resets. A revoked token gets
 401 everywhere; private repos exist only for their org members' tokens (listings included). The `author` filter
@@ -199,6 +201,9 @@ class HubApp:
             repo = self._visible_repo(f"{unquote(segments[3])}/{unquote(segments[4])}", token)
             return self._resolve(repo, unquote(segments[5]), unquote("/".join(segments[6:])), method, headers,
                                  cached=True)
+        if len(segments) == 4 and segments[0] == "api" and segments[1] in ("organizations", "users") \
+                and segments[3] == "overview":
+            return self._overview(segments[1], unquote(segments[2]))
         if segments[0] == "cdn" and len(segments) == 2:
             return self._cdn(unquote(segments[1]), method, headers)
         if segments[:2] == ["api", "models"]:
@@ -229,6 +234,21 @@ class HubApp:
             repo = self._repo_or_redirect(repo_id, lambda new_id: f"/{new_id}/{tail}", query, token)
             return self._resolve(repo, unquote(segments[3]), unquote("/".join(segments[4:])), method, headers)
         raise HubError(404, None, "Not found")
+
+    def _overview(self, collection: str, name: str) -> Reply:
+        """`get_organization_overview` / `get_user_overview`: each answers only for its own kind of namespace."""
+        kind = self.state.namespace_kind(name)
+        wanted = "org" if collection == "organizations" else "user"
+        if kind != wanted:
+            raise HubError(404, None, "Organization not found" if wanted == "org" else "User not found")
+        models = sum(1 for repo in self.state.repos() if repo.author == name and not repo.private)
+        common = {"_id": hashlib.md5(name.encode()).hexdigest()[:24], "avatarUrl": f"/avatars/{name}.svg",
+                  "fullname": name, "type": wanted, "isFollowing": False, "numModels": models, "numDatasets": 0,
+                  "numSpaces": 0, "numFollowers": 0}
+        if wanted == "org":
+            return json_reply({**common, "name": name, "isVerified": False, "numUsers": 1, "numPapers": 0})
+        return json_reply({**common, "user": name, "isPro": False, "numLikes": 0, "numUpvotes": 0,
+                           "createdAt": "2023-03-01T12:00:00.000Z"})
 
     def _visible_repo(self, repo_id: str, token: str | None) -> FakeRepo:
         repo = self.state.repo(repo_id)
@@ -366,8 +386,8 @@ class HubApp:
             "author": lambda: repo.author,
             "sha": lambda: self.state.listing_sha(repo) if listing else commit.sha,
             "lastModified": lambda: "yesterday" if listing and "last_modified" in malformed else iso(commit.date),
-            "createdAt": lambda: iso(repo.created_at),
-            "private": lambda: repo.private,
+            "createdAt": lambda: "last spring" if "created_at" in malformed else iso(repo.created_at),
+            "private": lambda: "nope" if "private" in malformed else repo.private,
             "gated": lambda: repo.gated,
             "disabled": lambda: False,
             "downloads": lambda: 0,
@@ -376,12 +396,14 @@ class HubApp:
             "trendingScore": lambda: 0,
             "library_name": lambda: repo.library_name,
             "pipeline_tag": lambda: repo.pipeline_tag,
-            "tags": lambda: repo.hub_tags_at(commit),
+            "tags": lambda: [*repo.hub_tags_at(commit), 42] if "tags" in malformed else repo.hub_tags_at(commit),
             "cardData": lambda: FakeRepo.card_data_at(commit) or None,
-            "config": lambda: _config_summary(commit),
+            "config": lambda: ({"architectures": {"x": 1}, "model_type": ["qwen3"]} if "config_summary" in malformed
+                               else _config_summary(commit)),
             "siblings": lambda: [_sibling(blob, blobs and "blob_ids" not in malformed) for blob in commit.blobs()],
             "spaces": lambda: [],
-            "safetensors": lambda: _safetensors_summary(repo, commit),
+            "safetensors": lambda: ({"parameters": {"BF16": -5}, "total": -5} if "safetensors" in malformed
+                                    else _safetensors_summary(repo, commit)),
             "usedStorage": lambda: sum(blob.size for blob in commit.blobs()),
             "baseModels": lambda: _base_models(repo, commit),
             "childrenModelCount": lambda: self.state.children_count(repo.repo_id),

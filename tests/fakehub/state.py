@@ -23,6 +23,9 @@ GatedMode = Literal[False, "auto", "manual"]
 FaultKind = Literal["429", "500", "503", "timeout", "slow", "truncated", "reset"]
 FAULT_KINDS: tuple[str, ...] = ("429", "500", "503", "timeout", "slow", "truncated", "reset")
 TruncationMode = Literal["full_length", "short"]
+# What `HubState.malform` can get wrong about a repo.
+MALFORMATIONS = frozenset({"blob_ids", "last_modified", "created_at", "tags", "config_summary", "safetensors",
+                           "private"})
 
 # Files the Hub stores through LFS/Xet: weights and anything large.
 LFS_SUFFIXES: tuple[str, ...] = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".onnx", ".msgpack", ".h5")
@@ -258,6 +261,8 @@ class HubState:
         self._faults: list[Fault] = []
         self._version = 0
         self._members: dict[str, set[str]] = {}
+        # Namespaces that are users (yuhuili); every other author is an organization.
+        self._users: set[str] = set()
         self._revoked: set[str] = set()
         # Webhooks created through POST /api/settings/webhooks, with the token that created each.
         self._webhooks: list[tuple[str, dict[str, Any]]] = []
@@ -301,6 +306,15 @@ class HubState:
     def is_member(self, org: str, token: str | None) -> bool:
         with self._lock:
             return token is not None and token in self._members.get(org, set())
+
+    def namespace_kind(self, name: str) -> str | None:
+        """"user", "org", or None for a name no repo, member list or user account has."""
+        with self._lock:
+            if name in self._users:
+                return "user"
+            if name in self._members or any(repo.author == name for repo in self._repos.values()):
+                return "org"
+            return None
 
     def is_revoked(self, token: str | None) -> bool:
         with self._lock:
@@ -425,6 +439,12 @@ class HubState:
             self._members.setdefault(org, set()).add(token)
             self._version += 1
 
+    def add_user(self, name: str) -> None:
+        """`name` is a user account, not an organization (its repos are listed by `author` all the same)."""
+        with self._lock:
+            self._users.add(name)
+            self._version += 1
+
     def revoke_token(self, token: str) -> None:
         """Every request with this token then gets 401 (invalid credentials), whatever it asks for."""
         with self._lock:
@@ -451,8 +471,11 @@ class HubState:
 
     def malform(self, repo_id: str, *what: str) -> None:
         """Serve this repo badly: "blob_ids" (file metadata without blob ids), "last_modified" (a listing date
-        that is not a date). `heal` undoes it."""
-        unknown = set(what) - {"blob_ids", "last_modified"}
+        that is not a date), "created_at" (a creation date that is not one, everywhere), "tags" (a number among
+        the tags), "config_summary" (`config` with architectures and model_type of the wrong types),
+        "safetensors" (a negative parameter total), "private" (a visibility that is not a boolean). `heal`
+        undoes it."""
+        unknown = set(what) - MALFORMATIONS
         if unknown:
             raise ValueError(f"unknown malformation {sorted(unknown)}")
         with self._lock:

@@ -344,3 +344,32 @@ def test_is_newer_generation_ignores_size_but_not_line() -> None:
     assert not is_newer_generation(parse_repo_id("Qwen/Qwen3.5-27B"), parse_repo_id("Qwen/Qwen3-8B"))
     assert not is_newer_generation(parse_repo_id("Qwen/Qwen3-8B"), parse_repo_id("Qwen/Qwen3-8B"))
     assert not is_newer_generation(parse_repo_id("Qwen/Qwen3-8B"), parse_repo_id("Qwen/Qwen3.5-Coder-8B"))
+
+
+@pytest.mark.parametrize(("old", "new", "pairs"), [
+    ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.4-8B", False),  # the pretrained sibling
+    ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.4-8B-Instruct", True),
+    ("google/gemma-3-12b-it", "google/gemma-4-12b-pt", False),
+    ("google/gemma-3-12b-it", "google/gemma-4-E2B-it", True),
+    ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen3-8B-Base", False),
+    ("Qwen/Qwen3-8B", "Qwen/Qwen3.5-27B", True),
+])
+def test_newer_generations_pair_like_with_like(old: str, new: str, pairs: bool) -> None:
+    from registry.domain.names import is_newer_generation
+    assert is_newer_generation(parse_repo_id(old), parse_repo_id(new)) is pairs
+
+
+@pytest.mark.parametrize(("release", "parent", "own"), [
+    ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B", True),
+    ("meta-llama/Meta-Llama-3.1-8B-Instruct", "meta-llama/Meta-Llama-3.1-8B", True),
+    ("google/gemma-3-12b-it", "google/gemma-3-12b-pt", True),
+    ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-7B", True),
+    ("Qwen/Qwen3-8B", "Qwen/Qwen3-8B-Base", True),
+    ("acme-labs/Qwen3-8B-Support-FT", "Qwen/Qwen3-8B", False),  # someone else's finetune
+    ("meta-llama/Llama-Guard-3-8B", "meta-llama/Llama-3.1-8B", False),  # another line
+    ("Qwen/Qwen2.5-7B", "Qwen/Qwen2.5-7B-Instruct", False),  # instruct is no pretrained parent
+    ("Qwen/Qwen3-8B", "/home/user/models/Qwen3-8B-Base", False),  # a local path is no repo
+])
+def test_a_vendors_own_pretrained_parent(release: str, parent: str, own: bool) -> None:
+    from registry.domain.names import is_own_pretrained_parent
+    assert is_own_pretrained_parent(release, parent) is own

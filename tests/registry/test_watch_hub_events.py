@@ -366,11 +366,12 @@ def test_a_move_webhook_keeps_one_drafter_even_across_orgs(
 
 # ---- drafters hub-webhooks --create --------------------------------------------------------------------------
 
-def run_hub_webhooks(hub: FakeHub, tmp_path: Path, token: str | None) -> subprocess.CompletedProcess[str]:
+def run_hub_webhooks(hub: FakeHub, tmp_path: Path, token: str | None,
+                     watched: tuple[str, ...] = ("Qwen", "z-lab", "yuhuili")) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if key not in ("HF_TOKEN", "DRAFTERS_HF_TOKEN")}
     env.update({"DRAFTERS_HOME": str(tmp_path / "home"), "DRAFTERS_HUB_ENDPOINT": hub.url,
                 "DRAFTERS_SEND_TOKEN_TO_ENDPOINT": "1", "DRAFTERS_HUB_WEBHOOK_SECRET": SECRET,
-                "DRAFTERS_WATCHED_ORGS": json.dumps(["Qwen", "z-lab"]), "HF_HOME": str(tmp_path / "hf-home")})
+                "DRAFTERS_WATCHED_ORGS": json.dumps(list(watched)), "HF_HOME": str(tmp_path / "hf-home")})
     if token is not None:
         env["HF_TOKEN"] = token
     return subprocess.run(
@@ -381,12 +382,15 @@ def run_hub_webhooks(hub: FakeHub, tmp_path: Path, token: str | None) -> subproc
 def test_hub_webhooks_create_makes_the_org_webhook_on_the_hub(scenario: Scenario, hub: FakeHub,
                                                               tmp_path: Path) -> None:
     token = "hf_writerTOKEN0123456789abcdef"
+    scenario.state.add_user("yuhuili")  # EAGLE's authors publish under a user account (WebhookWatchedItem "user")
     done = run_hub_webhooks(hub, tmp_path, token)
     assert done.returncode == 0, done.stderr
     [(creator, created)] = scenario.state.webhooks()
     assert creator == token
     assert created["url"] == "https://hooks.example.org/drafters" and created["domains"] == ["repo"]
-    assert created["watched"] == [{"type": "org", "name": "Qwen"}, {"type": "org", "name": "z-lab"}]
+    assert created["watched"] == [{"type": "org", "name": "Qwen"}, {"type": "org", "name": "z-lab"},
+                                  {"type": "user", "name": "yuhuili"}]
+    assert "watched: org Qwen, org z-lab, user yuhuili" in done.stdout
     assert created["secret"] == SECRET  # the Hub got it ...
     assert f"created webhook {created['id']}" in done.stdout
     assert SECRET not in done.stdout + done.stderr and token not in done.stdout + done.stderr  # ... nobody else
@@ -407,4 +411,29 @@ def test_hub_webhooks_create_without_a_valid_token_fails_in_one_line(
     assert SECRET not in done.stdout + done.stderr
     assert token is None or token not in done.stdout + done.stderr
     assert scenario.state.webhooks() == []
-    assert len([r for r in hub.requests if r.method == "POST"]) == (0 if token is None else 1)
+    # A revoked token is refused at its first call (what a watched name is), before anything is created.
+    assert len([r for r in hub.requests if r.method == "POST"]) == 0
+    assert len(hub.requests) == (0 if token is None else 1)
+
+
+def test_hub_webhooks_create_refuses_a_watched_name_the_hub_does_not_know(scenario: Scenario, hub: FakeHub,
+                                                                          tmp_path: Path) -> None:
+    done = run_hub_webhooks(hub, tmp_path, "hf_writerTOKEN0123456789abcdef", watched=("Qwen", "no-such-lab"))
+    assert done.returncode != 0 and "no-such-lab: neither an organization nor a user" in done.stderr
+    assert scenario.state.webhooks() == []
+
+
+def test_a_webhook_making_a_repo_private_marks_it_gone_at_once(
+    store: Store, scenario: Scenario, hub: FakeHub, endpoint: tuple[PushServer, Watcher]
+) -> None:
+    server, watcher = endpoint
+    watcher.poll_once()
+    scenario.state.set_private(DRAFTER, True)
+    # As the Hub sends it (scope repo.config): the repo is private now, and `updatedConfig` says it just became so.
+    made_private = {**webhook(DRAFTER, scope="repo.config", private=True), "updatedConfig": {"private": True}}
+    assert deliver(server, made_private) == [202]
+    assert store.get_drafter(DRAFTER).status == "gone"  # no poll in between
+    assert [(e.type, e.subject) for e in store.events()] == [("drafter_gone", DRAFTER)]
+    # A push to a private repo (never recorded, or gone already) still changes nothing.
+    assert deliver(server, webhook("z-lab/Unpublished-DFlash", private=True, head="e" * 40)) == [202]
+    assert store.get_drafter("z-lab/Unpublished-DFlash") is None and len(store.events()) == 1
