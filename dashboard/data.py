@@ -16,13 +16,13 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from dashboard import queries
 from registry.domain import compat, configs
 from registry.domain.drafter_facts import detect_method
 from registry.local import LocalRepoError, read_local_repo
+from registry.redact import mask_url
 from registry.settings import get_settings
 from registry.store.db import DatabaseError
 
@@ -35,8 +35,8 @@ def database_url() -> str:
 
 
 def shown_url(url: str) -> str:
-    """The URL with any password masked, for the page footer."""
-    return make_url(url).render_as_string(hide_password=True)
+    """The URL with every credential masked, for the page footer."""
+    return mask_url(url)
 
 
 def feed_path() -> Path:

@@ -139,10 +139,10 @@ class Service:
             # Said once per change, not once per poll: an offline machine hears it one time.
             if reachable != self.hub_reachable:
                 if reachable:
-                    self.say(f"watching {len(self.settings.watched_orgs)} orgs on {self.settings.hub_endpoint} "
+                    self.say(f"watching {len(self.settings.watched_orgs)} orgs on {self.settings.shown_hub_endpoint} "
                              f"and drafters tagged {', '.join(DRAFTER_QUERIES)} from anyone")
                 else:
-                    self.say(f"the Hub at {self.settings.hub_endpoint} cannot be reached ({report.unreachable}); "
+                    self.say(f"the Hub at {self.settings.shown_hub_endpoint} cannot be reached ({report.unreachable}); "
                              "going on with what the registry has")
                 self.hub_reachable = reachable
             for event in report.events:

@@ -73,7 +73,7 @@ def watch(
             raise Failed(report.config_error)
         if report.errors and all(o.error for o in report.orgs):
             raise Failed(f"no watched org could be read ({len(report.orgs)} unreachable): the Hub at "
-                         f"{get_settings().hub_endpoint} did not answer")
+                         f"{get_settings().shown_hub_endpoint} did not answer")
         return
     stop = threading.Event()
     try:
@@ -157,7 +157,7 @@ def subscribe_command(
     except ValueError as exc:
         raise UserError(str(exc)) from None
     render.console.print(
-        f"subscription {record.uid} -> {render.plain(alerts.mask_url(record.url))} "
+        f"subscription {record.uid} -> {render.plain(alerts.mask_webhook_url(record.url))} "
         f"({', '.join(record.event_types) or 'all events'})"
         + (" signed" if record.has_secret else " unsigned")
         + (f"; its secret is in {render.plain(secret_out)}" if secret_out is not None and record.has_secret else "")
@@ -181,7 +181,7 @@ def _write_private(path: Path, text: str) -> None:
 @app.command("subscriptions")
 def subscriptions_command(as_json: JsonOption = False) -> None:
     """Webhook subscriptions (URLs masked: a webhook URL can be a credential)."""
-    records = [dataclasses.replace(r, url=alerts.mask_url(r.url)) for r in alerts.subscriptions(open_store())]
+    records = [dataclasses.replace(r, url=alerts.mask_webhook_url(r.url)) for r in alerts.subscriptions(open_store())]
     if as_json:
         render.print_json(records)
         return

@@ -16,6 +16,8 @@ import time
 
 import httpx
 
+from registry.redact import mask_url
+
 
 def new_secret() -> str:
     """A Standard Webhooks secret: `whsec_` + base64 of 32 random bytes, what every receiver library reads as is."""
@@ -50,32 +52,10 @@ def check_secret(secret: str) -> str:
     return secret
 
 
-# Leading path segments made only of letters (`/services`, `/api/webhooks`) are shown; from the first other one
-# (an id, a token) on, and always the last of several, they are masked: Slack, Discord and Teams put the
-# credential in the path.
-_PLAIN_SEGMENT = re.compile(r"[A-Za-z_-]{1,24}")
-
-
-def mask_url(url: str) -> str:
-    """A webhook URL for output: user:password@, token-like path segments, the query and fragment masked."""
-    try:
-        parsed = httpx.URL(url)
-    except (httpx.InvalidURL, ValueError, TypeError):
-        return "(invalid URL)"
-    netloc = parsed.host if ":" not in parsed.host else f"[{parsed.host}]"
-    if parsed.port is not None:
-        netloc += f":{parsed.port}"
-    if parsed.userinfo:
-        netloc = "***@" + netloc
-    segments = [seg for seg in parsed.path.split("/") if seg]
-    shown: list[str] = []
-    keeping = True
-    for index, segment in enumerate(segments):
-        last_of_several = index == len(segments) - 1 and len(segments) > 1
-        keeping = keeping and bool(_PLAIN_SEGMENT.fullmatch(segment)) and not last_of_several
-        shown.append(segment if keeping else "***")
-    path = "/" + "/".join(shown) if shown else "/"
-    return f"{parsed.scheme}://{netloc}{path}" + ("?***" if parsed.query else "")
+def mask_webhook_url(url: str) -> str:
+    """A webhook URL for output: registry.redact.mask_url with the path and query treated as credentials
+    (Slack, Discord and Teams put the token in the path)."""
+    return mask_url(url, path_is_secret=True)
 
 
 def _signing_key(secret: str) -> bytes:

@@ -19,11 +19,11 @@ from typing import Any
 import httpx
 
 from registry.alerts.secrets import SecretBox
-# Re-exported (noqa F401): the CLI and receivers use new_secret, check_*, mask_url and verify from this module.
+# Re-exported (noqa F401): the CLI and receivers use new_secret, check_*, mask_webhook_url and verify from this module.
 from registry.alerts.signing import (  # noqa: F401
     check_secret,
     check_url,
-    mask_url,
+    mask_webhook_url,
     new_secret,
     sign,
     slack_text,
@@ -120,9 +120,9 @@ def _post(client: httpx.Client, secrets: SecretBox, subscription: SubscriptionRe
         response = client.post(url, content=body, headers=headers)
     except httpx.HTTPError as exc:
         # httpx's messages can carry the URL, which may be a credential.
-        return None, f"{exc.__class__.__name__}: {str(exc).replace(url, mask_url(url))}"
+        return None, f"{exc.__class__.__name__}: {str(exc).replace(url, mask_webhook_url(url))}"
     except Exception as exc:  # noqa: BLE001 - a bad URL or secret must not stop the other deliveries
-        log.warning("delivery %s to %s failed: %s", delivery_id, mask_url(url), exc.__class__.__name__)
+        log.warning("delivery %s to %s failed: %s", delivery_id, mask_webhook_url(url), exc.__class__.__name__)
         return None, exc.__class__.__name__
     if not 200 <= response.status_code < 300:
         return response.status_code, f"HTTP {response.status_code}"

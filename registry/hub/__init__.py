@@ -44,6 +44,7 @@ from registry.hub.parse import SHA_PATTERN, checked_datetime, checked_sha, hub_m
 # Re-exported (noqa F401): callers import the client's dataclasses, errors and digests from registry.hub.
 from registry.hub.parse import is_weight_file, weight_digest  # noqa: F401
 from registry.hub.transport import ACTIVE_CLIENT, GuardedStream, install_http_client_factory, wait_from_headers
+from registry.redact import mask_url
 from registry.hub.types import (  # noqa: F401
     BadResponse,
     BudgetExhausted,
@@ -106,7 +107,7 @@ class HubClient:
         max_connect_retries: int = 2,
     ) -> None:
         if not endpoint.startswith(("http://", "https://")):
-            raise ValueError(f"Hub endpoint must be an http(s) URL, got {endpoint!r}")
+            raise ValueError(f"Hub endpoint must be an http(s) URL, got {mask_url(endpoint)!r}")
         if timeout <= 0 or min(max_retries, max_connect_retries, backoff_base, backoff_cap, max_rate_limit_wait) < 0:
             raise ValueError("timeout must be positive; retries, backoff and waits must not be negative")
         if max_requests is not None and max_requests < 0:
@@ -135,7 +136,7 @@ class HubClient:
         install_http_client_factory()
 
     def __repr__(self) -> str:
-        return f"HubClient(endpoint={self.endpoint!r}, authenticated={self._token is not None})"
+        return f"HubClient(endpoint={mask_url(self.endpoint)!r}, authenticated={self._token is not None})"
 
     @property
     def request_count(self) -> int:
@@ -314,6 +315,11 @@ class HubClient:
         message = _one_line(str(error))
         if self._token:
             message = message.replace(self._token, "***")
+        # A mirror's `user:password@` may come back in a library's message with the URL it asked for.
+        password = httpx.URL(self.endpoint).password
+        message = message.replace(self.endpoint, mask_url(self.endpoint))
+        if password:
+            message = message.replace(password, "***")
         error.args = (message,)
         return error
 

@@ -17,6 +17,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from registry.redact import mask_url
+
 
 class DatabaseError(RuntimeError):
     """A database that cannot be opened or upgraded; the message is one line for the user."""
@@ -63,7 +65,7 @@ def make_engine(url: str) -> Engine:
         else:
             engine = create_engine(parsed, pool_pre_ping=True)
     except (NoSuchModuleError, ArgumentError, ImportError) as exc:
-        raise DatabaseError(f"unsupported database URL {parsed.render_as_string()}: {_one_line(exc)}") from None
+        raise DatabaseError(f"unsupported database URL {mask_url(url)}: {_one_line(exc)}") from None
     return engine
 
 
@@ -106,7 +108,7 @@ def open_database(url: str) -> Engine:
         with engine.connect():
             pass
     except OperationalError as exc:
-        raise DatabaseError(f"cannot connect to {make_url(url).render_as_string()}: {_one_line(exc.orig)}") from None
+        raise DatabaseError(f"cannot connect to {mask_url(url)}: {_one_line(exc.orig)}") from None
     if current_revision(engine) != head_revision():
         upgrade(engine)
     return engine

@@ -116,10 +116,10 @@ def test_webhook_urls_are_masked_in_subscribe_and_subscriptions(base_env: dict[s
 
 
 def test_mask_url_keeps_what_identifies_the_receiver() -> None:
-    assert alerts.mask_url("http://127.0.0.1:8080/hook") == "http://127.0.0.1:8080/hook"
-    assert alerts.mask_url("https://discord.com/api/webhooks/123456/tokenpart") == \
+    assert alerts.mask_webhook_url("http://127.0.0.1:8080/hook") == "http://127.0.0.1:8080/hook"
+    assert alerts.mask_webhook_url("https://discord.com/api/webhooks/123456/tokenpart") == \
         "https://discord.com/api/webhooks/***/***"
-    assert alerts.mask_url("https://u:p@[::1]:9/x?y=1") == "https://***@[::1]:9/x?***"
+    assert alerts.mask_webhook_url("https://u:p@[::1]:9/x?y=1") == "https://***@[::1]:9/x?***"
 
 
 # ---- file modes -------------------------------------------------------------------------------------------------
