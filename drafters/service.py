@@ -160,7 +160,7 @@ class Service:
         while not self.stop.is_set():
             # A bad round (database away, disk full) is said and retried; it never ends the loop.
             try:
-                alerts.deliver_pending(self.store, secrets)
+                alerts.deliver_pending(self.store, secrets, allow_internal=self.settings.webhook_allow_internal)
                 write_feed(self.store.events(), feed_path)
                 self.status("alerts", "waiting", detail="delivered pending alerts; next round in 30s", success=True)
             except Exception as exc:  # noqa: BLE001 - alerts keep going for the life of the service

@@ -47,6 +47,9 @@ class Settings(BaseSettings):
     hf_token: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("HF_TOKEN", "DRAFTERS_HF_TOKEN")
     )
+    # Webhook receivers on loopback, private or link-local addresses (a receiver on this machine or the LAN);
+    # refused by default so that a subscription cannot reach the cloud metadata service or internal services.
+    webhook_allow_internal: bool = False
     watched_orgs: list[str] = Field(default_factory=lambda: list(DEFAULT_WATCHED_ORGS))
     watch_interval_s: float = 300.0
     hub_timeout_s: float = 10.0

@@ -143,19 +143,26 @@ def subscribe_command(
     elif not unsigned:
         secret = alerts.new_secret()
     types = tuple(t.strip() for t in events.split(",") if t.strip()) if events else ()
+    allow_internal = get_settings().webhook_allow_internal
+    # Everything checked before anything is written: a refused subscription leaves no secret file behind.
     try:
-        alerts.check_url(url)
-        if secret is not None:
-            alerts.check_secret(secret)
+        warning = alerts.check_subscription(url, secret=secret, event_types=types, allow_internal=allow_internal)
     except ValueError as exc:
         raise UserError(str(exc)) from None
+    store = open_store()
     if secret_out is not None and secret is not None:
         _write_private(secret_out, secret)
     try:
-        record = alerts.subscribe(open_store(), _secret_box(), url, event_types=types, org=org, family=family,
-                                  repo=repo, secret=secret)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
+        record = alerts.subscribe(store, _secret_box(), url, event_types=types, org=org, family=family,
+                                  repo=repo, secret=secret, allow_internal=allow_internal)
+    except BaseException as exc:
+        if secret_out is not None and secret is not None:
+            secret_out.unlink(missing_ok=True)
+        if isinstance(exc, ValueError):
+            raise UserError(str(exc)) from None
+        raise
+    if warning:
+        render.error_console.print(f"warning: {render.plain(warning)}", soft_wrap=True, highlight=False)
     render.console.print(
         f"subscription {record.uid} -> {render.plain(alerts.mask_webhook_url(record.url))} "
         f"({', '.join(record.event_types) or 'all events'})"
@@ -199,7 +206,8 @@ def unsubscribe_command(uid: str) -> None:
 @app.command("deliver")
 def deliver_command() -> None:
     """Send pending webhook deliveries now (the long-running service does this on its own)."""
-    report = alerts.deliver_pending(open_store(), _secret_box())
+    report = alerts.deliver_pending(open_store(), _secret_box(),
+                                     allow_internal=get_settings().webhook_allow_internal)
     render.console.print(f"deliveries: {report.delivered} delivered, {report.pending} pending, {report.failed} given up")
 
 

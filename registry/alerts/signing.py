@@ -10,9 +10,12 @@ import base64
 import binascii
 import hashlib
 import hmac
+import ipaddress
 import re
+import socket
 import secrets as random_secrets
 import time
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -25,17 +28,66 @@ def new_secret() -> str:
 
 
 def check_url(url: str) -> str:
-    """The URL when httpx can post to it; otherwise ValueError with one line (the URL itself is not echoed: it
+    """The URL when it can ever be posted to; otherwise ValueError with one line (the URL itself is not echoed: it
     may be a credential)."""
     if not url.startswith(("http://", "https://")):
         raise ValueError("webhook URL must be http(s)://")
     try:
+        split = urlsplit(url)
+        port = split.port  # ValueError past 65535
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, ValueError, TypeError):
-        raise ValueError("webhook URL is not a valid URL") from None
+        raise ValueError("webhook URL is not a valid URL (its host or port cannot be)") from None
     if not parsed.host:
         raise ValueError("webhook URL has no host")
+    if port == 0:
+        raise ValueError("webhook URL has port 0")
+    if not _HOST.fullmatch(parsed.host) and not _is_ip(parsed.host):
+        raise ValueError("webhook URL's host is not a host name (letters, digits, '-', '.')")
     return url
+
+
+# What a host name may hold once httpx has IDNA-encoded it; a space, `%` or a control character never resolves.
+_HOST = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]{0,252})")
+INTERNAL_SETTING = "DRAFTERS_WEBHOOK_ALLOW_INTERNAL"
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _internal(address: str) -> bool:
+    """Loopback, private, link-local (169.254.169.254, the cloud metadata service), shared, reserved: anything
+    that is not a public address."""
+    ip = ipaddress.ip_address(address.split("%")[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return not ip.is_global or ip.is_multicast
+
+
+def check_target(url: str, *, allow_internal: bool) -> str | None:
+    """check_url, then where the URL leads: ValueError when its host is or resolves to an internal address and
+    internal targets are not allowed (`DRAFTERS_WEBHOOK_ALLOW_INTERNAL=1`: a receiver on this machine or the LAN
+    is a real use). A name that does not resolve now is accepted with the warning returned: DNS may be down or
+    split-horizon, and every delivery resolves it again (and refuses an internal answer then too)."""
+    check_url(url)
+    parsed = httpx.URL(url)
+    if allow_internal:
+        return None
+    host = parsed.host
+    try:
+        infos = socket.getaddrinfo(host, parsed.port or (443 if parsed.scheme == "https" else 80),
+                                   type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError, OSError):
+        return "the webhook host does not resolve now; deliveries will retry"
+    if any(_internal(str(info[4][0])) for info in infos):
+        raise ValueError(f"webhook URL leads to an internal address (loopback, private, link-local); set "
+                         f"{INTERNAL_SETTING}=1 to allow internal receivers")
+    return None
 
 
 def check_secret(secret: str) -> str:
