@@ -14,10 +14,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dashboard.launch import launch
+from dashboard.launch import free_port, launch, port_taken
 from registry.alerts import webhooks as alerts
 from registry.alerts.feed import write_feed
 from registry.alerts.secrets import SecretBox
+from registry.files import open_private_append
 from registry.hub import HubClient
 from registry.processes import stop as stop_process
 from registry.settings import Settings
@@ -103,11 +104,14 @@ class Service:
 
     def _start_dashboard(self) -> None:
         log_path = self.settings.home_dir / "dashboard.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with log_path.open("ab") as sink:
-            self.dashboard = launch(self.settings.dashboard_port, self.settings.resolved_database_url,
-                                    stdout=sink, stderr=sink)
-        self.say(f"dashboard: http://127.0.0.1:{self.settings.dashboard_port}/ (log: {log_path})")
+        port = self.settings.dashboard_port
+        if port_taken(port):
+            # Advertising a port another process serves would send the user to its page, not ours.
+            port = free_port()
+            self.say(f"dashboard port {self.settings.dashboard_port} is taken by another process; using {port}")
+        with open_private_append(log_path) as sink:
+            self.dashboard = launch(port, self.settings.resolved_database_url, stdout=sink, stderr=sink)
+        self.say(f"dashboard: http://127.0.0.1:{port}/ (log: {log_path})")
 
     def _watch_loop(self) -> None:
         client = HubClient(self.settings.hub_endpoint, self.settings.token_value(), self.settings.hub_cache_dir,

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from dashboard.launch import LaunchError, launch
+from dashboard.launch import LaunchError, launch, port_taken
 from drafters.cli import render
 from drafters.cli.common import Failed, UserError, app, open_store
 from drafters.cli.runs_view import print_runs
@@ -25,6 +25,8 @@ def dashboard_command(port: Annotated[int | None, typer.Option(help="Port on 127
     settings = get_settings()
     open_store()  # the schema is brought to head before the read-only dashboard looks at it
     chosen = port or settings.dashboard_port
+    if port_taken(chosen):
+        raise UserError(f"port {chosen} on 127.0.0.1 is taken by another process; choose another with --port")
     try:
         process = launch(chosen, settings.resolved_database_url)
     except LaunchError as exc:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from registry.files import write_private
 
 
 class SecretBox:
@@ -36,17 +37,7 @@ class SecretBox:
         return json.loads(self.path.read_text() or "{}")
 
     def _write(self, values: dict[str, str]) -> None:
-        # mkstemp creates the file 0600 whatever the umask; a unique name, so no two writers share a temp file.
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                json.dump(values, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        write_private(self.path, json.dumps(values).encode())
 
     def put(self, key: str, secret: str) -> None:
         with self._locked():
