@@ -28,7 +28,9 @@ class LaunchError(ValueError):
 
 def port_taken(port: int) -> bool:
     """Whether something already listens on 127.0.0.1:port (SO_REUSEADDR: a closed socket in TIME_WAIT is not
-    a listener, and Streamlit binds with it too)."""
+    a listener, and Streamlit binds with it too). A port out of range is left for `command` to refuse."""
+    if not 1 <= port <= 65535:
+        return False
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:

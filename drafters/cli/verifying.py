@@ -163,7 +163,7 @@ def compare_command(
 def runs_command(
     target: Annotated[str | None, typer.Option()] = None,
     drafter: Annotated[str | None, typer.Option()] = None,
-    limit: Annotated[int, typer.Option()] = 50,
+    limit: Annotated[int, typer.Option(min=1, help="How many runs (at least 1).")] = 50,
     as_json: JsonOption = False,
 ) -> None:
     """Stored benchmark runs, newest first."""

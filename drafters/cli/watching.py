@@ -214,8 +214,12 @@ def deliver_command() -> None:
 @app.command("feed")
 def feed_command(out: Annotated[Path | None, typer.Option(help="Where to write the Atom feed.")] = None) -> None:
     """Write the Atom feed of events (default: $DRAFTERS_HOME/feed.atom)."""
-    path = write_feed(open_store().events(), out or get_settings().home_dir / "feed.atom")
-    render.console.print(f"feed written to {path}")
+    target = out or get_settings().home_dir / "feed.atom"
+    # Checked before anything is written; the path is printed literally (`[/]` is a file name, not markup).
+    if target.is_dir():
+        raise UserError(f"{target} is a directory; --out takes a file path")
+    path = write_feed(open_store().events(), target)
+    render.console.print(f"feed written to {render.plain(path)}", highlight=False)
 
 
 @app.command("push-server")

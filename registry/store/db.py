@@ -6,10 +6,13 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as package_version
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.util import CommandError
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
@@ -109,9 +112,29 @@ def open_database(url: str) -> Engine:
             pass
     except OperationalError as exc:
         raise DatabaseError(f"cannot connect to {mask_url(url)}: {_one_line(exc.orig)}") from None
-    if current_revision(engine) != head_revision():
+    current = current_revision(engine)
+    if current != head_revision():
+        if current is not None and not known_revision(current):
+            raise DatabaseError(newer_database_message(current))
         upgrade(engine)
     return engine
+
+
+def known_revision(revision: str) -> bool:
+    script = ScriptDirectory.from_config(_alembic_config(create_engine("sqlite://")))
+    try:
+        return script.get_revision(revision) is not None
+    except CommandError:  # alembic's "Can't locate revision": written by a newer install
+        return False
+
+
+def newer_database_message(revision: str) -> str:
+    try:
+        installed = package_version("drafter-registry")
+    except PackageNotFoundError:
+        installed = "unknown"
+    return (f"database is newer than this install (revision {revision}; drafter-registry {installed} knows up to "
+            f"{head_revision()}): install drafter-registry > {installed}, the release that wrote it")
 
 
 @contextmanager
