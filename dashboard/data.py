@@ -63,21 +63,23 @@ def require_database() -> str:
     except SQLAlchemyError as exc:
         problem = f"cannot open the database: {_one_line(exc)}"
     if problem is not None:
-        st.info(problem)
-        st.caption(f"database: {shown_url(url)}")
+        st.info(md(problem))
+        st.caption(f"database: {md(shown_url(url))}")
         st.stop()
     return url
 
 
 EMPTY = "-"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Control characters and the bidirectional controls that reorder what is shown around them.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 # Everything Streamlit's Markdown gives a meaning to: emphasis, code, links, lists, headings, tables, HTML,
 # LaTeX ($), and `:color[...]` directives (through the brackets).
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=])")
 
 
 def md(value: object) -> str:
-    """Text from the registry (Hub names, config values, reasons) shown literally inside st.markdown/st.info."""
+    """The one sanitizer of outside text for Markdown (st.markdown, st.info, st.caption, `help=` tooltips): Hub
+    names, config values, reasons, paths shown literally."""
     return _MARKDOWN.sub(r"\\\1", _CONTROL.sub(" ", str(value)))
 
 

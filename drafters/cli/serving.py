@@ -58,7 +58,8 @@ def demo_command(
 ) -> None:
     """Build the tiny demo pairs (Qwen3 + draft LM + DFlash, Gemma-4 + assistant) and measure them."""
     store = open_store()
-    say = lambda line: render.console.print(line, soft_wrap=True, markup=False)  # noqa: E731
+    say = lambda line: render.console.print(render.strip_control(line), soft_wrap=True, markup=False,  # noqa: E731
+                                           highlight=False)
     settings = get_settings()
     if not run:
         queued = enqueue_demo(store, settings.models_dir, say, max_new_tokens=settings.demo_max_new_tokens,
