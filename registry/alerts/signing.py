@@ -136,7 +136,7 @@ def verify(secret: str, headers: dict[str, str], body: bytes, *, tolerance_s: in
     return any(hmac.compare_digest(expected, candidate) for candidate in lowered.get("webhook-signature", "").split())
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def slack_text(text: str) -> str:

@@ -411,6 +411,11 @@ class HubClient:
         huggingface.co) passes through.
         """
         ours = (request.url.scheme, request.url.host, request.url.port) == self._origin
+        # The token goes to our endpoint's origin (scheme, host and port) only. huggingface_hub and our listing
+        # pages put it on every request of a call, and a `Link: rel="next"` (or any URL in a response) can name
+        # another origin: there the request goes without it, as httpx does on a redirect to another origin.
+        if not ours and self._token and request.headers.get("authorization") == f"Bearer {self._token}":
+            del request.headers["authorization"]
         if not ours and request.url.path.startswith("/api/agent-harnesses"):
             return inner.handle_request(request)
         bucket = self._bucket_of(request)
