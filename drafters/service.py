@@ -190,8 +190,11 @@ class Service:
         if queued:
             self.say(f"queued {queued} verification jobs on the tiny demo pairs")
 
-    def close(self) -> None:
+    def close(self) -> bool:
+        """Stop every part; whether all of them did (one inside a long native call, such as torch building the
+        demo models, cannot be interrupted and is still running)."""
         self.stop.set()
         stop_process(self.dashboard)  # type: ignore[arg-type]
         for thread in self.threads:
             thread.join(timeout=5)
+        return not any(thread.is_alive() for thread in self.threads)
