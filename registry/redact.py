@@ -16,6 +16,9 @@ MASK = "***"
 # Query parameter names that carry a credential: password, sslpassword, passwd, pwd, token, access_token, key,
 # api_key, sslkey, secret, client_secret, auth, authorization, credential(s), signature, sig, session, cookie, jwt.
 _SECRET_NAME = re.compile(r"pass|pwd|token|key|secret|auth|credential|sig|session|cookie|jwt|bearer", re.IGNORECASE)
+# Schemes whose bare userinfo is a user name, not a token: SQLAlchemy database URLs.
+_NAMED_USER_SCHEMES = frozenset({"postgresql", "postgresql+psycopg", "postgresql+psycopg2", "postgres", "mysql",
+                                 "mysql+pymysql", "sqlite"})
 # Leading path segments made only of letters (`/services`, `/api/webhooks`) are shown; from the first other one
 # (an id, a token) on, and always the last of several, they are masked.
 _PLAIN_SEGMENT = re.compile(r"[A-Za-z_-]{1,24}")
@@ -47,9 +50,10 @@ def _mask_path(path: str) -> str:
 
 
 def mask_url(url: str, *, path_is_secret: bool = False) -> str:
-    """`url` for output: the password of `user:password@` (the whole userinfo when there is no password, or when
-    `path_is_secret`), every query parameter named like a credential, and the fragment masked.
+    """`url` for output: the password of `user:password@`, every query parameter named like a credential, and
+    the fragment masked.
 
+    A bare user name is shown for a database URL (`postgresql://drafters@db/…`), masked for any other.
     `path_is_secret` is for webhook URLs, whose path and query may themselves be the credential: token-like path
     segments and the whole query are masked too."""
     text = str(url)
@@ -65,7 +69,12 @@ def mask_url(url: str, *, path_is_secret: bool = False) -> str:
     userinfo, at, hostport = authority.rpartition("@")
     if at:
         user, colon, _password = userinfo.partition(":")
-        userinfo = f"{user}:{MASK}" if colon and user and not path_is_secret else MASK
+        if path_is_secret or not user:
+            userinfo = MASK
+        elif colon:
+            userinfo = f"{user}:{MASK}"
+        elif scheme.lower() not in _NAMED_USER_SCHEMES:
+            userinfo = MASK  # `https://TOKEN@host`: a bare userinfo in a web URL is a token
     if path_is_secret and path:
         path = _mask_path(path)
     if path_is_secret and query:
