@@ -134,7 +134,7 @@ with data.guard("Memory budget"):
         )
         notes.append(f"KV cache {kv.layers} layers × {kv.kv_heads} KV heads × {kv.head_dim} at bf16"
                      if kv else "KV cache unknown (no usable target config; counted as 0)")
-        st.caption(data.md("; ".join(notes)) + ". Weights and KV cache only: leave room for activations and the runtime.")
+        st.caption("; ".join(notes) + ". Weights and KV cache only: leave room for activations and the runtime.")
         budget = pd.DataFrame([asdict(row) for row in rows])
         table = budget.assign(
             cell=[f"fits, {gib(h)} GiB free" if fits else f"short by {gib(-h)} GiB"
