@@ -18,6 +18,7 @@ from registry.alerts import webhooks as alerts
 from registry.alerts.feed import write_feed
 from registry.alerts.secrets import SecretBox
 from registry.hub import HubClient
+from registry.redact import mask_url
 from registry.settings import get_settings
 from registry.store import NotFound, Store
 from registry.watch.poller import DRAFTER_QUERIES, PollReport, Watcher
@@ -298,7 +299,7 @@ def hub_webhooks_command(
     if not url.startswith("https://"):
         raise UserError("the Hub delivers webhooks to public https:// URLs only")
     watched = [{"type": "org", "name": org} for org in settings.watched_orgs]
-    render.console.print(render.plain(f"target URL: {url}"), markup=False, highlight=False)
+    render.console.print(render.plain(f"target URL: {mask_url(url)}"), markup=False, highlight=False)
     render.console.print(render.plain("watched: " + ", ".join(f"org {org}" for org in settings.watched_orgs)),
                          markup=False, highlight=False)
     render.console.print(f"domains: repo   secret: the value of ${secret_env} (sent as X-Webhook-Secret)")

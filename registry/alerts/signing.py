@@ -12,8 +12,8 @@ import hashlib
 import hmac
 import ipaddress
 import re
-import socket
 import secrets as random_secrets
+import socket
 import time
 from urllib.parse import urlsplit
 
@@ -33,8 +33,7 @@ def check_url(url: str) -> str:
     if not url.startswith(("http://", "https://")):
         raise ValueError("webhook URL must be http(s)://")
     try:
-        split = urlsplit(url)
-        port = split.port  # ValueError past 65535
+        port = urlsplit(url).port  # ValueError past 65535
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, ValueError, TypeError):
         raise ValueError("webhook URL is not a valid URL (its host or port cannot be)") from None
@@ -42,7 +41,8 @@ def check_url(url: str) -> str:
         raise ValueError("webhook URL has no host")
     if port == 0:
         raise ValueError("webhook URL has port 0")
-    if not _HOST.fullmatch(parsed.host) and not _is_ip(parsed.host):
+    # raw_host is the IDNA (ASCII) form: `münchen.de` is `xn--mnchen-3ya.de` there.
+    if not _HOST.fullmatch(parsed.raw_host.decode("ascii", "replace")) and not _is_ip(parsed.host):
         raise ValueError("webhook URL's host is not a host name (letters, digits, '-', '.')")
     return url
 

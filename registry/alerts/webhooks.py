@@ -19,10 +19,9 @@ from typing import Any
 import httpx
 
 from registry.alerts.secrets import SecretBox
-# Re-exported (noqa F401): the CLI and receivers use new_secret, check_*, mask_webhook_url and verify from this module.
+# Re-exported (noqa F401): the CLI and receivers use new_secret, check_*, mask_webhook_url and verify from here.
 from registry.alerts.signing import (  # noqa: F401
     check_secret,
-    INTERNAL_SETTING,
     check_target,
     check_url,
     mask_webhook_url,

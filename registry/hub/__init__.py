@@ -44,7 +44,6 @@ from registry.hub.parse import SHA_PATTERN, checked_datetime, checked_sha, hub_m
 # Re-exported (noqa F401): callers import the client's dataclasses, errors and digests from registry.hub.
 from registry.hub.parse import is_weight_file, weight_digest  # noqa: F401
 from registry.hub.transport import ACTIVE_CLIENT, GuardedStream, install_http_client_factory, wait_from_headers
-from registry.redact import mask_url
 from registry.hub.types import (  # noqa: F401
     BadResponse,
     BudgetExhausted,
@@ -63,6 +62,7 @@ from registry.hub.types import (  # noqa: F401
     RevisionNotFound,
     Unreadable,
 )
+from registry.redact import mask_url
 
 logger = logging.getLogger(__name__)
 

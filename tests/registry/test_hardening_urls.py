@@ -297,3 +297,10 @@ def test_the_token_never_follows_a_next_link_to_another_origin(
     assert client.list_org_ids("Qwen") == []
     assert endpoint_seen == [f"Bearer {TOKEN}"]
     assert other_seen == [None]  # the next page was read, without the token
+
+
+def test_public_host_names_stay_valid() -> None:
+    # An internationalized name is checked in its IDNA form; an underscore is common in internal-looking but
+    # public names. Syntax only: nothing is resolved here.
+    for url in ("http://münchen.de/hook", "https://a_b.example.org/x", "https://hooks.slack.com/services/T/B/x"):
+        assert alerts.check_url(url) == url
