@@ -227,7 +227,6 @@ with data.guard("Price across GPU classes"):
         data.dataframe(points[points["series"] == "with drafter"].drop(columns=["series"]), hide_index=True,
                      width="stretch", key="price")
         st.caption(f"Acceptance from {data.md(acceptance.source)} ({data.md(', '.join(acceptance.prompt_sets))}); "
-                   f"context "
-                   f"{context_tokens} tokens; pale bars do not fit the card. A memory-bound model at assumed "
+                   f"context {context_tokens} tokens; pale bars do not fit the card. A memory-bound model at assumed "
                    "efficiencies (docs/pricing.md); its error on this pair's measured runs is in the Runs table "
                    "above, on every run in `drafters price --calibration`.")
