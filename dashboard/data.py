@@ -16,13 +16,13 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from dashboard import queries
 from registry.domain import compat, configs
 from registry.domain.drafter_facts import detect_method
 from registry.local import LocalRepoError, read_local_repo
+from registry.redact import mask_url
 from registry.settings import get_settings
 from registry.store.db import DatabaseError
 
@@ -35,8 +35,8 @@ def database_url() -> str:
 
 
 def shown_url(url: str) -> str:
-    """The URL with any password masked, for the page footer."""
-    return make_url(url).render_as_string(hide_password=True)
+    """The URL with every credential masked, for the page footer."""
+    return mask_url(url)
 
 
 def feed_path() -> Path:
@@ -63,21 +63,23 @@ def require_database() -> str:
     except SQLAlchemyError as exc:
         problem = f"cannot open the database: {_one_line(exc)}"
     if problem is not None:
-        st.info(problem)
-        st.caption(f"database: {shown_url(url)}")
+        st.info(md(problem))
+        st.caption(f"database: {md(shown_url(url))}")
         st.stop()
     return url
 
 
 EMPTY = "-"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Control characters and the bidirectional controls that reorder what is shown around them.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 # Everything Streamlit's Markdown gives a meaning to: emphasis, code, links, lists, headings, tables, HTML,
 # LaTeX ($), and `:color[...]` directives (through the brackets).
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=])")
 
 
 def md(value: object) -> str:
-    """Text from the registry (Hub names, config values, reasons) shown literally inside st.markdown/st.info."""
+    """The one sanitizer of outside text for Markdown (st.markdown, st.info, st.caption, `help=` tooltips): Hub
+    names, config values, reasons, paths shown literally."""
     return _MARKDOWN.sub(r"\\\1", _CONTROL.sub(" ", str(value)))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -23,6 +24,27 @@ def app_path() -> Path:
 
 class LaunchError(ValueError):
     """A port or database URL the dashboard cannot start with; the message is one line for the user."""
+
+
+def port_taken(port: int) -> bool:
+    """Whether something already listens on 127.0.0.1:port (SO_REUSEADDR: a closed socket in TIME_WAIT is not
+    a listener, and Streamlit binds with it too). A port out of range is left for `command` to refuse."""
+    if not 1 <= port <= 65535:
+        return False
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def command(port: int, database_url: str | None = None) -> list[str]:

@@ -14,10 +14,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dashboard.launch import launch
+from dashboard.launch import free_port, launch, port_taken
 from registry.alerts import webhooks as alerts
 from registry.alerts.feed import write_feed
 from registry.alerts.secrets import SecretBox
+from registry.files import open_private_append
 from registry.hub import HubClient
 from registry.processes import stop as stop_process
 from registry.settings import Settings
@@ -103,11 +104,14 @@ class Service:
 
     def _start_dashboard(self) -> None:
         log_path = self.settings.home_dir / "dashboard.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with log_path.open("ab") as sink:
-            self.dashboard = launch(self.settings.dashboard_port, self.settings.resolved_database_url,
-                                    stdout=sink, stderr=sink)
-        self.say(f"dashboard: http://127.0.0.1:{self.settings.dashboard_port}/ (log: {log_path})")
+        port = self.settings.dashboard_port
+        if port_taken(port):
+            # Advertising a port another process serves would send the user to its page, not ours.
+            port = free_port()
+            self.say(f"dashboard port {self.settings.dashboard_port} is taken by another process; using {port}")
+        with open_private_append(log_path) as sink:
+            self.dashboard = launch(port, self.settings.resolved_database_url, stdout=sink, stderr=sink)
+        self.say(f"dashboard: http://127.0.0.1:{port}/ (log: {log_path})")
 
     def _watch_loop(self) -> None:
         client = HubClient(self.settings.hub_endpoint, self.settings.token_value(), self.settings.hub_cache_dir,
@@ -139,10 +143,10 @@ class Service:
             # Said once per change, not once per poll: an offline machine hears it one time.
             if reachable != self.hub_reachable:
                 if reachable:
-                    self.say(f"watching {len(self.settings.watched_orgs)} orgs on {self.settings.hub_endpoint} "
+                    self.say(f"watching {len(self.settings.watched_orgs)} orgs on {self.settings.shown_hub_endpoint} "
                              f"and drafters tagged {', '.join(DRAFTER_QUERIES)} from anyone")
                 else:
-                    self.say(f"the Hub at {self.settings.hub_endpoint} cannot be reached ({report.unreachable}); "
+                    self.say(f"the Hub at {self.settings.shown_hub_endpoint} cannot be reached ({report.unreachable}); "
                              "going on with what the registry has")
                 self.hub_reachable = reachable
             for event in report.events:
@@ -160,7 +164,7 @@ class Service:
         while not self.stop.is_set():
             # A bad round (database away, disk full) is said and retried; it never ends the loop.
             try:
-                alerts.deliver_pending(self.store, secrets)
+                alerts.deliver_pending(self.store, secrets, allow_internal=self.settings.webhook_allow_internal)
                 write_feed(self.store.events(), feed_path)
                 self.status("alerts", "waiting", detail="delivered pending alerts; next round in 30s", success=True)
             except Exception as exc:  # noqa: BLE001 - alerts keep going for the life of the service
@@ -186,8 +190,11 @@ class Service:
         if queued:
             self.say(f"queued {queued} verification jobs on the tiny demo pairs")
 
-    def close(self) -> None:
+    def close(self) -> bool:
+        """Stop every part; whether all of them did (one inside a long native call, such as torch building the
+        demo models, cannot be interrupted and is still running)."""
         self.stop.set()
         stop_process(self.dashboard)  # type: ignore[arg-type]
         for thread in self.threads:
             thread.join(timeout=5)
+        return not any(thread.is_alive() for thread in self.threads)

@@ -13,6 +13,8 @@ from pathlib import Path
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from registry.redact import mask_url
+
 # Every publisher of a target or a drafter in the catalog.
 DEFAULT_WATCHED_ORGS: tuple[str, ...] = (
     "Qwen",
@@ -45,6 +47,9 @@ class Settings(BaseSettings):
     hf_token: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("HF_TOKEN", "DRAFTERS_HF_TOKEN")
     )
+    # Webhook receivers on loopback, private or link-local addresses (a receiver on this machine or the LAN);
+    # refused by default so that a subscription cannot reach the cloud metadata service or internal services.
+    webhook_allow_internal: bool = False
     watched_orgs: list[str] = Field(default_factory=lambda: list(DEFAULT_WATCHED_ORGS))
     watch_interval_s: float = 300.0
     hub_timeout_s: float = 10.0
@@ -67,14 +72,13 @@ class Settings(BaseSettings):
 
     @property
     def shown_database_url(self) -> str:
-        """The database URL for output and logs: the password masked."""
-        from sqlalchemy.engine import make_url
-        from sqlalchemy.exc import ArgumentError
+        """The database URL for output and logs: every credential masked."""
+        return mask_url(self.resolved_database_url)
 
-        try:
-            return make_url(self.resolved_database_url).render_as_string(hide_password=True)
-        except ArgumentError:
-            return "(not a database URL)"
+    @property
+    def shown_hub_endpoint(self) -> str:
+        """The Hub endpoint for output and logs: a mirror's `user:password@` or `?token=` masked."""
+        return mask_url(self.hub_endpoint)
 
     def ensure_home(self) -> Path:
         """$DRAFTERS_HOME, created 0700 (it holds the registry, webhook secrets and .env) and kept so."""

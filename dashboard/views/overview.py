@@ -46,4 +46,4 @@ with data.guard("Latest events"):
     else:
         data.dataframe(latest, hide_index=True, width="stretch")
 
-st.caption(f"database: {data.shown_url(url)}")
+st.caption(f"database: {data.md(data.shown_url(url))}")

@@ -36,7 +36,7 @@ def choose_pair() -> tuple[str, str] | None:
                            key="drafter", format_func=data.short_name)
     for role, ref in (("target", target), ("drafter", drafter)):
         if data.is_local(ref):
-            st.caption(f"{role} {data.md(data.short_name(ref))} is a local folder", help=ref)
+            st.caption(f"{role} {data.md(data.short_name(ref))} is a local folder", help=data.md(ref))
     return target, drafter
 
 
@@ -66,10 +66,10 @@ with data.guard("Pair"):
     st.subheader("Revisions")
     left, right = st.columns(2)
     with left:
-        st.caption(f"target {data.md(data.short_name(target))}", help=target)
+        st.caption(f"target {data.md(data.short_name(target))}", help=data.md(target))
         data.dataframe(data.checkpoint_revisions(url, target), hide_index=True, width="stretch", key="target_revs")
     with right:
-        st.caption(f"drafter {data.md(data.short_name(drafter))}", help=drafter)
+        st.caption(f"drafter {data.md(data.short_name(drafter))}", help=data.md(drafter))
         data.dataframe(data.drafter_revisions(url, drafter), hide_index=True, width="stretch", key="drafter_revs")
 
     st.subheader("Runs")
@@ -226,7 +226,7 @@ with data.guard("Price across GPU classes"):
         st.altair_chart(bars, width="stretch")
         data.dataframe(points[points["series"] == "with drafter"].drop(columns=["series"]), hide_index=True,
                      width="stretch", key="price")
-        st.caption(f"Acceptance from {acceptance.source} ({', '.join(acceptance.prompt_sets)}); context "
-                   f"{context_tokens} tokens; pale bars do not fit the card. A memory-bound model at assumed "
+        st.caption(f"Acceptance from {data.md(acceptance.source)} ({data.md(', '.join(acceptance.prompt_sets))}); "
+                   f"context {context_tokens} tokens; pale bars do not fit the card. A memory-bound model at assumed "
                    "efficiencies (docs/pricing.md); its error on this pair's measured runs is in the Runs table "
                    "above, on every run in `drafters price --calibration`.")

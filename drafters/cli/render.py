@@ -37,14 +37,24 @@ def print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, default=_default, indent=2, sort_keys=False) + "\n")
 
 
-# C0 and C1 control characters (ESC, BEL, DEL, CSI ...): text from the Hub or a config file must never move the
-# cursor, clear the screen or retitle the terminal.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Whole escape sequences first, so that no `[2J` or `]0;title` is left behind as text: CSI (ESC [ or 0x9B, up to
+# its final byte), OSC, DCS, SOS, PM and APC strings (up to BEL or ST, or to the end), and two-byte ESC sequences.
+_ESCAPE = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[ -~]?"
+)
+# Then every C0 and C1 control character (BEL, BS, CR, DEL ...) and the bidirectional controls (U+202A-202E
+# embeddings and overrides, U+2066-2069 isolates, U+200E/200F/061C marks), which reorder what is shown around
+# them: outside text must never move the cursor, clear the screen, retitle the terminal or read backwards.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 EMPTY = "-"
 
 
 def strip_control(text: str, replacement: str = " ") -> str:
-    return _CONTROL.sub(replacement, text)
+    """The one sanitizer of outside text for the terminal: escape sequences removed, control and bidi
+    characters replaced by `replacement`."""
+    return _CONTROL.sub(replacement, _ESCAPE.sub("", text))
 
 
 def plain(text: object) -> str:

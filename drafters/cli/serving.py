@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import time
 from typing import Annotated
 
 import typer
 
-from dashboard.launch import LaunchError, launch
+from dashboard.launch import LaunchError, launch, port_taken
 from drafters.cli import render
 from drafters.cli.common import Failed, UserError, app, open_store
 from drafters.cli.runs_view import print_runs
@@ -25,6 +27,8 @@ def dashboard_command(port: Annotated[int | None, typer.Option(help="Port on 127
     settings = get_settings()
     open_store()  # the schema is brought to head before the read-only dashboard looks at it
     chosen = port or settings.dashboard_port
+    if port_taken(chosen):
+        raise UserError(f"port {chosen} on 127.0.0.1 is taken by another process; choose another with --port")
     try:
         process = launch(chosen, settings.resolved_database_url)
     except LaunchError as exc:
@@ -56,7 +60,8 @@ def demo_command(
 ) -> None:
     """Build the tiny demo pairs (Qwen3 + draft LM + DFlash, Gemma-4 + assistant) and measure them."""
     store = open_store()
-    say = lambda line: render.console.print(line, soft_wrap=True, markup=False)  # noqa: E731
+    say = lambda line: render.console.print(render.strip_control(line), soft_wrap=True, markup=False,  # noqa: E731
+                                           highlight=False)
     settings = get_settings()
     if not run:
         queued = enqueue_demo(store, settings.models_dir, say, max_new_tokens=settings.demo_max_new_tokens,
@@ -89,6 +94,13 @@ def up(
     except KeyboardInterrupt:
         render.console.print("stopping")
     finally:
-        service.close()
+        stopped = service.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if not stopped:
+        # A part still inside torch (the demo build trains models) makes the interpreter's teardown abort with
+        # "terminate called without an active exception" (exit 134). Everything else is stopped and its children
+        # with it, and a build is only kept once complete: leave without that teardown.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)

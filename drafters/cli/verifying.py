@@ -163,7 +163,7 @@ def compare_command(
 def runs_command(
     target: Annotated[str | None, typer.Option()] = None,
     drafter: Annotated[str | None, typer.Option()] = None,
-    limit: Annotated[int, typer.Option()] = 50,
+    limit: Annotated[int, typer.Option(min=1, help="How many runs (at least 1).")] = 50,
     as_json: JsonOption = False,
 ) -> None:
     """Stored benchmark runs, newest first."""
@@ -227,10 +227,11 @@ def ingest_command(
     if as_json:
         render.print_json(run_json(record))
         return
-    render.console.print(
+    # The engine version and model name come from the server: printed inert.
+    render.console.print(render.strip_control(
         f"run {record.run_id[:12]}: {record.engine} {record.engine_version or ''} on {record.hardware}, "
         f"{record.target}: τ {fmt(record.tau)}, acceptance {fmt(record.acceptance_rate)}, "
-        f"{fmt(record.tokens_per_s, '.1f')} tok/s", markup=False)
+        f"{fmt(record.tokens_per_s, '.1f')} tok/s"), markup=False, highlight=False)
 
 
 @app.command("worker")

@@ -18,6 +18,7 @@ from registry.alerts import webhooks as alerts
 from registry.alerts.feed import write_feed
 from registry.alerts.secrets import SecretBox
 from registry.hub import HubClient, HubError
+from registry.redact import mask_url
 from registry.settings import get_settings
 from registry.store import NotFound, Store
 from registry.watch.poller import DRAFTER_QUERIES, PollReport, Watcher
@@ -73,7 +74,7 @@ def watch(
             raise Failed(report.config_error)
         if report.errors and all(o.error for o in report.orgs):
             raise Failed(f"no watched org could be read ({len(report.orgs)} unreachable): the Hub at "
-                         f"{get_settings().hub_endpoint} did not answer")
+                         f"{get_settings().shown_hub_endpoint} did not answer")
         return
     stop = threading.Event()
     try:
@@ -143,21 +144,28 @@ def subscribe_command(
     elif not unsigned:
         secret = alerts.new_secret()
     types = tuple(t.strip() for t in events.split(",") if t.strip()) if events else ()
+    allow_internal = get_settings().webhook_allow_internal
+    # Everything checked before anything is written: a refused subscription leaves no secret file behind.
     try:
-        alerts.check_url(url)
-        if secret is not None:
-            alerts.check_secret(secret)
+        warning = alerts.check_subscription(url, secret=secret, event_types=types, allow_internal=allow_internal)
     except ValueError as exc:
         raise UserError(str(exc)) from None
+    store = open_store()
     if secret_out is not None and secret is not None:
         _write_private(secret_out, secret)
     try:
-        record = alerts.subscribe(open_store(), _secret_box(), url, event_types=types, org=org, family=family,
-                                  repo=repo, secret=secret)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
+        record = alerts.subscribe(store, _secret_box(), url, event_types=types, org=org, family=family,
+                                  repo=repo, secret=secret, allow_internal=allow_internal)
+    except BaseException as exc:
+        if secret_out is not None and secret is not None:
+            secret_out.unlink(missing_ok=True)
+        if isinstance(exc, ValueError):
+            raise UserError(str(exc)) from None
+        raise
+    if warning:
+        render.error_console.print(f"warning: {render.plain(warning)}", soft_wrap=True, highlight=False)
     render.console.print(
-        f"subscription {record.uid} -> {render.plain(alerts.mask_url(record.url))} "
+        f"subscription {record.uid} -> {render.plain(alerts.mask_webhook_url(record.url))} "
         f"({', '.join(record.event_types) or 'all events'})"
         + (" signed" if record.has_secret else " unsigned")
         + (f"; its secret is in {render.plain(secret_out)}" if secret_out is not None and record.has_secret else "")
@@ -181,7 +189,7 @@ def _write_private(path: Path, text: str) -> None:
 @app.command("subscriptions")
 def subscriptions_command(as_json: JsonOption = False) -> None:
     """Webhook subscriptions (URLs masked: a webhook URL can be a credential)."""
-    records = [dataclasses.replace(r, url=alerts.mask_url(r.url)) for r in alerts.subscriptions(open_store())]
+    records = [dataclasses.replace(r, url=alerts.mask_webhook_url(r.url)) for r in alerts.subscriptions(open_store())]
     if as_json:
         render.print_json(records)
         return
@@ -199,15 +207,20 @@ def unsubscribe_command(uid: str) -> None:
 @app.command("deliver")
 def deliver_command() -> None:
     """Send pending webhook deliveries now (the long-running service does this on its own)."""
-    report = alerts.deliver_pending(open_store(), _secret_box())
+    report = alerts.deliver_pending(open_store(), _secret_box(),
+                                     allow_internal=get_settings().webhook_allow_internal)
     render.console.print(f"deliveries: {report.delivered} delivered, {report.pending} pending, {report.failed} given up")
 
 
 @app.command("feed")
 def feed_command(out: Annotated[Path | None, typer.Option(help="Where to write the Atom feed.")] = None) -> None:
     """Write the Atom feed of events (default: $DRAFTERS_HOME/feed.atom)."""
-    path = write_feed(open_store().events(), out or get_settings().home_dir / "feed.atom")
-    render.console.print(f"feed written to {path}")
+    target = out or get_settings().home_dir / "feed.atom"
+    # Checked before anything is written; the path is printed literally (`[/]` is a file name, not markup).
+    if target.is_dir():
+        raise UserError(f"{target} is a directory; --out takes a file path")
+    path = write_feed(open_store().events(), target)
+    render.console.print(f"feed written to {render.plain(path)}", highlight=False)
 
 
 @app.command("push-server")
@@ -285,7 +298,7 @@ def hub_webhooks_command(
     settings = get_settings()
     if not url.startswith("https://"):
         raise UserError("the Hub delivers webhooks to public https:// URLs only")
-    render.console.print(render.plain(f"target URL: {url}"), markup=False, highlight=False)
+    render.console.print(render.plain(f"target URL: {mask_url(url)}"), markup=False, highlight=False)
     if not create:
         render.console.print(render.plain("watched: " + ", ".join(settings.watched_orgs)
                                           + " (each as the org or user it is on the Hub)"),

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+from registry.files import write_private
 from registry.store.records import EventRecord
 
 ATOM = "http://www.w3.org/2005/Atom"
@@ -50,8 +51,5 @@ def render_feed(events: list[EventRecord], *, title: str = "Drafter Registry ale
 
 
 def write_feed(events: list[EventRecord], path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(render_feed(events))
-    tmp.replace(path)
-    return path
+    # 0600 like everything in $DRAFTERS_HOME: events name private repos a token can see.
+    return write_private(path, render_feed(events))

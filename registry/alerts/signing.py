@@ -10,11 +10,16 @@ import base64
 import binascii
 import hashlib
 import hmac
+import ipaddress
 import re
 import secrets as random_secrets
+import socket
 import time
+from urllib.parse import urlsplit
 
 import httpx
+
+from registry.redact import mask_url
 
 
 def new_secret() -> str:
@@ -23,17 +28,66 @@ def new_secret() -> str:
 
 
 def check_url(url: str) -> str:
-    """The URL when httpx can post to it; otherwise ValueError with one line (the URL itself is not echoed: it
+    """The URL when it can ever be posted to; otherwise ValueError with one line (the URL itself is not echoed: it
     may be a credential)."""
     if not url.startswith(("http://", "https://")):
         raise ValueError("webhook URL must be http(s)://")
     try:
+        port = urlsplit(url).port  # ValueError past 65535
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, ValueError, TypeError):
-        raise ValueError("webhook URL is not a valid URL") from None
+        raise ValueError("webhook URL is not a valid URL (its host or port cannot be)") from None
     if not parsed.host:
         raise ValueError("webhook URL has no host")
+    if port == 0:
+        raise ValueError("webhook URL has port 0")
+    # raw_host is the IDNA (ASCII) form: `münchen.de` is `xn--mnchen-3ya.de` there.
+    if not _HOST.fullmatch(parsed.raw_host.decode("ascii", "replace")) and not _is_ip(parsed.host):
+        raise ValueError("webhook URL's host is not a host name (letters, digits, '-', '.')")
     return url
+
+
+# What a host name may hold once httpx has IDNA-encoded it; a space, `%` or a control character never resolves.
+_HOST = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]{0,252})")
+INTERNAL_SETTING = "DRAFTERS_WEBHOOK_ALLOW_INTERNAL"
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _internal(address: str) -> bool:
+    """Loopback, private, link-local (169.254.169.254, the cloud metadata service), shared, reserved: anything
+    that is not a public address."""
+    ip = ipaddress.ip_address(address.split("%")[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return not ip.is_global or ip.is_multicast
+
+
+def check_target(url: str, *, allow_internal: bool) -> str | None:
+    """check_url, then where the URL leads: ValueError when its host is or resolves to an internal address and
+    internal targets are not allowed (`DRAFTERS_WEBHOOK_ALLOW_INTERNAL=1`: a receiver on this machine or the LAN
+    is a real use). A name that does not resolve now is accepted with the warning returned: DNS may be down or
+    split-horizon, and every delivery resolves it again (and refuses an internal answer then too)."""
+    check_url(url)
+    parsed = httpx.URL(url)
+    if allow_internal:
+        return None
+    host = parsed.host
+    try:
+        infos = socket.getaddrinfo(host, parsed.port or (443 if parsed.scheme == "https" else 80),
+                                   type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError, OSError):
+        return "the webhook host does not resolve now; deliveries will retry"
+    if any(_internal(str(info[4][0])) for info in infos):
+        raise ValueError(f"webhook URL leads to an internal address (loopback, private, link-local); set "
+                         f"{INTERNAL_SETTING}=1 to allow internal receivers")
+    return None
 
 
 def check_secret(secret: str) -> str:
@@ -50,32 +104,10 @@ def check_secret(secret: str) -> str:
     return secret
 
 
-# Leading path segments made only of letters (`/services`, `/api/webhooks`) are shown; from the first other one
-# (an id, a token) on, and always the last of several, they are masked: Slack, Discord and Teams put the
-# credential in the path.
-_PLAIN_SEGMENT = re.compile(r"[A-Za-z_-]{1,24}")
-
-
-def mask_url(url: str) -> str:
-    """A webhook URL for output: user:password@, token-like path segments, the query and fragment masked."""
-    try:
-        parsed = httpx.URL(url)
-    except (httpx.InvalidURL, ValueError, TypeError):
-        return "(invalid URL)"
-    netloc = parsed.host if ":" not in parsed.host else f"[{parsed.host}]"
-    if parsed.port is not None:
-        netloc += f":{parsed.port}"
-    if parsed.userinfo:
-        netloc = "***@" + netloc
-    segments = [seg for seg in parsed.path.split("/") if seg]
-    shown: list[str] = []
-    keeping = True
-    for index, segment in enumerate(segments):
-        last_of_several = index == len(segments) - 1 and len(segments) > 1
-        keeping = keeping and bool(_PLAIN_SEGMENT.fullmatch(segment)) and not last_of_several
-        shown.append(segment if keeping else "***")
-    path = "/" + "/".join(shown) if shown else "/"
-    return f"{parsed.scheme}://{netloc}{path}" + ("?***" if parsed.query else "")
+def mask_webhook_url(url: str) -> str:
+    """A webhook URL for output: registry.redact.mask_url with the path and query treated as credentials
+    (Slack, Discord and Teams put the token in the path)."""
+    return mask_url(url, path_is_secret=True)
 
 
 def _signing_key(secret: str) -> bytes:
@@ -104,7 +136,7 @@ def verify(secret: str, headers: dict[str, str], body: bytes, *, tolerance_s: in
     return any(hmac.compare_digest(expected, candidate) for candidate in lowered.get("webhook-signature", "").split())
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def slack_text(text: str) -> str:

@@ -19,11 +19,12 @@ from typing import Any
 import httpx
 
 from registry.alerts.secrets import SecretBox
-# Re-exported (noqa F401): the CLI and receivers use new_secret, check_*, mask_url and verify from this module.
+# Re-exported (noqa F401): the CLI and receivers use new_secret, check_*, mask_webhook_url and verify from here.
 from registry.alerts.signing import (  # noqa: F401
     check_secret,
+    check_target,
     check_url,
-    mask_url,
+    mask_webhook_url,
     new_secret,
     sign,
     slack_text,
@@ -49,6 +50,19 @@ class DeliveryReport:
     pending: int
 
 
+def check_subscription(url: str, *, secret: str | None, event_types: tuple[str, ...],
+                       allow_internal: bool) -> str | None:
+    """Everything about a subscription that can be wrong, checked before anything is written: ValueError with one
+    line when it is refused, else a warning or None."""
+    warning = check_target(url, allow_internal=allow_internal)
+    if secret is not None:
+        check_secret(secret)
+    unknown = set(event_types) - set(EVENT_TYPES)
+    if unknown:
+        raise ValueError(f"unknown event types {sorted(unknown)}; known: {', '.join(EVENT_TYPES)}")
+    return warning
+
+
 def subscribe(
     store: Store,
     secrets: SecretBox,
@@ -60,13 +74,9 @@ def subscribe(
     repo: str | None = None,
     secret: str | None = None,
     include_past: bool = False,
+    allow_internal: bool = False,
 ) -> SubscriptionRecord:
-    check_url(url)
-    if secret is not None:
-        check_secret(secret)
-    unknown = set(event_types) - set(EVENT_TYPES)
-    if unknown:
-        raise ValueError(f"unknown event types {sorted(unknown)}; known: {', '.join(EVENT_TYPES)}")
+    check_subscription(url, secret=secret, event_types=event_types, allow_internal=allow_internal)
     uid = uuid.uuid4().hex
     if secret:
         secrets.put(uid, secret)
@@ -104,7 +114,7 @@ def event_body(event: EventRecord) -> dict[str, Any]:
 
 
 def _post(client: httpx.Client, secrets: SecretBox, subscription: SubscriptionRecord, delivery_id: int,
-          body_value: dict[str, Any]) -> tuple[int | None, str | None]:
+          body_value: dict[str, Any], allow_internal: bool) -> tuple[int | None, str | None]:
     """Post one delivery; (HTTP status or None, error or None when it got a 2xx)."""
     url = subscription.url
     body = json.dumps(body_value, sort_keys=True).encode()
@@ -114,15 +124,24 @@ def _post(client: httpx.Client, secrets: SecretBox, subscription: SubscriptionRe
     # Each delivery on its own: one subscription with a broken URL or secret fails alone, and is retried with
     # backoff like any other failure.
     try:
-        secret = secrets.get(subscription.uid) if subscription.has_secret else None
-        if secret:
+        # Again at each delivery: a name can resolve to an internal address later than it did at subscribe.
+        check_target(url, allow_internal=allow_internal)
+    except ValueError as exc:
+        return None, f"refused: {exc}"
+    try:
+        if subscription.has_secret:
+            secret = secrets.get(subscription.uid)
+            if not secret:
+                # Never sent unsigned: the receiver would drop it, or worse, accept it. It stays pending until the
+                # secret is back (or the subscription is made again), then given up like any undeliverable event.
+                return None, f"signing secret missing: {subscription.uid} is not in {secrets.path.name}; not sent unsigned"
             headers["webhook-signature"] = sign(secret, message_id, timestamp, body)
         response = client.post(url, content=body, headers=headers)
     except httpx.HTTPError as exc:
         # httpx's messages can carry the URL, which may be a credential.
-        return None, f"{exc.__class__.__name__}: {str(exc).replace(url, mask_url(url))}"
+        return None, f"{exc.__class__.__name__}: {str(exc).replace(url, mask_webhook_url(url))}"
     except Exception as exc:  # noqa: BLE001 - a bad URL or secret must not stop the other deliveries
-        log.warning("delivery %s to %s failed: %s", delivery_id, mask_url(url), exc.__class__.__name__)
+        log.warning("delivery %s to %s failed: %s", delivery_id, mask_webhook_url(url), exc.__class__.__name__)
         return None, exc.__class__.__name__
     if not 200 <= response.status_code < 300:
         return response.status_code, f"HTTP {response.status_code}"
@@ -130,7 +149,7 @@ def _post(client: httpx.Client, secrets: SecretBox, subscription: SubscriptionRe
 
 
 def deliver_pending(store: Store, secrets: SecretBox, *, client: httpx.Client | None = None,
-                    limit: int = 200) -> DeliveryReport:
+                    limit: int = 200, allow_internal: bool = False) -> DeliveryReport:
     store.plan_deliveries()
     own_client = client is None
     client = client or httpx.Client(timeout=10.0)
@@ -138,7 +157,8 @@ def deliver_pending(store: Store, secrets: SecretBox, *, client: httpx.Client | 
     try:
         for due in store.due_deliveries(utcnow(), limit):
             attempted += 1
-            status, error = _post(client, secrets, due.subscription, due.delivery_id, event_body(due.event))
+            status, error = _post(client, secrets, due.subscription, due.delivery_id, event_body(due.event),
+                                  allow_internal)
             if error is None:
                 store.record_delivery(due.delivery_id, ok=True, status=status, error=None, next_attempt_at=None)
                 delivered += 1

@@ -63,6 +63,7 @@ from registry.hub.types import (  # noqa: F401
     RevisionNotFound,
     Unreadable,
 )
+from registry.redact import mask_url
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ class HubClient:
         max_connect_retries: int = 2,
     ) -> None:
         if not endpoint.startswith(("http://", "https://")):
-            raise ValueError(f"Hub endpoint must be an http(s) URL, got {endpoint!r}")
+            raise ValueError(f"Hub endpoint must be an http(s) URL, got {mask_url(endpoint)!r}")
         if timeout <= 0 or min(max_retries, max_connect_retries, backoff_base, backoff_cap, max_rate_limit_wait) < 0:
             raise ValueError("timeout must be positive; retries, backoff and waits must not be negative")
         if max_requests is not None and max_requests < 0:
@@ -136,7 +137,7 @@ class HubClient:
         install_http_client_factory()
 
     def __repr__(self) -> str:
-        return f"HubClient(endpoint={self.endpoint!r}, authenticated={self._token is not None})"
+        return f"HubClient(endpoint={mask_url(self.endpoint)!r}, authenticated={self._token is not None})"
 
     @property
     def request_count(self) -> int:
@@ -335,6 +336,11 @@ class HubClient:
         message = _one_line(str(error))
         if self._token:
             message = message.replace(self._token, "***")
+        # A mirror's `user:password@` may come back in a library's message with the URL it asked for.
+        password = httpx.URL(self.endpoint).password
+        message = message.replace(self.endpoint, mask_url(self.endpoint))
+        if password:
+            message = message.replace(password, "***")
         error.args = (message,)
         return error
 
@@ -428,6 +434,11 @@ class HubClient:
         huggingface.co) passes through.
         """
         ours = (request.url.scheme, request.url.host, request.url.port) == self._origin
+        # The token goes to our endpoint's origin (scheme, host and port) only. huggingface_hub and our listing
+        # pages put it on every request of a call, and a `Link: rel="next"` (or any URL in a response) can name
+        # another origin: there the request goes without it, as httpx does on a redirect to another origin.
+        if not ours and self._token and request.headers.get("authorization") == f"Bearer {self._token}":
+            del request.headers["authorization"]
         if not ours and request.url.path.startswith("/api/agent-harnesses"):
             return inner.handle_request(request)
         bucket = self._bucket_of(request)

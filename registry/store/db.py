@@ -6,16 +6,21 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as package_version
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.util import CommandError
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
+
+from registry.redact import mask_url
 
 
 class DatabaseError(RuntimeError):
@@ -63,7 +68,7 @@ def make_engine(url: str) -> Engine:
         else:
             engine = create_engine(parsed, pool_pre_ping=True)
     except (NoSuchModuleError, ArgumentError, ImportError) as exc:
-        raise DatabaseError(f"unsupported database URL {parsed.render_as_string()}: {_one_line(exc)}") from None
+        raise DatabaseError(f"unsupported database URL {mask_url(url)}: {_one_line(exc)}") from None
     return engine
 
 
@@ -106,10 +111,30 @@ def open_database(url: str) -> Engine:
         with engine.connect():
             pass
     except OperationalError as exc:
-        raise DatabaseError(f"cannot connect to {make_url(url).render_as_string()}: {_one_line(exc.orig)}") from None
-    if current_revision(engine) != head_revision():
+        raise DatabaseError(f"cannot connect to {mask_url(url)}: {_one_line(exc.orig)}") from None
+    current = current_revision(engine)
+    if current != head_revision():
+        if current is not None and not known_revision(current):
+            raise DatabaseError(newer_database_message(current))
         upgrade(engine)
     return engine
+
+
+def known_revision(revision: str) -> bool:
+    script = ScriptDirectory.from_config(_alembic_config(create_engine("sqlite://")))
+    try:
+        return script.get_revision(revision) is not None
+    except CommandError:  # alembic's "Can't locate revision": written by a newer install
+        return False
+
+
+def newer_database_message(revision: str) -> str:
+    try:
+        installed = package_version("drafter-registry")
+    except PackageNotFoundError:
+        installed = "unknown"
+    return (f"database is newer than this install (revision {revision}; drafter-registry {installed} knows up to "
+            f"{head_revision()}): install drafter-registry > {installed}, the release that wrote it")
 
 
 @contextmanager

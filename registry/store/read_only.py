@@ -15,7 +15,14 @@ from sqlalchemy import Engine, Select, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from registry.store.db import DatabaseError, current_revision, head_revision, make_engine
+from registry.store.db import (
+    DatabaseError,
+    current_revision,
+    head_revision,
+    known_revision,
+    make_engine,
+    newer_database_message,
+)
 
 FILL_COMMANDS = "`drafters catalog load`, `drafters watch --once` or `drafters verify …`"
 # Column names and one tuple per row: plain values the dashboard turns into a DataFrame.
@@ -61,6 +68,8 @@ def schema_problem(engine: Engine) -> str | None:
     expected = head_revision()
     if found is None:
         return f"the database has no registry schema yet: run {FILL_COMMANDS}"
+    if found != expected and not known_revision(found):
+        return newer_database_message(found)
     if found != expected:
         return f"the database schema is at {found}, this dashboard needs {expected}: run `drafters db upgrade`"
     return None

@@ -16,6 +16,7 @@ from registry.domain.measurement import RunSettings
 from registry.store.records import EventSpec
 from registry.store.runs import Run, record_run
 from registry.store import Store
+from dashboard.data import md
 from dashboard.launch import launch
 from registry.domain import memory
 from tests.registry.run_fixtures import measured
@@ -87,7 +88,7 @@ def test_a_local_pair_has_a_short_name_a_verdict_and_a_memory_budget(tmp_path: P
     assert app.selectbox(key="target").value == str(target)
     shown = [app.selectbox(key=key).format_func(app.selectbox(key=key).value) for key in ("target", "drafter")]
     assert shown == ["tiny-qwen3-target-aa11", "tiny-dflash-bb22"]
-    assert any(c.proto.help == str(target) for c in app.caption)  # the full path on hover
+    assert any(c.proto.help == md(str(target)) for c in app.caption)  # the full path on hover, as text
     markdown = " ".join(m.value for m in app.markdown)
     assert "**structural** between tiny\\-qwen3\\-target\\-aa11" in markdown, markdown
     captions = " ".join(c.value for c in app.caption)

@@ -35,15 +35,15 @@ def test_failing_receiver_gets_each_alert_once_signed(store: Store, tmp_path) ->
     secrets = SecretBox(tmp_path / "secrets.json")
     secret = "whsec_" + "c2VjcmV0LWtleS1mb3ItdGVzdHM="
     with Receiver(failures_first=4) as receiver:
-        sub = alerts.subscribe(store, secrets, receiver.url, event_types=("drafter_released",), secret=secret)
+        sub = alerts.subscribe(store, secrets, receiver.url, event_types=("drafter_released",), secret=secret, allow_internal=True)
         for n in range(3):
             _event(store, n)
         _event(store, 99, type_="new_checkpoint")  # not subscribed
         with httpx.Client(timeout=5) as client:
             for _ in range(6):
-                alerts.deliver_pending(store, secrets, client=client)
+                alerts.deliver_pending(store, secrets, client=client, allow_internal=True)
                 _make_due(store)
-            report = alerts.deliver_pending(store, secrets, client=client)
+            report = alerts.deliver_pending(store, secrets, client=client, allow_internal=True)
         assert report.pending == 0
         bodies = [r.json for r in receiver.received]
         assert sorted(b["event"]["subject"] for b in bodies) == ["z-lab/model-0", "z-lab/model-1", "z-lab/model-2"]
@@ -62,12 +62,12 @@ def test_subscription_filters_and_starts_now(store: Store, tmp_path) -> None:
     secrets = SecretBox(tmp_path / "s.json")
     _event(store, 1)  # before the subscription: not sent
     with Receiver() as receiver:
-        alerts.subscribe(store, secrets, receiver.url, org="Qwen")
+        alerts.subscribe(store, secrets, receiver.url, org="Qwen", allow_internal=True)
         _event(store, 2, org="z-lab")
         _event(store, 3, org="Qwen")
-        alerts.deliver_pending(store, secrets)
+        alerts.deliver_pending(store, secrets, allow_internal=True)
         assert [r.json["event"]["subject"] for r in receiver.received] == ["Qwen/model-3"]
-        alerts.deliver_pending(store, secrets)
+        alerts.deliver_pending(store, secrets, allow_internal=True)
         assert len(receiver.received) == 1
 
 
@@ -76,9 +76,9 @@ def test_bad_subscriptions_refused(store: Store, tmp_path) -> None:
 
     secrets = SecretBox(tmp_path / "s.json")
     with pytest.raises(ValueError, match="http"):
-        alerts.subscribe(store, secrets, "ftp://x")
+        alerts.subscribe(store, secrets, "ftp://x", allow_internal=True)
     with pytest.raises(ValueError, match="unknown event types"):
-        alerts.subscribe(store, secrets, "http://127.0.0.1:1/x", event_types=("nope",))
+        alerts.subscribe(store, secrets, "http://127.0.0.1:1/x", event_types=("nope",), allow_internal=True)
 
 
 def test_feed_entry_ids_are_stable(store: Store) -> None:

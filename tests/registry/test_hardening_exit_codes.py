@@ -120,3 +120,47 @@ def test_json_output_still_exits_nonzero_on_failure(sqlite_env: dict[str, str]) 
     result = drafters("find", "nobody/nothing", "--json", env=sqlite_env)
     one_line_failure(result, 1, "not in the registry")
     assert result.stdout == ""  # no half JSON document for a script to misread
+
+
+# ---- round 3: validate first, usage errors, a database from a newer install ---------------------------------------
+
+def test_feed_out_with_markup_in_the_path_writes_and_exits_zero(sqlite_env: dict[str, str], tmp_path: Path) -> None:
+    out = tmp_path / "feeds[" / "]x [/] [bold]y.atom"
+    result = drafters("feed", "--out", str(out), env={**sqlite_env, "DRAFTERS_HOME": str(tmp_path / "home")})
+    assert result.returncode == 0 and result.stderr == "", (result.returncode, result.stderr)
+    assert out.is_file() and out.read_text().startswith("<?xml")
+    assert str(out) in " ".join(result.stdout.split())  # printed literally, not read as markup
+
+
+def test_feed_out_refuses_a_directory_before_writing(sqlite_env: dict[str, str], tmp_path: Path) -> None:
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    result = drafters("feed", "--out", str(folder), env={**sqlite_env, "DRAFTERS_HOME": str(tmp_path / "home")})
+    one_line_failure(result, 2, "is a directory")
+    assert list(folder.iterdir()) == [] and list(tmp_path.glob("*.tmp")) == []
+
+
+@pytest.mark.parametrize("limit", ["-5", "0"])
+def test_runs_limit_below_one_is_a_usage_error(sqlite_env: dict[str, str], limit: str) -> None:
+    result = drafters("runs", "--limit", limit, env=sqlite_env)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "--limit" in result.stderr and result.stdout == ""
+
+
+def test_a_database_from_a_newer_install_says_so(sqlite_env: dict[str, str], tmp_path: Path) -> None:
+    import sqlite3
+
+    from registry.store.read_only import open_read_only, schema_problem
+
+    assert drafters("db", "upgrade", env=sqlite_env).returncode == 0
+    with sqlite3.connect(tmp_path / "registry.db") as connection:
+        connection.execute("UPDATE alembic_version SET version_num = '0042_from_the_future'")
+    for args in (("lag",), ("db", "upgrade")):
+        result = drafters(*args, env=sqlite_env)
+        one_line_failure(result, 1, "database is newer than this install (revision 0042_from_the_future")
+        assert "install drafter-registry >" in result.stderr and "Can't locate" not in result.stderr
+    # The dashboard says the same.
+    engine = open_read_only(sqlite_env["DRAFTERS_DATABASE_URL"])
+    problem = schema_problem(engine)
+    engine.dispose()
+    assert problem is not None and problem.startswith("database is newer than this install"), problem

@@ -62,11 +62,11 @@ def test_a_hostile_hub_config_breaks_nothing(tmp_path: Path, scenario: Scenario,
                                  payload={"message": f"drafter says {HOSTILE}"}, org="z-lab", family="qwen"))
     box = SecretBox(home / "secrets.json")
     with Receiver() as receiver:
-        alerts.subscribe(store, box, receiver.url, include_past=True)
+        alerts.subscribe(store, box, receiver.url, include_past=True, allow_internal=True)
         polled = drafters("watch", "--once", env=env)
         assert polled.returncode == 0, polled.stderr
         assert EVIL_DRAFTER in polled.stdout
-        delivered = drafters("deliver", env=env)
+        delivered = drafters("deliver", env={**env, "DRAFTERS_WEBHOOK_ALLOW_INTERNAL": "1"})
         assert delivered.returncode == 0, delivered.stderr
         bodies = [r.json for r in receiver.received]
     events = store.events()

@@ -37,7 +37,8 @@ def home(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def base_env(home: Path) -> dict[str, str]:
-    return {"DRAFTERS_HOME": str(home), "DRAFTERS_WATCHED_ORGS": '["Qwen"]'}
+    # Receivers in these tests listen on 127.0.0.1.
+    return {"DRAFTERS_HOME": str(home), "DRAFTERS_WATCHED_ORGS": '["Qwen"]', "DRAFTERS_WEBHOOK_ALLOW_INTERNAL": "1"}
 
 
 # ---- the Hub token ---------------------------------------------------------------------------------------------
@@ -116,10 +117,10 @@ def test_webhook_urls_are_masked_in_subscribe_and_subscriptions(base_env: dict[s
 
 
 def test_mask_url_keeps_what_identifies_the_receiver() -> None:
-    assert alerts.mask_url("http://127.0.0.1:8080/hook") == "http://127.0.0.1:8080/hook"
-    assert alerts.mask_url("https://discord.com/api/webhooks/123456/tokenpart") == \
+    assert alerts.mask_webhook_url("http://127.0.0.1:8080/hook") == "http://127.0.0.1:8080/hook"
+    assert alerts.mask_webhook_url("https://discord.com/api/webhooks/123456/tokenpart") == \
         "https://discord.com/api/webhooks/***/***"
-    assert alerts.mask_url("https://u:p@[::1]:9/x?y=1") == "https://***@[::1]:9/x?***"
+    assert alerts.mask_webhook_url("https://u:p@[::1]:9/x?y=1") == "https://***@[::1]:9/x?***"
 
 
 # ---- file modes -------------------------------------------------------------------------------------------------
@@ -207,9 +208,9 @@ def test_one_broken_subscription_does_not_stop_deliver(base_env: dict[str, str],
     store = Store.open(database_url)
     box = SecretBox(home / "secrets.json")
     with Receiver() as receiver:
-        broken_url = alerts.subscribe(store, box, "http://127.0.0.1:1/placeholder")
-        broken_secret = alerts.subscribe(store, box, "http://127.0.0.1:1/other", secret=alerts.new_secret())
-        good = alerts.subscribe(store, box, receiver.url, secret=alerts.new_secret())
+        broken_url = alerts.subscribe(store, box, "http://127.0.0.1:1/placeholder", allow_internal=True)
+        broken_secret = alerts.subscribe(store, box, "http://127.0.0.1:1/other", secret=alerts.new_secret(), allow_internal=True)
+        good = alerts.subscribe(store, box, receiver.url, secret=alerts.new_secret(), allow_internal=True)
         # Rows written before subscribe validated anything: a URL httpx cannot parse, a secret that is not base64.
         with store.session() as session:
             session.execute(update(Subscription).where(Subscription.uid == broken_url.uid)

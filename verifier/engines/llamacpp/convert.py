@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from registry.domain.drafter_facts import detect_method
+from registry.processes import killed_with_parent
 from verifier.build_cache import cached_build
 from verifier.engines.llamacpp.gguf import GGUF_ARCHITECTURE_METHODS, GgufInfo, gguf_info, read_gguf_metadata
 from verifier.engines.llamacpp.install import last_lines, llama_cpp_source
@@ -61,8 +62,9 @@ def convert_to_gguf(
         if target_dir is not None:
             command += ["--target-model-dir", str(with_tokenizer_json(Path(target_dir), Path(scratch) / "target"))]
         try:
+            # The converter goes with us, even when we are killed with SIGKILL (`up`'s worker runs it too).
             result = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=environment,
-                                    check=False)
+                                    check=False, preexec_fn=killed_with_parent)  # noqa: PLW1509 - only prctl
         except subprocess.TimeoutExpired:
             raise ConversionFailed(
                 f"convert_hf_to_gguf.py did not finish {Path(model_dir).name} in {timeout_s:.0f} s"

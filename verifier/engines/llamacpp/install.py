@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from registry.processes import killed_with_parent
 from registry.settings import get_settings
 
 
@@ -114,7 +115,8 @@ def _download_sdist(version: str, into: Path) -> Path:
         sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--no-build-isolation",
         "--disable-pip-version-check", "--quiet", f"{DISTRIBUTION}=={version}", "--dest", str(into),
     ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False,
+                            preexec_fn=killed_with_parent)  # noqa: PLW1509 - only prctl
     archives = sorted(into.glob(f"{DISTRIBUTION.replace('-', '_')}-{version}.tar.gz"))
     if result.returncode != 0 or not archives:
         reason = last_lines(result.stderr or result.stdout, 3)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import secrets
@@ -11,7 +10,6 @@ import shlex
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -21,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from registry.processes import killed_with_parent
 from verifier.counters import LLAMACPP_PREFIX, NO_COUNTS, SpecCounters, parse_prometheus, spec_counters
 from verifier.engines.llamacpp.install import ServerBinary, last_lines
 
@@ -96,13 +95,6 @@ def _port_taken(port: int) -> bool:
         except OSError:
             return True
     return False
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: the kernel kills llama-server if the process that started it dies."""
-    if sys.platform.startswith("linux"):
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _exit_description(code: int) -> str:
@@ -204,7 +196,7 @@ class LlamaServer:
         with self._log_path.open("wb") as log:
             self.process = subprocess.Popen(
                 self.arguments(self.port, key_file), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, before exec
+                preexec_fn=killed_with_parent,  # noqa: PLW1509 - only prctl, before exec
             )
         deadline = time.monotonic() + self.options.startup_timeout_s
         while time.monotonic() < deadline:
