@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import huggingface_hub
-from huggingface_hub import HfApi, ModelInfo, hf_hub_download
+from huggingface_hub import HfApi, ModelInfo, hf_hub_download, snapshot_download
 from huggingface_hub import errors as hf_errors
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, httpx, parse_ratelimit_headers
 
@@ -285,6 +285,20 @@ class HubClient:
             except hf_errors.RemoteEntryNotFoundError:
                 return None
             return Path(path).read_bytes()
+
+    def snapshot(self, repo_id: str, sha: str, local_dir: Path, *, allow_patterns: list[str],
+                 ignore_patterns: list[str]) -> Path:
+        """The repo's files that match the patterns, at commit `sha`, into `local_dir`. Files already there are
+        kept (a download killed midway resumes with the files it finished); returns once every file is in place."""
+        if not SHA_PATTERN.fullmatch(sha):
+            raise ValueError(f"snapshot needs a 40-hex commit sha, got {sha!r}")
+        what = f"{repo_id}@{sha[:12]}"
+        with self._calling(what):
+            return Path(snapshot_download(
+                repo_id, revision=sha, local_dir=local_dir, endpoint=self.endpoint, token=self._token or False,
+                allow_patterns=allow_patterns, ignore_patterns=ignore_patterns, etag_timeout=self.timeout,
+                max_workers=2,
+            ))
 
     def commits(self, repo_id: str) -> list[HubCommit]:
         """Every commit on main, newest first."""

@@ -270,3 +270,5 @@ class JobRecord:
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    memory_bytes: int | None = None  # device memory the job needs; None: any worker
+    engine: str | None = None  # the engine it needs; None: any worker
