@@ -649,7 +649,26 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.kind == "truncated":
             self._send_truncated(reply, fault, method)
             return
+        rate = self.server.app.state.download_bytes_per_s
+        if rate and method == "GET" and reply.status in (200, 206) and (
+                split.path.startswith("/cdn/") or "/resolve/" in split.path):
+            self._send_paced(reply, rate)
+            return
         self._send(reply, method)
+
+    def _send_paced(self, reply: Reply, bytes_per_s: float) -> None:
+        """A file body at `bytes_per_s`, as a slow link delivers it: a client killed midway has part of it."""
+        chunk = max(1024, int(bytes_per_s / 20))
+        try:
+            self._write_head(reply, len(reply.body))
+            for start in range(0, len(reply.body), chunk):
+                if self.server.stopping.is_set():
+                    break
+                self.wfile.write(reply.body[start:start + chunk])
+                self.wfile.flush()
+                time.sleep(chunk / bytes_per_s)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
 
     def _apply_fault(self, fault: Fault) -> bool:
         """Answer with the fault; False when the normal reply should still be produced (slow, truncated)."""
