@@ -73,15 +73,16 @@ def tiny_hub(tiny_target_dir: Path) -> Iterator[tuple[HubState, FakeHub]]:
         yield state, hub
 
 
-def hub_file_requests(hub: FakeHub, repo: str, suffix: str = "") -> list[str]:
-    """Requests for a repo's files: resolve (and the resolve cache) by path, the CDN by its `repo` query."""
-    found = []
-    for request in hub.requests:
-        on_repo = (request.path.startswith(f"/{repo}/resolve/") or f"/models/{repo}/" in request.path
-                   or request.query.get("repo") == [repo])
-        if on_repo and (not suffix or request.path.endswith(suffix) or request.path.startswith("/cdn/")):
-            found.append(request.path)
-    return found
+def resolve_requests(hub: FakeHub, repo: str, suffix: str = "") -> list[str]:
+    """Requests for a repo's files by name (resolve and the resolve cache): every file download starts there."""
+    return [r.path for r in hub.requests
+            if (r.path.startswith(f"/{repo}/resolve/") or f"/resolve-cache/models/{repo}/" in r.path)
+            and r.path.endswith(suffix)]
+
+
+def cdn_requests(hub: FakeHub, repo: str) -> list[str]:
+    """Requests for LFS bytes (weights) of a repo: where a resolve of an LFS file redirects."""
+    return [r.path for r in hub.requests if r.path.startswith("/cdn/") and r.query.get("repo") == [repo]]
 
 
 def wait_for(condition, timeout_s: float, what: str):  # type: ignore[no-untyped-def]
@@ -118,6 +119,9 @@ def test_a_released_drafter_is_downloaded_measured_and_stored_at_the_hub_shas(
                            created_at=released, tags=("dflash",))
             run = wait_for(lambda: next((r for r in list_runs(sqlite_store) if r.drafter == DRAFTER), None), 600,
                            f"a run of {DRAFTER}\n" + "\n".join(said[-20:]))
+            # `drafters status` shows the plan's tally once the planner has seen the run.
+            wait_for(lambda: any(s.name == "planner" and "1 measured" in (s.detail or "")
+                                 for s in sqlite_store.service_statuses()), 30, "the planner's status row")
             rows = autoverify.make_plan(sqlite_store, autoverify.capability(settings, "probe", engines={
                 "pytorch": run.engine_version or ""}, device=autoverify.detect_device()))
         finally:
@@ -131,14 +135,15 @@ def test_a_released_drafter_is_downloaded_measured_and_stored_at_the_hub_shas(
     # Only config, tokenizer and safetensors came down: never the publisher's code, never a pickle.
     folder = settings.downloads_dir / DRAFTER.replace("/", "--") / run.drafter_revision  # type: ignore[operator]
     assert sorted(p.name for p in folder.iterdir() if p.is_file()) == ["config.json", "model.safetensors"]
-    assert not hub_file_requests(hub, DRAFTER, ".py") and not hub_file_requests(hub, DRAFTER, ".bin")
+    assert resolve_requests(hub, DRAFTER, ".safetensors") and cdn_requests(hub, DRAFTER)
+    assert not resolve_requests(hub, DRAFTER, ".py") and not resolve_requests(hub, DRAFTER, ".bin")
     # The huge target was planned out from the Hub's metadata alone: not one byte of its weights was asked for.
     huge = next(r for r in rows if r.target == HUGE)
     assert huge.state == plan.NEEDS_MEMORY and "(this worker has 1.5 GB)" in huge.reason
-    assert not hub_file_requests(hub, HUGE, ".safetensors")
+    assert not resolve_requests(hub, HUGE, ".safetensors") and not cdn_requests(hub, HUGE)
+    assert cdn_requests(hub, TARGET)
     assert not (settings.downloads_dir / HUGE.replace("/", "--")).exists()
     assert next(r for r in rows if r.drafter == DRAFTER).state == plan.MEASURED
-    assert any(s.name == "planner" and "measured" in (s.detail or "") for s in sqlite_store.service_statuses())
 
 
 def test_a_download_killed_midway_resumes_and_is_never_measured_half_done(
