@@ -19,7 +19,7 @@ from typing import Any
 from registry.domain.engines import PYTORCH, VERIFIER_ENGINES
 from registry.domain.memory import GIB
 from registry.domain.plan import READY, PlanRow, WorkerCapability, plan_pairs
-from registry.hub.download import Downloader
+from registry.hub.download import Downloader, DownloadFailed
 from registry.settings import Settings
 from registry.store import Store
 from registry.store import jobs as queue
@@ -41,9 +41,11 @@ class Device:
 
 def detect_device() -> Device:
     """CUDA's total memory of device 0, else the machine's RAM."""
-    import torch  # the verifier extra
-
-    if torch.cuda.is_available():
+    try:
+        import torch  # the verifier extra
+    except ImportError:
+        torch = None  # type: ignore[assignment]
+    if torch is not None and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         return Device(f"cuda: {props.name}", int(props.total_memory), 2.0, "bfloat16")
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -52,8 +54,10 @@ def detect_device() -> Device:
 
 def engine_versions() -> dict[str, str]:
     """The engines this worker measures with and their versions (a new version is a re-measure trigger)."""
-    import torch  # the verifier extra
-
+    try:
+        import torch  # the verifier extra
+    except ImportError:
+        return {}  # no engine: the plan says so for every pair
     return {PYTORCH: f"torch {torch.__version__}"}
 
 
@@ -121,7 +125,7 @@ def fetcher(downloader: Downloader) -> Callable[[VerifyRequest], tuple[tuple[Pat
 
     def fetch(request: VerifyRequest) -> tuple[tuple[Path, Path | None], dict[str, Any]]:
         if not request.target_revision or not request.drafter or not request.drafter_revision:
-            raise ValueError("a download job needs both repos pinned to a sha")
+            raise DownloadFailed("a download job needs both repos pinned to a sha", retry=False)
         target = downloader.fetch(request.target, request.target_revision,
                                   keep={(request.drafter, request.drafter_revision)})
         drafter = downloader.fetch(request.drafter, request.drafter_revision,

@@ -9,6 +9,7 @@ is downloaded to decide. Every row carries a state and a one-line reason; only R
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
@@ -16,7 +17,7 @@ from typing import Any
 
 from registry.domain.coverage import coverage
 from registry.domain.measurement import METRIC_VERSION
-from registry.domain.memory import GIB, estimate_parameters, kv_cache_bytes, kv_geometry
+from registry.domain.memory import GIB, estimate_parameters, kv_cache_bytes, kv_geometry, stored_bits_per_weight
 
 SCHEMA_VERSION = 1
 
@@ -42,6 +43,7 @@ KV_TOKENS = 4096
 ACTIVATION_FRACTION = 0.10
 FIXED_OVERHEAD_BYTES = 512 * 2**20
 HUB_URL = "https://huggingface.co"
+COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass(frozen=True)
@@ -169,13 +171,21 @@ def memory_needed(pair: PairFacts, bytes_per_parameter: float) -> int | None:
     return weights + kv + round(weights * ACTIVATION_FRACTION) + FIXED_OVERHEAD_BYTES
 
 
+def stored_bytes(side: SideFacts) -> int:
+    """The side's safetensors bytes from the Hub's file sizes, else its parameters at the stored dtype."""
+    if side.weight_bytes is not None:
+        return side.weight_bytes
+    count = parameters(side)
+    return round(count * stored_bits_per_weight(side.config) / 8) if count is not None else 0
+
+
 def download_needed(pair: PairFacts, downloads: Mapping[tuple[str, str], DownloadFacts]) -> int:
     """Bytes still to fetch: each side's weights unless already downloaded complete."""
     total = 0
     for side in (pair.target, pair.drafter):
         done = downloads.get((side.repo_id, side.sha or ""))
         if done is None or done.status != "complete":
-            total += side.weight_bytes or 0
+            total += stored_bytes(side)
     return total
 
 
@@ -201,9 +211,6 @@ def plan_pair(pair: PairFacts, inputs: PlanInputs, worker: WorkerCapability) -> 
         if side.status == "gone":
             return row(GONE, f"{side.repo_id} is gone from the Hub" + (f" ({side.status_detail})"
                                                                           if side.status_detail else ""))
-    for side in (pair.drafter, pair.target):
-        if not side.sha:
-            return row(UNKNOWN, f"no revision of {side.repo_id} recorded yet")
     covered = coverage(pair.method, pair.drafter.config, pair.drafter.repo_id)
     engines = [engine for engine in covered.engines if engine in worker.engines]
     if not engines:
@@ -212,35 +219,19 @@ def plan_pair(pair: PairFacts, inputs: PlanInputs, worker: WorkerCapability) -> 
         return row(NO_ENGINE, f"runs on {', '.join(covered.engines)}, which this worker does not have")
     engine = engines[0]
     version = worker.engines[engine]
-    identity = measurement_identity(pair.drafter.repo_id, pair.drafter.sha or "", pair.target.repo_id,
-                                    pair.target.sha or "", engine, version)
-    key = dedupe_key(identity)
     memory = memory_needed(pair, worker.run_bytes_per_parameter)
     download = download_needed(pair, inputs.downloads)
-    known = dict(engine=engine, engine_version=version, memory_bytes=memory, download_bytes=download, key=key)
-    if identity in inputs.measured:
-        return row(MEASURED, f"measured on {engine} ({version}) at these revisions", **known)
-    job = inputs.jobs.get(key)
-    if job is not None:
-        if job.status == "done":
-            return row(MEASURED, "measured (its job is done)", **known)
-        if job.status == "failed":
-            error = job.error or "failed"
-            if error.lower().startswith("gated"):
-                return row(GATED, error, link=_access_link(pair), **known)
-            return row(FAILED, error, **known)
-        if job.status == "running":
-            progress = [inputs.downloads.get((side.repo_id, side.sha or ""))
-                        for side in (pair.target, pair.drafter)]
-            active = [d for d in progress if d is not None and d.status == "downloading"]
-            if active:
-                done = sum(d.bytes_done for d in active)
-                total = sum(d.bytes_total or 0 for d in active)
-                return row(DOWNLOADING, f"downloading: {gb(done)} of {gb(total)}", **known)
-            return row(RUNNING, "measuring", **known)
-        if not job.fits_a_live_worker:
-            return row(QUEUED, "queued; fits no live worker", **known)
-        return row(QUEUED, "queued", **known)
+    known: dict[str, Any] = dict(engine=engine, engine_version=version, memory_bytes=memory, download_bytes=download)
+    # The catalog may name a repo before the watcher read its commit; downloads and dedupe need the exact sha.
+    unpinned = next((side.repo_id for side in (pair.drafter, pair.target)
+                     if not side.sha or not COMMIT_SHA.fullmatch(side.sha)), None)
+    if unpinned is None:
+        identity = measurement_identity(pair.drafter.repo_id, pair.drafter.sha or "", pair.target.repo_id,
+                                        pair.target.sha or "", engine, version)
+        known["key"] = dedupe_key(identity)
+        decided = _known_work(pair, inputs, identity, known["key"], row, known)
+        if decided is not None:
+            return decided
     gated = [side.repo_id for side in (pair.drafter, pair.target) if side.gated]
     if gated and not worker.has_token:
         return row(GATED, f"gated: {', '.join(gated)} needs a token with granted access (HF_TOKEN)",
@@ -256,8 +247,42 @@ def plan_pair(pair: PairFacts, inputs: PlanInputs, worker: WorkerCapability) -> 
     if download > worker.disk_budget_bytes:
         return row(NEEDS_DISK, f"needs {gb(download)} of disk (download budget {gb(worker.disk_budget_bytes)})",
                    **known)
+    if unpinned is not None:
+        return row(UNKNOWN, f"fits, but no Hub commit of {unpinned} is recorded yet (the watcher records it)",
+                   **known)
     return row(READY, f"fits: needs {gb(memory)} of {gb(worker.memory_bytes)}; {gb(download)} to download",
                **known)
+
+
+def _known_work(pair: PairFacts, inputs: PlanInputs, identity: tuple[str, str, str, str, str, str | None, int],
+                key: str, row: Any, known: dict[str, Any]) -> PlanRow | None:
+    """A pair already measured, queued, running or failed at this identity; None when there is no such work."""
+    engine, version = known["engine"], known["engine_version"]
+    if identity in inputs.measured:
+        return row(MEASURED, f"measured on {engine} ({version}) at these revisions", **known)
+    job = inputs.jobs.get(key)
+    if job is None:
+        return None
+    if job.status == "done":
+        return row(MEASURED, "measured (its job is done)", **known)
+    if job.status == "failed":
+        error = job.error or "failed"
+        if error.lower().startswith("gated"):
+            return row(GATED, error, link=_access_link(pair), **known)
+        if error.lower().startswith("gone"):
+            return row(GONE, error, **known)
+        return row(FAILED, error, **known)
+    if job.status == "running":
+        progress = [inputs.downloads.get((side.repo_id, side.sha or "")) for side in (pair.target, pair.drafter)]
+        active = [d for d in progress if d is not None and d.status == "downloading"]
+        if active:
+            done = sum(d.bytes_done for d in active)
+            total = sum(d.bytes_total or 0 for d in active)
+            return row(DOWNLOADING, f"downloading: {gb(done)} of {gb(total)}", **known)
+        return row(RUNNING, "measuring", **known)
+    if not job.fits_a_live_worker:
+        return row(QUEUED, "queued; fits no live worker", **known)
+    return row(QUEUED, "queued", **known)
 
 
 def _access_link(pair: PairFacts) -> str:

@@ -24,7 +24,7 @@ def pair(target_params: int = 600_000_000, *, drafter: str = "z-lab/Qwen3-0.6B-D
          released: datetime | None = datetime(2026, 5, 1, tzinfo=timezone.utc), **side: object) -> PairFacts:
     return PairFacts(
         drafter=SideFacts(drafter, "d" * 40, weight_bytes=50_000_000),
-        target=replace(SideFacts(target, "t" * 40, parameter_count=target_params, weight_bytes=target_params * 2,
+        target=replace(SideFacts(target, "c0" * 20, parameter_count=target_params, weight_bytes=target_params * 2,
                                  config=QWEN_CONFIG), **side),  # type: ignore[arg-type]
         method=method, verdict="exact", source=source, released=released,
     )
@@ -58,7 +58,7 @@ def test_disk_budget_blocks_a_download_that_cannot_fit() -> None:
 
 
 def test_an_already_downloaded_side_costs_no_disk() -> None:
-    downloads = {("Qwen/Qwen3-0.6B", "t" * 40): DownloadFacts("complete", 1_200_000_000, 1_200_000_000)}
+    downloads = {("Qwen/Qwen3-0.6B", "c0" * 20): DownloadFacts("complete", 1_200_000_000, 1_200_000_000)}
     row = only(PlanInputs([pair()], downloads=downloads), replace(WORKER, disk_budget_bytes=GIB))
     assert row.state == plan.READY and row.download_bytes == 50_000_000
 
@@ -93,19 +93,21 @@ def test_gone_and_license_and_unknown_size() -> None:
     assert row.state == plan.LICENSE and "Qwen/Qwen3-0.6B (llama3)" in row.reason
     unknown = pair(parameter_count=None, weight_bytes=None)
     assert only(PlanInputs([unknown])).state == plan.UNKNOWN
-    assert only(PlanInputs([pair(sha=None)])).reason == "no revision of Qwen/Qwen3-0.6B recorded yet"
+    assert only(PlanInputs([pair(sha=None)])).reason == (
+        "fits, but no Hub commit of Qwen/Qwen3-0.6B is recorded yet (the watcher records it)")
+    assert only(PlanInputs([pair(sha="catalog")])).state == plan.UNKNOWN  # never downloaded by a made-up ref
 
 
 def test_measured_queued_running_downloading_and_failed() -> None:
     ready = only(PlanInputs([pair()]))
-    identity = measurement_identity("z-lab/Qwen3-0.6B-DFlash", "d" * 40, "Qwen/Qwen3-0.6B", "t" * 40, "pytorch",
+    identity = measurement_identity("z-lab/Qwen3-0.6B-DFlash", "d" * 40, "Qwen/Qwen3-0.6B", "c0" * 20, "pytorch",
                                     "torch 2.13")
     assert ready.key == dedupe_key(identity)
     assert only(PlanInputs([pair()], measured=frozenset({identity}))).state == plan.MEASURED
     assert only(PlanInputs([pair()], jobs={ready.key: JobFacts("queued")})).state == plan.QUEUED  # type: ignore[dict-item]
     nowhere = only(PlanInputs([pair()], jobs={ready.key: JobFacts("queued", fits_a_live_worker=False)}))  # type: ignore[dict-item]
     assert nowhere.reason == "queued; fits no live worker"
-    downloading = {("Qwen/Qwen3-0.6B", "t" * 40): DownloadFacts("downloading", 300 * 2**20, 1200 * 2**20)}
+    downloading = {("Qwen/Qwen3-0.6B", "c0" * 20): DownloadFacts("downloading", 300 * 2**20, 1200 * 2**20)}
     row = only(PlanInputs([pair()], jobs={ready.key: JobFacts("running")}, downloads=downloading))  # type: ignore[dict-item]
     assert row.state == plan.DOWNLOADING and row.reason == "downloading: 0.3 GB of 1.2 GB"
     assert only(PlanInputs([pair()], jobs={ready.key: JobFacts("running")})).state == plan.RUNNING  # type: ignore[dict-item]
@@ -128,7 +130,7 @@ def test_each_re_measure_trigger_is_a_new_identity() -> None:
     # A newer engine on the worker turns a measured pair back into one to measure.
     measured = only(PlanInputs([pair()]))
     newer = replace(WORKER, engines={"pytorch": "torch 2.14"})
-    old = measurement_identity("z-lab/Qwen3-0.6B-DFlash", "d" * 40, "Qwen/Qwen3-0.6B", "t" * 40, "pytorch",
+    old = measurement_identity("z-lab/Qwen3-0.6B-DFlash", "d" * 40, "Qwen/Qwen3-0.6B", "c0" * 20, "pytorch",
                                "torch 2.13")
     assert only(PlanInputs([pair()], measured=frozenset({old})), newer).state == plan.READY
     assert measured.state == plan.READY
@@ -147,4 +149,4 @@ def test_newest_releases_first_then_the_catalog_backlog() -> None:
 
 def test_json_rows_carry_every_field() -> None:
     row = only(PlanInputs([pair()])).to_json()
-    assert row["state"] == "ready" and row["target_sha"] == "t" * 40 and row["released"].startswith("2026-05-01")
+    assert row["state"] == "ready" and row["target_sha"] == "c0" * 20 and row["released"].startswith("2026-05-01")
