@@ -115,9 +115,7 @@ def plan_and_enqueue(store: Store, settings: Settings, worker: WorkerCapability
 
 def announce(store: Store, worker: WorkerCapability) -> None:
     """State this worker's capabilities (and beat): what `make_plan` and the claim read."""
-    register_worker(store, worker.worker_id, host=socket.gethostname(), device=worker.device,
-                    memory_bytes=worker.memory_bytes, engines=tuple(worker.engines),
-                    disk_budget_bytes=worker.disk_budget_bytes)
+    register_worker(store, worker, host=socket.gethostname())
 
 
 def fetcher(downloader: Downloader) -> Callable[[VerifyRequest], tuple[tuple[Path, Path | None], dict[str, Any]]]:

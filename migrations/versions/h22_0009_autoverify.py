@@ -28,6 +28,8 @@ def upgrade() -> None:
         sa.Column("memory_bytes", sa.BigInteger(), nullable=False),
         sa.Column("engines", sa.JSON(), nullable=False),
         sa.Column("disk_budget_bytes", sa.BigInteger(), nullable=True),
+        sa.Column("has_token", sa.Boolean(), nullable=False),
+        sa.Column("run_bytes_per_parameter", sa.Double(), nullable=False),
         sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("heartbeat_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_worker")),

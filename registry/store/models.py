@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, Date, DateTime, ForeignKey, Integer, MetaData, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Boolean, Date, DateTime, Double, ForeignKey, Integer, MetaData, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 NAMING_CONVENTION = {
@@ -344,8 +344,10 @@ class WorkerRow(Base):
     host: Mapped[str] = mapped_column(String(200))
     device: Mapped[str] = mapped_column(String(200))
     memory_bytes: Mapped[int] = mapped_column(BigInteger)
-    engines: Mapped[list[Any]] = mapped_column(JSON)
+    engines: Mapped[dict[str, Any]] = mapped_column(JSON)  # engine -> version
     disk_budget_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    has_token: Mapped[bool] = mapped_column(Boolean, default=False)
+    run_bytes_per_parameter: Mapped[float] = mapped_column(Double, default=4.0)
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     heartbeat_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
 
@@ -364,7 +366,7 @@ class Download(Base):
     path: Mapped[str] = mapped_column(Text)
     bytes_total: Mapped[int | None] = mapped_column(BigInteger)
     bytes_done: Mapped[int] = mapped_column(BigInteger, default=0)
-    seconds: Mapped[float | None] = mapped_column()
+    seconds: Mapped[float | None] = mapped_column(Double)
     error: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -4,6 +4,7 @@ a job that fits no live worker is never claimed and is shown as such."""
 from __future__ import annotations
 
 from registry.domain.memory import GIB
+from registry.domain.plan import WorkerCapability
 from registry.store import Store
 from registry.store import downloads as ledger
 from registry.store import jobs as queue
@@ -28,12 +29,12 @@ def test_a_worker_claims_only_what_fits_its_memory_and_engines(store: Store) -> 
 
 
 def test_a_job_that_fits_no_live_worker_is_shown_as_such(store: Store) -> None:
-    register_worker(store, "cpu-worker", host="h", device="cpu", memory_bytes=16 * GIB, engines=("pytorch",),
-                    disk_budget_bytes=10 * GIB)
+    register_worker(store, WorkerCapability("cpu-worker", "cpu", 16 * GIB, {"pytorch": "torch 2"}, 10 * GIB),
+                    host="h")
     queue.enqueue(store, "verify", {}, dedupe_key="auto:big", memory_bytes=80 * GIB, engine="pytorch")
     queue.enqueue(store, "verify", {}, dedupe_key="auto:small", memory_bytes=GIB, engine="pytorch")
     [worker] = live_workers(store)
-    assert worker.device == "cpu" and worker.engines == ("pytorch",)
+    assert worker.device == "cpu" and worker.engines == {"pytorch": "torch 2"}
     inputs = plan_inputs(store, live_memory=[w.memory_bytes for w in live_workers(store)])
     assert inputs.jobs["auto:big"].fits_a_live_worker is False
     assert inputs.jobs["auto:small"].fits_a_live_worker is True
