@@ -158,16 +158,23 @@ def parameters(side: SideFacts) -> int | None:
                                config=side.config, size_label=side.size_label).parameters
 
 
-def memory_needed(pair: PairFacts, bytes_per_parameter: float) -> int | None:
+def memory_needed(pair: PairFacts, bytes_per_parameter: float,
+                  kv_cache: dict[tuple[str, str | None], int] | None = None) -> int | None:
     """Weights at the run's dtype + the target's KV cache at KV_TOKENS + activations and overhead; None when the
-    target's size is unknown."""
+    target's size is unknown. `kv_cache`: KV bytes per target revision, shared across one plan (many drafters
+    share a target, and reading its config is most of a pair's cost)."""
     target = parameters(pair.target)
     if target is None:
         return None
     drafter = parameters(pair.drafter) or 0
     weights = round((target + drafter) * bytes_per_parameter)
-    geometry = kv_geometry(pair.target.config)
-    kv = kv_cache_bytes(geometry, KV_TOKENS, bytes_per_parameter) if geometry is not None else 0
+    key = (pair.target.repo_id, pair.target.sha)
+    kv = kv_cache.get(key) if kv_cache is not None else None
+    if kv is None:
+        geometry = kv_geometry(pair.target.config)
+        kv = kv_cache_bytes(geometry, KV_TOKENS, bytes_per_parameter) if geometry is not None else 0
+        if kv_cache is not None:
+            kv_cache[key] = kv
     return weights + kv + round(weights * ACTIVATION_FRACTION) + FIXED_OVERHEAD_BYTES
 
 
@@ -196,10 +203,12 @@ def _sort_key(pair: PairFacts) -> tuple[int, float, str, str]:
 
 def plan_pairs(inputs: PlanInputs, worker: WorkerCapability) -> list[PlanRow]:
     """One row per pair, newest releases first, then the catalog backlog."""
-    return [plan_pair(pair, inputs, worker) for pair in sorted(inputs.pairs, key=_sort_key)]
+    kv_cache: dict[tuple[str, str | None], int] = {}
+    return [plan_pair(pair, inputs, worker, kv_cache) for pair in sorted(inputs.pairs, key=_sort_key)]
 
 
-def plan_pair(pair: PairFacts, inputs: PlanInputs, worker: WorkerCapability) -> PlanRow:
+def plan_pair(pair: PairFacts, inputs: PlanInputs, worker: WorkerCapability,
+              kv_cache: dict[tuple[str, str | None], int] | None = None) -> PlanRow:
     base = dict(drafter=pair.drafter.repo_id, drafter_sha=pair.drafter.sha, target=pair.target.repo_id,
                 target_sha=pair.target.sha, method=pair.method, verdict=pair.verdict, source=pair.source,
                 released=pair.released)
@@ -219,7 +228,7 @@ def plan_pair(pair: PairFacts, inputs: PlanInputs, worker: WorkerCapability) -> 
         return row(NO_ENGINE, f"runs on {', '.join(covered.engines)}, which this worker does not have")
     engine = engines[0]
     version = worker.engines[engine]
-    memory = memory_needed(pair, worker.run_bytes_per_parameter)
+    memory = memory_needed(pair, worker.run_bytes_per_parameter, kv_cache)
     download = download_needed(pair, inputs.downloads)
     known: dict[str, Any] = dict(engine=engine, engine_version=version, memory_bytes=memory, download_bytes=download)
     # The catalog may name a repo before the watcher read its commit; downloads and dedupe need the exact sha.
