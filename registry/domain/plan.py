@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from typing import Any
 
-from registry.domain.coverage import coverage
+from registry.domain.coverage import Coverage, coverage, layout_of
 from registry.domain.measurement import METRIC_VERSION
 from registry.domain.memory import GIB, estimate_parameters, kv_cache_bytes, kv_geometry, stored_bits_per_weight
 
@@ -204,11 +204,14 @@ def _sort_key(pair: PairFacts) -> tuple[int, float, str, str]:
 def plan_pairs(inputs: PlanInputs, worker: WorkerCapability) -> list[PlanRow]:
     """One row per pair, newest releases first, then the catalog backlog."""
     kv_cache: dict[tuple[str, str | None], int] = {}
-    return [plan_pair(pair, inputs, worker, kv_cache) for pair in sorted(inputs.pairs, key=_sort_key)]
+    coverage_cache: dict[tuple[str, str], Coverage] = {}
+    return [plan_pair(pair, inputs, worker, kv_cache, coverage_cache) for pair in sorted(inputs.pairs, key=_sort_key)]
 
 
 def plan_pair(pair: PairFacts, inputs: PlanInputs, worker: WorkerCapability,
-              kv_cache: dict[tuple[str, str | None], int] | None = None) -> PlanRow:
+              kv_cache: dict[tuple[str, str | None], int] | None = None,
+              coverage_cache: dict[tuple[str, str], Coverage] | None = None) -> PlanRow:
+    """One pair's state and reason. The caches (per plan) hold what depends on one revision only."""
     base = dict(drafter=pair.drafter.repo_id, drafter_sha=pair.drafter.sha, target=pair.target.repo_id,
                 target_sha=pair.target.sha, method=pair.method, verdict=pair.verdict, source=pair.source,
                 released=pair.released)
@@ -220,7 +223,13 @@ def plan_pair(pair: PairFacts, inputs: PlanInputs, worker: WorkerCapability,
         if side.status == "gone":
             return row(GONE, f"{side.repo_id} is gone from the Hub" + (f" ({side.status_detail})"
                                                                           if side.status_detail else ""))
-    covered = coverage(pair.method, pair.drafter.config, pair.drafter.repo_id)
+    # Which engines run the drafter depends on its (method, layout) only: worked out once per plan.
+    coverage_key = (pair.method, layout_of(pair.method, pair.drafter.config, pair.drafter.repo_id))
+    covered = coverage_cache.get(coverage_key) if coverage_cache is not None else None
+    if covered is None:
+        covered = coverage(pair.method, pair.drafter.config, pair.drafter.repo_id)
+        if coverage_cache is not None:
+            coverage_cache[coverage_key] = covered
     engines = [engine for engine in covered.engines if engine in worker.engines]
     if not engines:
         if not covered.engines:
