@@ -144,6 +144,9 @@ def test_a_released_drafter_is_downloaded_measured_and_stored_at_the_hub_shas(
     assert cdn_requests(hub, TARGET)
     assert not (settings.downloads_dir / HUGE.replace("/", "--")).exists()
     assert next(r for r in rows if r.drafter == DRAFTER).state == plan.MEASURED
+    # `drafters status` shows the service's last download.
+    [download_row] = [s for s in sqlite_store.service_statuses() if s.name == "download"]
+    assert download_row.state == "done" and (download_row.detail or "").startswith(f"{DRAFTER}@")
 
 
 def test_a_download_killed_midway_resumes_and_is_never_measured_half_done(
