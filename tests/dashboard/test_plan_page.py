@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from dashboard import plan_queries, queries
+
 from registry.domain.memory import GIB
 from registry.domain.plan import WorkerCapability, plan_pairs
 from registry.store import downloads as ledger
@@ -38,3 +40,15 @@ def test_the_page_lists_every_pair_with_the_planners_state_and_reason(
     assert "cuda: NVIDIA H200 with 141.0 GB" in app.caption[0].value
     downloads = frame_with(app, "done_gb")
     assert list(downloads["status"]) == ["downloading"] and list(downloads["done_gb"]) == [1.0]
+
+
+def test_the_plan_reads_through_the_dashboards_read_only_engine_on_both_backends(seeded: Seeded) -> None:
+    register_worker(seeded.store, WORKER, host="h")
+    engine = queries.open_read_only(seeded.url)
+    try:
+        view = plan_queries.plan_view(engine)
+    finally:
+        engine.dispose()
+    expected = plan_pairs(plan_inputs(seeded.store), WORKER)
+    assert view.worker == WORKER and list(view.pairs["state"]) == [row.state for row in expected]
+    assert sum(view.counts.values()) == len(expected) > 0
