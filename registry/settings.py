@@ -62,6 +62,8 @@ class Settings(BaseSettings):
     autoverify_repeats: int = 3
     worker_memory_gb: float | None = None  # default: the device's memory (CUDA total memory, or RAM on CPU)
     download_budget_gb: float | None = None  # default: half the free disk, at most 200 GB
+    # Hub license tags (e.g. ["llama3.1", "other"]) whose pairs are flagged in the plan and never downloaded.
+    autoverify_blocked_licenses: list[str] = Field(default_factory=list)
 
     @property
     def home_dir(self) -> Path:

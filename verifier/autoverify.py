@@ -79,6 +79,7 @@ def capability(settings: Settings, worker_id: str, device: Device | None = None,
         worker_id=worker_id, device=device.name, memory_bytes=memory,
         engines=engines if engines is not None else engine_versions(), disk_budget_bytes=budget,
         has_token=settings.token_value() is not None, run_bytes_per_parameter=device.bytes_per_parameter,
+        blocked_licenses=frozenset(name.lower() for name in settings.autoverify_blocked_licenses),
     )
 
 

@@ -1,4 +1,4 @@
-"""autoverify: job capability needs, workers with capabilities, the download ledger
+"""autoverify: job capability needs, workers with capabilities, the download ledger, revisions' license tags
 
 Revision ID: h22_0009_autoverify
 Revises: 0008_runs_follow_renames
@@ -16,6 +16,9 @@ depends_on = None
 
 
 def upgrade() -> None:
+    for table in ("checkpoint_revision", "drafter_revision"):
+        with op.batch_alter_table(table, schema=None) as batch_op:
+            batch_op.add_column(sa.Column("license", sa.String(length=100), nullable=True))
     with op.batch_alter_table("job", schema=None) as batch_op:
         batch_op.add_column(sa.Column("memory_bytes", sa.BigInteger(), nullable=True))
         batch_op.add_column(sa.Column("engine", sa.String(length=30), nullable=True))
@@ -72,3 +75,6 @@ def downgrade() -> None:
     with op.batch_alter_table("job", schema=None) as batch_op:
         batch_op.drop_column("engine")
         batch_op.drop_column("memory_bytes")
+    for table in ("drafter_revision", "checkpoint_revision"):
+        with op.batch_alter_table(table, schema=None) as batch_op:
+            batch_op.drop_column("license")

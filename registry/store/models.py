@@ -101,6 +101,7 @@ class CheckpointRevision(Base):
     weight_bytes: Mapped[int | None] = mapped_column(BigInteger)
     weight_digest: Mapped[str | None] = mapped_column(String(64))
     parameter_count: Mapped[int | None] = mapped_column(BigInteger)
+    license: Mapped[str | None] = mapped_column(String(100))  # the Hub's license tag (migration h22)
     config_json: Mapped[str | None] = mapped_column(Text)
     config_fingerprint: Mapped[str | None] = mapped_column(String(64))
     # Why the config could not be used (malformed, gated, missing); None when it parsed.
@@ -179,6 +180,7 @@ class DrafterRevision(Base):
     tokenizer_digest: Mapped[str | None] = mapped_column(String(64))
     weight_bytes: Mapped[int | None] = mapped_column(BigInteger)
     weight_digest: Mapped[str | None] = mapped_column(String(64))
+    license: Mapped[str | None] = mapped_column(String(100))  # the Hub's license tag (migration h22)
     config_json: Mapped[str | None] = mapped_column(Text)
     config_fingerprint: Mapped[str | None] = mapped_column(String(64))
     config_problem: Mapped[str | None] = mapped_column(Text)

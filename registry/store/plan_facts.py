@@ -53,13 +53,13 @@ def pair_facts(store: Store, *, structural: bool = False) -> list[PairFacts]:
                 drafter=SideFacts(
                     repo_id=drafter.repo_id, sha=d_rev.sha, status=drafter.status,
                     status_detail=drafter.status_detail, gated=bool(drafter.gated), weight_bytes=d_rev.weight_bytes,
-                    config=_config(d_rev.config_json),
+                    config=_config(d_rev.config_json), license=d_rev.license,
                 ),
                 target=SideFacts(
                     repo_id=checkpoint.repo_id, sha=c_rev.sha, status=checkpoint.status,
                     status_detail=checkpoint.status_detail, gated=bool(checkpoint.gated),
                     weight_bytes=c_rev.weight_bytes, parameter_count=c_rev.parameter_count,
-                    config=_config(c_rev.config_json), size_label=checkpoint.size,
+                    config=_config(c_rev.config_json), size_label=checkpoint.size, license=c_rev.license,
                 ),
                 method=drafter.method, verdict=verdict,
                 source="catalog" if drafter.source == "catalog" else "hub",

@@ -39,6 +39,7 @@ class RevisionSpec:
     weight_bytes: int | None = None
     weight_digest: str | None = None
     parameter_count: int | None = None
+    license: str | None = None  # the Hub's `license:` tag
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -281,3 +282,21 @@ def test_the_budget_evicts_the_least_recently_used_download_and_nothing_else(
     assert foreign.exists()  # the service never deletes what it did not download
     with pytest.raises(DownloadFailed, match="more than the download budget"):
         Downloader(sqlite_store, client, root, 1000).fetch(TARGET, a_sha)
+
+
+def test_a_flagged_license_tag_is_planned_out_with_the_license(
+        tmp_path: Path, sqlite_store: Store, tiny_target_dir: Path, tiny_dflash_dir: Path) -> None:
+    state = HubState()
+    state.add_repo(TARGET, files=folder_files(tiny_target_dir), date=DAY, created_at=DAY,
+                   card_data={"license": "llama3.1"})
+    with FakeHub(state) as hub:
+        watcher = Watcher(sqlite_store, HubClient(hub.url, None, tmp_path / "cache", timeout=30.0),
+                          ["tinyorg", "z-lab"])
+        state.add_repo(DRAFTER, files=drafter_files(tiny_dflash_dir, TARGET), date=DAY + timedelta(days=1),
+                       tags=("dflash",))
+        watcher.poll_once()
+    flagged = replace(worker_capability(), blocked_licenses=frozenset({"llama3.1"}))
+    [row] = autoverify.make_plan(sqlite_store, flagged)
+    assert row.state == plan.LICENSE and row.reason == f"license flagged: {TARGET} (llama3.1)"
+    assert autoverify.enqueue_ready(sqlite_store, [row], {}) == []
+    assert [r.state for r in autoverify.make_plan(sqlite_store, worker_capability())] == [plan.READY]
