@@ -17,6 +17,7 @@ navigation = st.navigation(
         st.Page(PAGES / "benchmarks.py", title="Benchmarks", url_path="benchmarks"),
         st.Page(PAGES / "pair.py", title="Pair", url_path="pair"),
         st.Page(PAGES / "alerts.py", title="Alerts", url_path="alerts"),
+        st.Page(PAGES / "plan.py", title="Plan", url_path="plan"),
     ]
 )
 navigation.run()

@@ -18,7 +18,7 @@ import streamlit as st
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from dashboard import queries
+from dashboard import plan_queries, queries
 from registry.domain import compat, configs
 from registry.domain.drafter_facts import detect_method
 from registry.local import LocalRepoError, read_local_repo
@@ -162,6 +162,11 @@ def empty_hint(what: str) -> None:
 
 
 # ---- cached reads ---------------------------------------------------------------------------------
+
+
+@st.cache_data(ttl=10, show_spinner=False)  # downloads move: a short cache
+def plan(url: str) -> plan_queries.PlanView:
+    return plan_queries.plan_view(_engine(url), structural=get_settings().autoverify_structural)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)

@@ -26,6 +26,9 @@ from registry.store import Store
 from registry.store.catalog_import import load_catalog
 from registry.watch.poller import DRAFTER_QUERIES, Watcher, stable_owner
 from verifier.demo import enqueue_demo
+from registry.domain.plan import WorkerCapability, counts
+from registry.hub.download import Downloader
+from verifier import autoverify
 from verifier.jobs import Worker, enqueue_cached_pair
 
 log = logging.getLogger(__name__)
@@ -43,6 +46,8 @@ class Service:
     dashboard: object | None = None  # subprocess.Popen when started
     hub_reachable: bool | None = None
     restart_delays_s: tuple[float, ...] = RESTART_DELAYS_S
+    plan_now: threading.Event = field(default_factory=threading.Event)  # a new pair: plan without waiting
+    worker_id: str | None = None
 
     @property
     def instance(self) -> str:
@@ -71,6 +76,8 @@ class Service:
         verifier_installed = importlib.util.find_spec("torch") is not None
         if worker and verifier_installed:
             self._thread("worker", self._worker_loop)
+            if self.settings.autoverify:
+                self._thread("planner", self._plan_loop)
         elif worker:
             self.say("verifier extra not installed: no worker (pip install 'drafter-registry[verifier]')")
         if demo and verifier_installed:
@@ -154,6 +161,9 @@ class Service:
             self.stop.wait(wait)
 
     def _on_pair(self, drafter: str, drafter_sha: str, target: str, target_sha: str, verdict: str) -> None:
+        if self.settings.autoverify:
+            self.plan_now.set()  # the planner downloads what fits and queues it
+            return
         job = enqueue_cached_pair(self.store, drafter, drafter_sha, target, target_sha)
         if job is not None:
             self.say(f"queued a measurement of {drafter} on {target} ({verdict}); its weights are in the local cache")
@@ -174,8 +184,42 @@ class Service:
                             error=f"{exc.__class__.__name__}: {exc}")
             self.stop.wait(30.0)
 
+    def _capability(self) -> WorkerCapability:
+        self.worker_id = self.worker_id or f"{self.instance}-worker"
+        return autoverify.capability(self.settings, self.worker_id)
+
+    def _plan_loop(self) -> None:
+        """Plan every exact pair against this worker and queue what fits; again after each new pair."""
+        capability = self._capability()
+        while not self.stop.is_set():
+            autoverify.announce(self.store, capability)
+            rows, queued = autoverify.plan_and_enqueue(self.store, self.settings, capability)
+            for job in queued:
+                self.say(f"queued a measurement of {job.payload['drafter']} on {job.payload['target']} "
+                         f"(downloads at the recorded shas)")
+            tally = counts(rows)
+            self.status("planner", "waiting", success=True, detail=(
+                f"{len(rows)} pairs: " + ", ".join(f"{n} {state}" for state, n in tally.items()) if rows
+                else "no exact pairs yet"))
+            self.plan_now.wait(self.settings.autoverify_interval_s)
+            self.plan_now.clear()
+
+    def _download_progress(self, what: str, done: int, total: int) -> None:
+        state = "done" if done >= total else "downloading"
+        self.status("download", state, detail=f"{what}: {done / 2**30:.2f} of {total / 2**30:.2f} GB",
+                    success=done >= total)
+
     def _worker_loop(self) -> None:
         worker = Worker(self.store)
+        if self.settings.autoverify:
+            capability = self._capability()
+            client = HubClient(self.settings.hub_endpoint, self.settings.token_value(), self.settings.hub_cache_dir,
+                               timeout=max(self.settings.hub_timeout_s, 60.0))
+            downloader = Downloader(self.store, client, self.settings.downloads_dir, capability.disk_budget_bytes,
+                                    on_progress=self._download_progress)
+            worker = Worker(self.store, worker_id=capability.worker_id, memory_bytes=capability.memory_bytes,
+                            engines=tuple(capability.engines), fetch=autoverify.fetcher(downloader))
+            autoverify.announce(self.store, capability)
 
         def report(job: object) -> None:
             self.say(f"verify job {job.id}: {job.status}" + (f" ({job.error})" if job.error else ""))  # type: ignore[attr-defined]

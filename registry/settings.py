@@ -59,6 +59,16 @@ class Settings(BaseSettings):
     # Decode length and repeats of the demo measurements `drafters up` queues.
     demo_max_new_tokens: int = 48
     demo_repeats: int = 3
+    # Autoverify (`drafters up`): plan, download and measure every exact pair that fits this worker; one switch.
+    autoverify: bool = True
+    autoverify_structural: bool = False  # structural pairs too, not only exact ones
+    autoverify_interval_s: float = 60.0
+    autoverify_max_new_tokens: int = 64
+    autoverify_repeats: int = 3
+    worker_memory_gb: float | None = None  # default: the device's memory (CUDA total memory, or RAM on CPU)
+    download_budget_gb: float | None = None  # default: half the free disk, at most 200 GB
+    # Hub license tags (e.g. ["llama3.1", "other"]) whose pairs are flagged in the plan and never downloaded.
+    autoverify_blocked_licenses: list[str] = Field(default_factory=list)
 
     @property
     def home_dir(self) -> Path:
@@ -94,6 +104,11 @@ class Settings(BaseSettings):
     @property
     def hub_cache_dir(self) -> Path:
         return self.home_dir / "hub-cache"
+
+    @property
+    def downloads_dir(self) -> Path:
+        """Where autoverify downloads repos (only what it downloaded here is ever evicted)."""
+        return self.home_dir / "downloads"
 
     @property
     def models_dir(self) -> Path:

@@ -24,6 +24,7 @@ FAMILY = {"migrations": "registry"}  # migrations/env.py sits in the store layer
 LAYERS: tuple[tuple[str, str, int], ...] = (
     ("verifier.jobs", "verifier runner", 5),
     ("verifier.demo", "verifier runner", 5),
+    ("verifier.autoverify", "verifier runner", 5),
     ("verifier.ray_executor", "verifier runner", 5),
     ("verifier.ingest", "verifier runner", 5),
     ("verifier.engines", "verifier engines", 4),

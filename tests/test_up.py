@@ -66,6 +66,8 @@ def test_up_shows_drafters_lag_speedups_and_alerts(tmp_path: Path, hub: FakeHub,
         "DRAFTERS_MODELS_DIR": str(models),
         "DRAFTERS_DEMO_MAX_NEW_TOKENS": "12",
         "DRAFTERS_DEMO_REPEATS": "1",
+        # The scenario's repos hold stand-in weights; autoverify's end to end is tests/verifier/test_autoverify.py.
+        "DRAFTERS_AUTOVERIFY": "0",
         "COLUMNS": "200",
     }
     process = subprocess.Popen([sys.executable, "-m", "drafters.cli", "up"], env=env, stdout=subprocess.PIPE,

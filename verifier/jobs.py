@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,8 @@ class VerifyRequest:
     prompt_files: tuple[str, ...] = ()
     settings: dict[str, Any] = field(default_factory=dict)
     engine: str = "pytorch"
+    # Download both repos at the pinned revisions first (autoverify jobs); otherwise folders or the local cache.
+    download: bool = False
 
     def __post_init__(self) -> None:
         if self.engine not in VERIFIER_ENGINES:
@@ -83,19 +85,22 @@ def _prompt_sets(request: VerifyRequest) -> list[Any]:
     return sets
 
 
-def run_engine(request: VerifyRequest, progress: Callable[[int, int, str], None] | None = None) -> Run:
-    """Either engine, driven by the one harness (`verifier.harness.run`): the same result type from both."""
+def run_engine(request: VerifyRequest, progress: Callable[[int, int, str], None] | None = None,
+               folders: tuple[Path, Path | None] | None = None) -> Run:
+    """Either engine, driven by the one harness (`verifier.harness.run`): the same result type from both.
+    `folders`: the (target, drafter) folders to run, already downloaded at the request's revisions."""
     from verifier.engines.pytorch import run_pair  # torch, which only PyTorch runs need
 
     settings = RunSettings(**request.settings)
-    target_dir = resolve_folder(request.target, request.target_revision)
+    target_dir = folders[0] if folders else resolve_folder(request.target, request.target_revision)
     if request.engine == "llamacpp":
         # llama.cpp also takes a drafter that is already a .gguf file.
         gguf = Path(request.drafter).expanduser() if request.drafter else None
-        drafter = gguf if gguf is not None and gguf.is_file() and gguf.suffix == ".gguf" else (
+        drafter = folders[1] if folders else gguf if gguf is not None and gguf.is_file() and gguf.suffix == ".gguf" else (
             resolve_folder(request.drafter, request.drafter_revision) if request.drafter else None)
         return run_llamacpp_pair(target_dir, drafter, _prompt_sets(request), settings, progress)
-    drafter_dir = resolve_folder(request.drafter, request.drafter_revision) if request.drafter else None
+    drafter_dir = folders[1] if folders else (
+        resolve_folder(request.drafter, request.drafter_revision) if request.drafter else None)
     return run_pair(target_dir, drafter_dir, _prompt_sets(request), settings, progress)
 
 
@@ -106,11 +111,14 @@ def verify_now(
     job_id: int | None = None,
     run_id: str | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    folders: tuple[Path, Path | None] | None = None,
+    provenance: dict[str, Any] | None = None,
 ) -> Run:
-    """Run and store. A failure is stored as a failed run with a one-line reason and returned, not raised."""
+    """Run and store. A failure is stored as a failed run with a one-line reason and returned, not raised.
+    `folders`: downloaded folders to run (see run_engine); `provenance`: facts stored with the run (downloads)."""
     run_id = run_id or uuid.uuid4().hex
     try:
-        run = run_engine(request, progress)
+        run = run_engine(request, progress, folders)
     except Exception as error:  # noqa: BLE001 - every failure becomes a stored, explained run
         reason = _one_line(error)
         if isinstance(error, CRASHES):
@@ -120,6 +128,8 @@ def verify_now(
         else:
             log.warning("run %s failed: %s", run_id, error)
         return record_run(store, failed_run(request, reason, job_id=job_id, run_id=run_id))
+    if provenance:
+        run = replace(run, provenance={**run.provenance, **provenance})
     record = record_run(store, named_run(request, run, job_id=job_id, run_id=run_id))
     event = regression_event(store, record)
     if event is not None:
@@ -136,10 +146,12 @@ def job_run_id(job_id: int) -> str:
 
 
 def enqueue(store: Store, request: VerifyRequest, *, dedupe_key: str | None = None,
-            max_attempts: int = 3) -> queue.JobRecord | None:
+            max_attempts: int = 3, memory_bytes: int | None = None) -> queue.JobRecord | None:
+    """Queue a request; `memory_bytes`: the device memory it needs, so only a worker that has it claims it."""
     gpus = 1 if str(request.settings.get("device", "auto")).startswith("cuda") else 0
     return queue.enqueue(store, VERIFY, request.to_payload(), dedupe_key=dedupe_key, max_attempts=max_attempts,
-                         num_gpus=gpus)
+                         num_gpus=gpus, memory_bytes=memory_bytes,
+                         engine=VERIFIER_ENGINES[request.engine] if memory_bytes is not None else None)
 
 
 def enqueue_cached_pair(store: Store, drafter: str, drafter_sha: str, target: str, target_sha: str,
@@ -166,14 +178,26 @@ class Worker:
     lease_s: float = 60.0
     heartbeat_s: float = 10.0
     executor: Callable[[Store, queue.JobRecord], Run] | None = None
+    # What this worker can take (None: anything): device memory in bytes and the engines it has.
+    memory_bytes: int | None = None
+    engines: tuple[str, ...] | None = None
+    # Fetches a download job's folders: (request) -> ((target, drafter) folders, provenance); raises to fail it.
+    fetch: Callable[[VerifyRequest], tuple[tuple[Path, Path | None], dict[str, Any]]] | None = None
 
     def run_job(self, job: queue.JobRecord) -> Run:
         request = VerifyRequest.from_payload(job.payload)
+        if request.download:
+            if self.fetch is None:
+                raise RuntimeError("this worker does not download; the job needs a worker that does")
+            folders, provenance = self.fetch(request)
+            return verify_now(self.store, request, job_id=job.id, run_id=job_run_id(job.id), folders=folders,
+                              provenance=provenance)
         return verify_now(self.store, request, job_id=job.id, run_id=job_run_id(job.id))
 
     def work_once(self) -> queue.JobRecord | None:
-        """Claim and finish one job; None when the queue is empty."""
-        job = queue.claim(self.store, self.worker_id, lease_s=self.lease_s)
+        """Claim and finish one job that fits this worker; None when there is none."""
+        job = queue.claim(self.store, self.worker_id, lease_s=self.lease_s, memory_bytes=self.memory_bytes,
+                          engines=self.engines)
         if job is None:
             return None
         stop = threading.Event()
@@ -182,7 +206,9 @@ class Worker:
         try:
             record = (self.executor or (lambda _store, j: self.run_job(j)))(self.store, job)
         except Exception as error:  # noqa: BLE001 - the worker goes on
-            queue.fail(self.store, job.id, self.worker_id, error=_one_line(error), retry=True)
+            # A download that cannot succeed (gated, gone, disk full, over budget) says so and is not retried.
+            retry = bool(getattr(error, "retry", True))
+            queue.fail(self.store, job.id, self.worker_id, error=_one_line(error), retry=retry)
             return queue.get_job(self.store, job.id)
         finally:
             stop.set()

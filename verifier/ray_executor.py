@@ -9,6 +9,8 @@ imports it.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,21 +25,33 @@ class RayUnavailable(RuntimeError):
     """Ray is not installed, or the cluster cannot be reached; the message says which and what to do."""
 
 
+# The custom Ray resource a node declares for its device memory (`ray start --resources='{"gpu_memory_gb": 141}'`):
+# a job that needs N GB then lands only on a node that has them.
+GPU_MEMORY_RESOURCE = "gpu_memory_gb"
+
+
 @dataclass(frozen=True)
 class TaskResources:
     num_cpus: float
     num_gpus: float
+    memory_gb: float = 0.0  # of GPU_MEMORY_RESOURCE; 0: not asked for
 
-    def as_options(self) -> dict[str, float]:
-        return {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus}
+    def as_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus}
+        if self.memory_gb:
+            options["resources"] = {GPU_MEMORY_RESOURCE: self.memory_gb}
+        return options
 
 
-def task_resources(job_gpus: int, cluster_gpus: float) -> TaskResources:
+def task_resources(job_gpus: int, cluster_gpus: float, *, job_memory_bytes: int | None = None,
+                   cluster_memory_gb: float = 0.0) -> TaskResources:
     """What a job's task asks Ray for: its GPUs where the cluster has any, else one CPU slot (a CPU-only cluster
-    runs the job on CPU rather than waiting forever for a GPU that will never come)."""
+    runs the job on CPU rather than waiting forever for a GPU that will never come); and the device memory the
+    plan says it needs, where the cluster's nodes declare theirs (none declared: not asked, never stuck)."""
+    memory_gb = math.ceil(job_memory_bytes / 2**30) if job_memory_bytes and cluster_memory_gb > 0 else 0.0
     if job_gpus > 0 and cluster_gpus > 0:
-        return TaskResources(num_cpus=1, num_gpus=job_gpus)
-    return TaskResources(num_cpus=1, num_gpus=0)
+        return TaskResources(num_cpus=1, num_gpus=job_gpus, memory_gb=memory_gb)
+    return TaskResources(num_cpus=1, num_gpus=0, memory_gb=memory_gb)
 
 
 def run_verify_job(database_url: str, payload: dict[str, Any], job_id: int, run_id: str) -> str:
@@ -84,7 +98,9 @@ class RayExecutor:
             self._ray.shutdown()
 
     def resources(self, job: queue.JobRecord) -> TaskResources:
-        return task_resources(job.num_gpus, float(self._ray.cluster_resources().get("GPU", 0)))
+        cluster = self._ray.cluster_resources()
+        return task_resources(job.num_gpus, float(cluster.get("GPU", 0)), job_memory_bytes=job.memory_bytes,
+                              cluster_memory_gb=float(cluster.get(GPU_MEMORY_RESOURCE, 0)))
 
     def __call__(self, store: Store, job: queue.JobRecord) -> Run:
         reference = self._task.options(**self.resources(job).as_options()).remote(

@@ -36,9 +36,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import huggingface_hub
-from huggingface_hub import HfApi, ModelInfo, hf_hub_download
+from huggingface_hub import HfApi, ModelInfo, hf_hub_download, snapshot_download
 from huggingface_hub import errors as hf_errors
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, httpx, parse_ratelimit_headers
+from huggingface_hub.utils import tqdm as hf_tqdm
 
 from registry.hub.parse import SHA_PATTERN, checked_datetime, checked_sha, hub_model, hub_revision, iso_or_none
 # Re-exported (noqa F401): callers import the client's dataclasses, errors and digests from registry.hub.
@@ -86,6 +87,14 @@ PACE_MIN = 10
 
 def _one_line(message: str) -> str:
     return " ".join(message.split())
+
+
+class _QuietBar(hf_tqdm):  # type: ignore[misc]
+    """Snapshot downloads report their progress through the caller (ledger, status row, Rich bar), not stderr."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["disable"] = True
+        super().__init__(*args, **kwargs)
 
 
 # ---- the client ----------------------------------------------------------------------------------------------
@@ -307,6 +316,20 @@ class HubClient:
             except hf_errors.RemoteEntryNotFoundError:
                 return None
             return Path(path).read_bytes()
+
+    def snapshot(self, repo_id: str, sha: str, local_dir: Path, *, allow_patterns: list[str],
+                 ignore_patterns: list[str]) -> Path:
+        """The repo's files that match the patterns, at commit `sha`, into `local_dir`. Files already there are
+        kept (a download killed midway resumes with the files it finished); returns once every file is in place."""
+        if not SHA_PATTERN.fullmatch(sha):
+            raise ValueError(f"snapshot needs a 40-hex commit sha, got {sha!r}")
+        what = f"{repo_id}@{sha[:12]}"
+        with self._calling(what):
+            return Path(snapshot_download(
+                repo_id, revision=sha, local_dir=local_dir, endpoint=self.endpoint, token=self._token or False,
+                allow_patterns=allow_patterns, ignore_patterns=ignore_patterns, etag_timeout=self.timeout,
+                max_workers=2, tqdm_class=_QuietBar,
+            ))
 
     def commits(self, repo_id: str) -> list[HubCommit]:
         """Every commit on main, newest first."""

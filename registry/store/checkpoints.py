@@ -129,6 +129,7 @@ class CheckpointCommands(StoreCore):
         row.weight_bytes = spec.weight_bytes or row.weight_bytes
         row.weight_digest = spec.weight_digest or row.weight_digest
         row.parameter_count = spec.parameter_count or row.parameter_count
+        row.license = spec.license or row.license
         row.config_json = json.dumps(config, sort_keys=True) if config is not None else None
         row.config_fingerprint = configs.config_fingerprint(config) if config is not None else None
         row.config_problem = problem

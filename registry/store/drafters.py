@@ -114,6 +114,7 @@ class DrafterCommands(StoreCore):
         row.tokenizer_digest = spec.tokenizer_digest or row.tokenizer_digest
         row.weight_bytes = spec.weight_bytes or row.weight_bytes
         row.weight_digest = spec.weight_digest or row.weight_digest
+        row.license = spec.license or row.license
         if row.id is not None and spec.config_raw is None:
             return  # a Hub read that got no config (gated, none in the repo) keeps the catalog's transcription
         config, problem = parsed if parsed is not None else parse_config(spec.config_raw, spec.config_problem)

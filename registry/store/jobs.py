@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, or_, select, true, update
 from sqlalchemy.exc import IntegrityError
 
 from registry.store import Store
@@ -29,8 +29,11 @@ def enqueue(
     dedupe_key: str | None = None,
     max_attempts: int = 3,
     num_gpus: int = 0,
+    memory_bytes: int | None = None,
+    engine: str | None = None,
 ) -> JobRecord | None:
-    """Queue a job; with a dedupe key a second enqueue of the same work returns None."""
+    """Queue a job; with a dedupe key a second enqueue of the same work returns None. `memory_bytes` and `engine`
+    are what a worker needs to claim it (None: any worker)."""
     try:
         with store.session() as session:
             if dedupe_key is not None and session.scalar(select(Job.id).where(Job.dedupe_key == dedupe_key)):
@@ -44,6 +47,8 @@ def enqueue(
                 num_gpus=num_gpus,
                 dedupe_key=dedupe_key,
                 created_at=utcnow(),
+                memory_bytes=memory_bytes,
+                engine=engine,
             )
             session.add(row)
             session.flush()
@@ -74,14 +79,27 @@ def fail_exhausted(store: Store) -> int:
         return result.rowcount or 0
 
 
-def claim(store: Store, worker_id: str, *, lease_s: float = 60.0, kinds: tuple[str, ...] = ("verify",)) -> JobRecord | None:
-    """Take the oldest claimable job: queued, or running with an expired lease (its worker died)."""
+def _fits(memory_bytes: int | None, engines: tuple[str, ...] | None):  # type: ignore[no-untyped-def]
+    """The capability in the claim: a job that needs more memory, or an engine this worker lacks, is never taken."""
+    conditions = []
+    if memory_bytes is not None:
+        conditions.append(or_(Job.memory_bytes.is_(None), Job.memory_bytes <= memory_bytes))
+    if engines is not None:
+        conditions.append(or_(Job.engine.is_(None), Job.engine.in_(engines)))
+    return and_(*conditions) if conditions else true()
+
+
+def claim(store: Store, worker_id: str, *, lease_s: float = 60.0, kinds: tuple[str, ...] = ("verify",),
+          memory_bytes: int | None = None, engines: tuple[str, ...] | None = None) -> JobRecord | None:
+    """Take the oldest claimable job that fits this worker (`memory_bytes` of device memory, `engines`; None: no
+    limit): queued, or running with an expired lease (its worker died)."""
     fail_exhausted(store)
     now = utcnow()
     with store.session() as session:
         query = (
             select(Job)
-            .where(_claimable(now), Job.kind.in_(kinds), Job.attempts < Job.max_attempts)
+            .where(_claimable(now), Job.kind.in_(kinds), Job.attempts < Job.max_attempts,
+                   _fits(memory_bytes, engines))
             .order_by(Job.id)
             .limit(1)
         )

@@ -1,11 +1,15 @@
-"""ORM models. Private to registry/: callers get the dataclasses in registry.records."""
+"""ORM models. Private to registry/: callers get the dataclasses in registry.records.
+
+It is over 400 lines: every table in one module, so that one metadata is what Alembic and the models-versus-
+migrations check compare.
+"""
 
 from __future__ import annotations
 
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, Date, DateTime, ForeignKey, Integer, MetaData, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Boolean, Date, DateTime, Double, ForeignKey, Integer, MetaData, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 NAMING_CONVENTION = {
@@ -100,6 +104,7 @@ class CheckpointRevision(Base):
     weight_bytes: Mapped[int | None] = mapped_column(BigInteger)
     weight_digest: Mapped[str | None] = mapped_column(String(64))
     parameter_count: Mapped[int | None] = mapped_column(BigInteger)
+    license: Mapped[str | None] = mapped_column(String(100))  # the Hub's license tag (migration h22)
     config_json: Mapped[str | None] = mapped_column(Text)
     config_fingerprint: Mapped[str | None] = mapped_column(String(64))
     # Why the config could not be used (malformed, gated, missing); None when it parsed.
@@ -182,6 +187,7 @@ class DrafterRevision(Base):
     tokenizer_digest: Mapped[str | None] = mapped_column(String(64))
     weight_bytes: Mapped[int | None] = mapped_column(BigInteger)
     weight_digest: Mapped[str | None] = mapped_column(String(64))
+    license: Mapped[str | None] = mapped_column(String(100))  # the Hub's license tag (migration h22)
     config_json: Mapped[str | None] = mapped_column(Text)
     config_fingerprint: Mapped[str | None] = mapped_column(String(64))
     config_problem: Mapped[str | None] = mapped_column(Text)
@@ -331,6 +337,49 @@ class Job(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # What a worker needs to take it (migration h22): device memory the pair needs, and the engine that runs it.
+    # NULL: any worker (manual and demo jobs).
+    memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    engine: Mapped[str | None] = mapped_column(String(30))
+
+
+class WorkerRow(Base):
+    """A worker's stated capabilities, refreshed by its heartbeat (migration h22)."""
+
+    __tablename__ = "worker"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    worker_id: Mapped[str] = mapped_column(String(100), unique=True)
+    host: Mapped[str] = mapped_column(String(200))
+    device: Mapped[str] = mapped_column(String(200))
+    memory_bytes: Mapped[int] = mapped_column(BigInteger)
+    engines: Mapped[dict[str, Any]] = mapped_column(JSON)  # engine -> version
+    disk_budget_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    has_token: Mapped[bool] = mapped_column(Boolean, default=False)
+    run_bytes_per_parameter: Mapped[float] = mapped_column(Double, default=4.0)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    heartbeat_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+
+
+class Download(Base):
+    """A repo revision the service downloaded itself (migration h22): the ledger LRU eviction reads, so that
+    files the service did not download are never deleted."""
+
+    __tablename__ = "download"
+    __table_args__ = (UniqueConstraint("repo_id", "revision"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    repo_id: Mapped[str] = mapped_column(String(200), index=True)
+    revision: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(20), index=True)  # downloading / complete / failed / evicted
+    path: Mapped[str] = mapped_column(Text)
+    bytes_total: Mapped[int | None] = mapped_column(BigInteger)
+    bytes_done: Mapped[int] = mapped_column(BigInteger, default=0)
+    seconds: Mapped[float | None] = mapped_column(Double)
+    error: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_used_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
 
 
 class BenchmarkRun(Base):

@@ -40,6 +40,7 @@ class RevisionSpec:
     weight_bytes: int | None = None
     weight_digest: str | None = None
     parameter_count: int | None = None
+    license: str | None = None  # the Hub's `license:` tag
 
 
 @dataclass(frozen=True)
@@ -276,3 +277,5 @@ class JobRecord:
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    memory_bytes: int | None = None  # device memory the job needs; None: any worker
+    engine: str | None = None  # the engine it needs; None: any worker

@@ -116,6 +116,7 @@ def revision_spec(client: HubClient, repo_id: str, sha: str, last_modified: date
         weight_bytes=sum(f.size or 0 for f in revision.files if hub.is_weight_file(f.path)) or None,
         weight_digest=hub.weight_digest(revision.files),
         parameter_count=revision.parameters,
+        license=next((tag.split(":", 1)[1] for tag in revision.tags if tag.startswith("license:")), None),
     )
 
 

@@ -6,6 +6,7 @@ See /work/shared/reference/hub-protocol.md §5. Routes:
   GET  /api/models/{org}/{name}[/revision/{rev}]     model_info: expand, blobs, securityStatus
   GET  /api/models/{org}/{name}/refs                 list_repo_refs
   GET  /api/models/{org}/{name}/commits/{rev}        list_repo_commits, newest first, Link pagination
+  GET  /api/models/{org}/{name}/tree/{rev}[/{path}]  list_repo_tree (snapshot_download): files and folders
   HEAD/GET /{org}/{name}/resolve/{rev}/{path}        file metadata and bytes (Range, If-None-Match)
   HEAD/GET /api/resolve-cache/models/{org}/{name}/{commit}/{path}   where a branch resolve of a small file goes
   GET  /cdn/{sha256}                                 where an LFS download goes (another host: `localhost`)
@@ -225,6 +226,8 @@ class HubApp:
                 return self._refs(repo)
             if rest[0] == "commits" and len(rest) == 2:
                 return self._commits(repo, unquote(rest[1]), raw_path, query)
+            if rest[0] == "tree" and len(rest) >= 2:
+                return self._tree(repo, unquote(rest[1]), unquote("/".join(rest[2:])), _flag(query, "recursive"))
             raise HubError(404, None, "Not found")
         if len(segments) >= 5 and segments[2] == "resolve":
             if method not in ("GET", "HEAD"):
@@ -446,6 +449,33 @@ class HubApp:
             pairs.append(("p", str(page_index + 1)))
             headers["Link"] = f'<{self.base_url()}{raw_path}?{urlencode(pairs)}>; rel="next"'
         return json_reply(body, 200, headers)
+
+    def _tree(self, repo: FakeRepo, revision: str, folder: str, recursive: bool) -> Reply:
+        """list_repo_tree (what snapshot_download lists): files with size and blob id (and LFS oid, size and
+        pointer size), and folders, under `folder` at `revision`; all levels with `recursive`."""
+        commit = self._commit_or_error(repo, revision)
+        prefix = f"{folder.strip('/')}/" if folder.strip("/") else ""
+        entries: list[dict[str, Any]] = []
+        folders: set[str] = set()
+        for blob in commit.blobs():
+            if not blob.path.startswith(prefix):
+                continue
+            rest = blob.path[len(prefix):].split("/")
+            for depth in range(1, len(rest)):
+                if depth > 1 and not recursive:
+                    break
+                folders.add(prefix + "/".join(rest[:depth]))
+            if len(rest) > 1 and not recursive:
+                continue
+            entry: dict[str, Any] = {"type": "file", "oid": blob.blob_id, "size": blob.size, "path": blob.path}
+            if blob.lfs_sha256 is not None:
+                entry["lfs"] = {"oid": blob.lfs_sha256, "size": blob.size, "pointerSize": len(blob.lfs_pointer or b"")}
+            entries.append(entry)
+        if prefix and not entries and not folders:
+            raise HubError(404, "EntryNotFound", f"{folder} does not exist on {revision}")
+        entries += [{"type": "directory", "oid": hashlib.sha1(path.encode()).hexdigest(), "size": 0, "path": path}
+                    for path in sorted(folders)]
+        return json_reply(entries)
 
     # ---- files -------------------------------------------------------------------------------------------
     def _resolve(self, repo: FakeRepo, revision: str, path: str, method: str, headers: dict[str, str], *,
@@ -671,7 +701,26 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.kind == "truncated":
             self._send_truncated(reply, fault, method)
             return
+        rate = self.server.app.state.download_bytes_per_s
+        if rate and method == "GET" and reply.status in (200, 206) and (
+                split.path.startswith("/cdn/") or "/resolve/" in split.path):
+            self._send_paced(reply, rate)
+            return
         self._send(reply, method)
+
+    def _send_paced(self, reply: Reply, bytes_per_s: float) -> None:
+        """A file body at `bytes_per_s`, as a slow link delivers it: a client killed midway has part of it."""
+        chunk = max(1024, int(bytes_per_s / 20))
+        try:
+            self._write_head(reply, len(reply.body))
+            for start in range(0, len(reply.body), chunk):
+                if self.server.stopping.is_set():
+                    break
+                self.wfile.write(reply.body[start:start + chunk])
+                self.wfile.flush()
+                time.sleep(chunk / bytes_per_s)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
 
     def _apply_fault(self, fault: Fault) -> bool:
         """Answer with the fault; False when the normal reply should still be produced (slow, truncated)."""

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Literal
 
 import yaml
@@ -278,6 +279,8 @@ class HubState:
         # Per repo, what the server gets wrong about it (see `malform`), and listing shas that lag main.
         self._malformed: dict[str, frozenset[str]] = {}
         self._stale_listing: dict[str, str] = {}
+        # File bodies (resolve and CDN) sent at this many bytes per second; None: at once.
+        self.download_bytes_per_s: float | None = None
 
     # ---- reads -------------------------------------------------------------------------------------------
     @property
@@ -415,6 +418,24 @@ class HubState:
                     tree[path] = content
             new = FakeCommit(commit_sha(repo.head.sha, title, date, tree), date, title, tree, repo.author)
             self._repos[repo_id] = replace(repo, commits=(*repo.commits, new))
+            self._version += 1
+            return new
+
+    def force_push(
+        self, repo_id: str, files_changed: Mapping[str, bytes | None], *, title: str, date: datetime
+    ) -> FakeCommit:
+        """Rewrite main's head commit (`git push --force`): the old head's sha no longer resolves anywhere."""
+        with self._lock:
+            repo = self._require(repo_id)
+            parent = repo.commits[-2]
+            tree = dict(repo.head.files)
+            for path, content in files_changed.items():
+                if content is None:
+                    tree.pop(path, None)
+                else:
+                    tree[path] = content
+            new = FakeCommit(commit_sha(parent.sha, title, date, tree), date, title, tree, repo.author)
+            self._repos[repo_id] = replace(repo, commits=(*repo.commits[:-1], new))
             self._version += 1
             return new
 
@@ -617,6 +638,12 @@ def safetensors_parameters(content: bytes) -> dict[str, int]:
             numel *= dim
         counts[entry["dtype"]] = counts.get(entry["dtype"], 0) + numel
     return counts
+
+
+def folder_files(folder: Path) -> dict[str, bytes]:
+    """A real model folder's files (a tiny model the project built), to serve as a repo's content."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)}
 
 
 def _json_bytes(value: Any) -> bytes:

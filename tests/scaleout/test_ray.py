@@ -30,6 +30,14 @@ def test_a_job_asks_for_its_gpus_where_the_cluster_has_them_and_a_cpu_slot_where
     assert task_resources(job_gpus=0, cluster_gpus=8) == TaskResources(num_cpus=1, num_gpus=0)
 
 
+def test_a_job_asks_for_the_device_memory_it_needs_where_nodes_declare_theirs() -> None:
+    need = task_resources(job_gpus=1, cluster_gpus=8, job_memory_bytes=90 * 2**30 + 1, cluster_memory_gb=1128)
+    assert need == TaskResources(num_cpus=1, num_gpus=1, memory_gb=91)
+    assert need.as_options()["resources"] == {"gpu_memory_gb": 91}
+    # A cluster whose nodes declare no memory is not asked for any: the job would wait forever.
+    assert "resources" not in task_resources(job_gpus=1, cluster_gpus=8, job_memory_bytes=2**30).as_options()
+
+
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'drafter-registry[ray]'")

@@ -1,7 +1,7 @@
 """built-in drafters and licenses: a checkpoint's in-checkpoint drafting methods, a drafter's license and its
 in-place replacements
 
-Revision ID: h21c_0009_built_in_and_license
+Revision ID: 0009_built_in_and_license
 Revises: 0008_runs_follow_renames
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "h21c_0009_built_in_and_license"
+revision = "0009_built_in_and_license"
 down_revision = "0008_runs_follow_renames"
 branch_labels = None
 depends_on = None

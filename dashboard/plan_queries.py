@@ -1,0 +1,51 @@
+"""The plan page's DataFrames: every exact pair as the live workers see it (measured, queued, downloading, needs N
+GB, gated, no engine — with the reason), and the service's downloads. Read-only: the store's reads over the
+dashboard's read-only engine, planned with the pure `registry.domain.plan`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+from sqlalchemy import Engine
+
+from registry.domain.plan import WorkerCapability, counts, plan_pairs
+from registry.store import Store
+from registry.store.downloads import list_downloads
+from registry.store.plan_facts import plan_inputs
+from registry.store.workers import live_workers
+
+PLAN_COLUMNS = ["state", "drafter", "target", "reason", "link", "memory_gb", "download_gb", "engine",
+                "drafter_sha", "target_sha", "source"]
+DOWNLOAD_COLUMNS = ["repo_id", "revision", "status", "done_gb", "total_gb", "seconds", "error", "last_used_at"]
+
+
+@dataclass(frozen=True)
+class PlanView:
+    worker: WorkerCapability | None  # the live worker with the most memory; None: no worker is live
+    workers: int
+    counts: dict[str, int]
+    pairs: pd.DataFrame
+    downloads: pd.DataFrame
+
+
+def _gb(value: object) -> float | None:
+    return None if value is None else round(float(value) / 2**30, 2)  # type: ignore[arg-type]
+
+
+def plan_view(engine: Engine, *, structural: bool = False) -> PlanView:
+    store = Store(engine)
+    workers = live_workers(store)
+    downloads = pd.DataFrame(
+        [{"repo_id": d.repo_id, "revision": d.revision[:12], "status": d.status, "done_gb": _gb(d.bytes_done),
+          "total_gb": _gb(d.bytes_total), "seconds": d.seconds, "error": d.error, "last_used_at": d.last_used_at}
+         for d in reversed(list_downloads(store))], columns=DOWNLOAD_COLUMNS)
+    if not workers:
+        return PlanView(None, 0, {}, pd.DataFrame(columns=PLAN_COLUMNS), downloads)
+    worker = workers[0]
+    rows = plan_pairs(plan_inputs(store, structural=structural, live_memory=[w.memory_bytes for w in workers]),
+                      worker)
+    pairs = pd.DataFrame([{**row.to_json(), "memory_gb": _gb(row.memory_bytes), "download_gb": _gb(row.download_bytes),
+                           "drafter_sha": (row.drafter_sha or "")[:12], "target_sha": (row.target_sha or "")[:12]}
+                          for row in rows], columns=PLAN_COLUMNS)
+    return PlanView(worker, len(workers), counts(rows), pairs, downloads)

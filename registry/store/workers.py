@@ -1,0 +1,42 @@
+"""Workers and what each can run: device, memory, engines (with versions) and disk budget, refreshed by a
+heartbeat. A worker that has not beaten within `LIVE_S` is not live: queued jobs that fit no live worker are shown
+as such, and the dashboard plans against the live workers' capabilities."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select
+
+from registry.domain.plan import WorkerCapability
+from registry.store import Store
+from registry.store.core import utcnow
+from registry.store.models import WorkerRow
+
+LIVE_S = 120.0
+
+
+def register_worker(store: Store, worker: WorkerCapability, *, host: str) -> None:
+    """State (or restate) a worker's capabilities; also its heartbeat."""
+    now = utcnow()
+    with store.session() as session:
+        row = session.scalar(select(WorkerRow).where(WorkerRow.worker_id == worker.worker_id))
+        if row is None:
+            row = WorkerRow(worker_id=worker.worker_id, started_at=now)
+            session.add(row)
+        row.host, row.device, row.memory_bytes = host, worker.device, worker.memory_bytes
+        row.engines, row.disk_budget_bytes, row.heartbeat_at = dict(worker.engines), worker.disk_budget_bytes, now
+        row.has_token, row.run_bytes_per_parameter = worker.has_token, worker.run_bytes_per_parameter
+
+
+def live_workers(store: Store, *, within_s: float = LIVE_S) -> list[WorkerCapability]:
+    """The workers that beat within `within_s`, most memory first."""
+    since = utcnow() - timedelta(seconds=within_s)
+    with store.session() as session:
+        return [
+            WorkerCapability(worker_id=row.worker_id, device=row.device, memory_bytes=row.memory_bytes,
+                             engines=dict(row.engines), disk_budget_bytes=row.disk_budget_bytes or 0,
+                             has_token=bool(row.has_token), run_bytes_per_parameter=row.run_bytes_per_parameter)
+            for row in session.scalars(select(WorkerRow).where(WorkerRow.heartbeat_at >= since)
+                                       .order_by(WorkerRow.memory_bytes.desc(), WorkerRow.worker_id))
+        ]

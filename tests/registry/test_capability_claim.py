@@ -1,0 +1,57 @@
+"""Workers claim only jobs that fit them (the capability is part of the claim's query, on SQLite and PostgreSQL);
+a job that fits no live worker is never claimed and is shown as such."""
+
+from __future__ import annotations
+
+from registry.domain.memory import GIB
+from registry.domain.plan import WorkerCapability
+from registry.store import Store
+from registry.store import downloads as ledger
+from registry.store import jobs as queue
+from registry.store.plan_facts import plan_inputs
+from registry.store.workers import live_workers, register_worker
+
+
+def test_a_worker_claims_only_what_fits_its_memory_and_engines(store: Store) -> None:
+    big = queue.enqueue(store, "verify", {"n": 1}, dedupe_key="auto:big", memory_bytes=80 * GIB, engine="pytorch")
+    gguf = queue.enqueue(store, "verify", {"n": 2}, dedupe_key="auto:gguf", memory_bytes=GIB, engine="llama.cpp")
+    small = queue.enqueue(store, "verify", {"n": 3}, dedupe_key="auto:small", memory_bytes=GIB, engine="pytorch")
+    manual = queue.enqueue(store, "verify", {"n": 4})
+    assert big and gguf and small and manual
+    claimed = []
+    while (job := queue.claim(store, "cpu-worker", memory_bytes=16 * GIB, engines=("pytorch",))) is not None:
+        claimed.append(job.id)
+    assert claimed == [small.id, manual.id]
+    assert queue.get_job(store, big.id).status == queue.QUEUED  # type: ignore[union-attr]
+    assert queue.get_job(store, big.id).attempts == 0  # type: ignore[union-attr]  # never claimed, never failed
+    # A worker that has the memory takes it.
+    assert queue.claim(store, "gpu-worker", memory_bytes=141 * GIB, engines=("pytorch",)).id == big.id  # type: ignore[union-attr]
+
+
+def test_a_job_that_fits_no_live_worker_is_shown_as_such(store: Store) -> None:
+    register_worker(store, WorkerCapability("cpu-worker", "cpu", 16 * GIB, {"pytorch": "torch 2"}, 10 * GIB),
+                    host="h")
+    queue.enqueue(store, "verify", {}, dedupe_key="auto:big", memory_bytes=80 * GIB, engine="pytorch")
+    queue.enqueue(store, "verify", {}, dedupe_key="auto:small", memory_bytes=GIB, engine="pytorch")
+    [worker] = live_workers(store)
+    assert worker.device == "cpu" and worker.engines == {"pytorch": "torch 2"}
+    inputs = plan_inputs(store, live_memory=[w.memory_bytes for w in live_workers(store)])
+    assert inputs.jobs["auto:big"].fits_a_live_worker is False
+    assert inputs.jobs["auto:small"].fits_a_live_worker is True
+    assert live_workers(store, within_s=-1) == []  # nobody beat in the future: nobody is live
+
+
+def test_the_download_ledger(store: Store) -> None:
+    ledger.start_download(store, "org/a", "a" * 40, "/d/a", 100)
+    ledger.progress(store, "org/a", "a" * 40, 40)
+    row = ledger.get_download(store, "org/a", "a" * 40)
+    assert row is not None and (row.status, row.bytes_done, row.bytes_total) == ("downloading", 40, 100)
+    ledger.finish_download(store, "org/a", "a" * 40, bytes_done=100, seconds=1.5)
+    ledger.start_download(store, "org/b", "b" * 40, "/d/b", 10)
+    ledger.finish_download(store, "org/b", "b" * 40, bytes_done=3, seconds=0.1, error="disk full")
+    ledger.touch(store, "org/a", "a" * 40)
+    assert [(r.repo_id, r.status) for r in ledger.list_downloads(store)] == [("org/b", "failed"),
+                                                                            ("org/a", "complete")]
+    ledger.mark_evicted(store, "org/a", "a" * 40)
+    assert ledger.get_download(store, "org/a", "a" * 40).status == "evicted"  # type: ignore[union-attr]
+    assert plan_inputs(store).downloads[("org/b", "b" * 40)].status == "failed"
