@@ -15,6 +15,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from registry.domain.json_shapes import versioned
+
 console = Console()
 error_console = Console(stderr=True)
 
@@ -34,7 +36,8 @@ def to_jsonable(value: Any) -> Any:
 
 
 def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, default=_default, indent=2, sort_keys=False) + "\n")
+    """Every `--json` body, versioned the one way (registry/domain/json_shapes.py, docs/api.md)."""
+    sys.stdout.write(json.dumps(versioned(value), default=_default, indent=2, sort_keys=False) + "\n")
 
 
 # C0 and C1 control characters (ESC, BEL, DEL, CSI ...): text from the Hub or a config file must never move the

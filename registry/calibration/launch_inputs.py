@@ -1,0 +1,77 @@
+"""What `drafters launch` and the API's launch commands read from the registry: a target's exact pairs with the
+shas recorded for them, and the draft length `price` finds best on the pair's measured acceptance.
+
+Reads only (no verdict is recomputed here), so the read-only API can call it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from registry.calibration import PricingInputError, measured_acceptance, side_facts
+from registry.domain import pricing
+from registry.domain.catalog import load_catalog_data
+from registry.domain.gpus import Gpu, find_gpu, load_gpus
+from registry.domain.launch import DraftLength, PairFacts
+from registry.store import Store
+
+SHA = re.compile(r"[0-9a-f]{40}")
+# The GPU class `price` is asked about when the caller names none: the most common serving card of the catalog.
+DEFAULT_GPU = "H100 SXM"
+
+
+def _sha(value: str | None) -> str | None:
+    # The catalog loader records "catalog" where it knows no commit: that pins nothing.
+    return value if value is not None and SHA.fullmatch(value) else None
+
+
+def exact_pairs(store: Store, target: str, drafter: str | None = None) -> list[PairFacts]:
+    """The target's exact pairs (verdicts between the current heads), newest facts the registry holds."""
+    built_in = {d.repo_id for d in load_catalog_data().drafters if d.built_in}
+    checkpoint = store.get_checkpoint(target)
+    pairs = []
+    for verdict in store.verdicts(checkpoint_repo_id=target, drafter_repo_id=drafter):
+        if verdict.verdict != "exact":
+            continue
+        record = store.get_drafter(verdict.drafter_repo_id)
+        revision = store.drafter_head_revision(verdict.drafter_repo_id)
+        block_size = (revision.block_size if revision is not None and revision.block_size else None) or (
+            record.block_size if record is not None else None)
+        pairs.append(PairFacts(
+            target=verdict.checkpoint_repo_id, target_sha=_sha(verdict.checkpoint_sha),
+            drafter=verdict.drafter_repo_id, drafter_sha=_sha(verdict.drafter_sha), method=verdict.method,
+            block_size=block_size, built_in=verdict.drafter_repo_id in built_in,
+            gguf=verdict.drafter_repo_id.lower().endswith("-gguf"),
+            target_family=checkpoint.family if checkpoint is not None else None,
+        ))
+    pairs.sort(key=lambda p: (p.method, p.drafter))
+    return pairs
+
+
+def pick_gpu(name: str | None) -> Gpu:
+    gpus = load_gpus()
+    found = find_gpu(gpus, name or DEFAULT_GPU)
+    if found is None:
+        raise ValueError(f"unknown GPU {name!r}; known: {', '.join(g.name for g in gpus)}")
+    return found
+
+
+def measured_draft_length(store: Store, pair: PairFacts, gpu: Gpu) -> DraftLength | None:
+    """The best γ of `price` for the pair on `gpu` from its newest measured run; None when nothing was measured or
+    the sizes `price` needs are unknown."""
+    try:
+        acceptance = measured_acceptance(store, pair.target, pair.drafter)
+    except PricingInputError:
+        return None
+    target_facts = side_facts(store, pair.target, drafter=False)
+    drafter_facts = side_facts(store, pair.drafter, drafter=True)
+    try:
+        shape = pricing.pair_shape(target_facts.config, drafter_facts.config, drafter_facts.method or pair.method,
+                                   target_parameters=target_facts.parameters,
+                                   drafter_parameters=drafter_facts.parameters)
+        result = pricing.price(shape, acceptance, pricing.device_for(gpu), quant=pricing.quantization("bf16"),
+                               context=8192)
+    except pricing.PricingError:
+        return None
+    return DraftLength(result.best_gamma, f"best γ of `drafters price` on {gpu.name} (bf16, 8192-token context) "
+                                          f"from {acceptance.source}")
