@@ -9,12 +9,12 @@ from collections import defaultdict
 from datetime import date
 from typing import Any
 
-from drafters.cli.render import to_jsonable
-from drafters.cli.runs_view import run_json
 from registry import reports
+from registry.calibration.run_view import run_json
 from registry.calibration.launch_inputs import exact_pairs, measured_draft_length, pick_gpu
 from registry.domain import hub_presence, lag
 from registry.domain.compat import VERDICT_ORDER
+from registry.domain.json_shapes import jsonable as to_jsonable
 from registry.domain.launch import ENGINES, launch_command
 from registry.domain.run import Run
 from registry.store import NotFound, Store

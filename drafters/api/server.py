@@ -24,6 +24,9 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from drafters.api.app import ApiConfig, create_app
+from registry.watch.push import PushQueue
+
 IDLE_TIMEOUT_S = 10.0
 MAX_CONNECTIONS = 1000
 MAX_HEADER_BYTES = 64 * 1024
@@ -102,3 +105,16 @@ class ApiServer:
         push = getattr(getattr(self.app, "state", None), "push", None)
         if push is not None:
             push.stop()
+
+    @property
+    def repos(self) -> Any:
+        """The push endpoint's queue of hints (tests join it to wait for the watcher)."""
+        return self.app.state.push.repos
+
+
+def push_endpoint(secret: str, on_repo: Any, *, port: int = 0, max_connections: int = MAX_CONNECTIONS,
+                  idle_timeout_s: float = IDLE_TIMEOUT_S) -> ApiServer:
+    """The API app with the Hub webhook endpoint on, no database: what `drafters push-server` serves."""
+    queue = PushQueue(secret, on_repo).start()
+    return ApiServer(create_app(ApiConfig(None, push=queue)), port=port, max_connections=max_connections,
+                     idle_timeout_s=idle_timeout_s)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import sys
 from collections.abc import Iterable, Sequence
-from datetime import date, datetime
 from typing import Any
 
 from rich.console import Console
@@ -15,24 +13,17 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from registry.domain.json_shapes import versioned
+from registry.domain.json_shapes import json_default, jsonable, versioned
 
 console = Console()
 error_console = Console(stderr=True)
 
 
-def _default(value: Any) -> Any:
-    if isinstance(value, (datetime, date)):
-        return value.isoformat()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    return str(value)
+_default = json_default
 
 
 def to_jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=_default))
+    return jsonable(value)
 
 
 def print_json(value: Any) -> None:

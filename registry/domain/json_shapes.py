@@ -9,6 +9,9 @@ became `{"schema_version": 2, "items": [...]}`. Version 1 is the unversioned sha
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from datetime import date, datetime
 from typing import Any
 
 SCHEMA_VERSION = 2
@@ -19,3 +22,19 @@ def versioned(value: Any) -> dict[str, Any]:
     if isinstance(value, dict):
         return {"schema_version": SCHEMA_VERSION, **{k: v for k, v in value.items() if k != "schema_version"}}
     return {"schema_version": SCHEMA_VERSION, "items": value}
+
+
+def json_default(value: Any) -> Any:
+    """How values that JSON lacks are written, the same in `--json` and the API: dates ISO 8601, dataclasses as
+    objects, sets and tuples as arrays, anything else as its text."""
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)
+
+
+def jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=json_default))

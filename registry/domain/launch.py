@@ -20,8 +20,6 @@ SCHEMA_VERSION = 1
 
 # The project's default for chain drafters (the verifier's DRAFT_LM_DEFAULT_LENGTH) when no run was measured.
 CHAIN_DEFAULT_LENGTH = 4
-# z-lab's DFlash block size when a config names none (the verifier's DFLASH_DEFAULT_BLOCK_SIZE).
-DFLASH_DEFAULT_BLOCK_SIZE = 16
 
 # Drafter method → llama-server --spec-type (llama.cpp runs DFlash 2 through its DFlash path).
 LLAMA_SPEC_TYPES: dict[str, str] = {
@@ -271,11 +269,11 @@ def _llamacpp(facts: PairFacts, measured: DraftLength | None, *, local: bool) ->
     if spec_type is None:
         return _unsupported(facts, "llamacpp", f"llama-server has no --spec-type for {facts.method} drafters")
     length = choose_draft_length(facts, "llamacpp", measured)
-    if length.value is None:
-        length = DraftLength(DFLASH_DEFAULT_BLOCK_SIZE - 1, f"block size not recorded: z-lab's default block "
-                                                            f"{DFLASH_DEFAULT_BLOCK_SIZE} − 1")
     steps: list[tuple[str, ...]] = []
     notes: list[str] = []
+    if length.value is None:
+        notes.append("the drafter's block size is not recorded: add --spec-draft-n-max with its block size − 1 "
+                     "(dflash_config.block_size in its config.json); llama-server's own default applies otherwise")
     if local:
         target_dir, drafter_dir = facts.target, facts.drafter
     else:
@@ -296,7 +294,7 @@ def _llamacpp(facts: PairFacts, measured: DraftLength | None, *, local: bool) ->
             convert += ["--target-model-dir", target_dir]
         steps.append(tuple(convert))
     argv = ("llama-server", "-m", target_gguf, "-md", drafter_gguf, "--spec-type", spec_type,
-            "--spec-draft-n-max", str(length.value))
+            *(("--spec-draft-n-max", str(length.value)) if length.value is not None else ()))
     minimum = _with_minimum("llamacpp", facts.method)
     notes.append(f"checked by running it with llama.cpp {TESTED_LLAMA_BUILD} on the tiny pairs")
     return Launch("llamacpp", facts.target, facts.drafter, facts.method, True, None, tuple(steps), argv,
