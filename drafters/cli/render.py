@@ -28,7 +28,7 @@ def to_jsonable(value: Any) -> Any:
 
 def print_json(value: Any) -> None:
     """Every `--json` body, versioned the one way (registry/domain/json_shapes.py, docs/api.md)."""
-    sys.stdout.write(json.dumps(versioned(value), default=_default, indent=2, sort_keys=False) + "\n")
+    sys.stdout.write(json.dumps(versioned(jsonable(value)), indent=2, sort_keys=False) + "\n")
 
 
 # C0 and C1 control characters (ESC, BEL, DEL, CSI ...): text from the Hub or a config file must never move the

@@ -18,7 +18,10 @@ SCHEMA_VERSION = 2
 
 
 def versioned(value: Any) -> dict[str, Any]:
-    """`value` as a versioned body: an object gains `schema_version` (first), anything else goes under `items`."""
+    """`value` as a versioned body: an object (a dict, or a dataclass written as one) gains `schema_version`
+    (first); anything else goes under `items`."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = jsonable(value)
     if isinstance(value, dict):
         return {"schema_version": SCHEMA_VERSION, **{k: v for k, v in value.items() if k != "schema_version"}}
     return {"schema_version": SCHEMA_VERSION, "items": value}

@@ -89,7 +89,7 @@ def test_the_tables_match_what_the_engines_implement() -> None:
 def test_catalog_coverage_command() -> None:
     shown = drafters("catalog", "coverage", "--json")
     assert shown.returncode == 0, shown.stderr
-    rows = {r["drafter"]: r for r in json.loads(shown.stdout)}
+    rows = {r["drafter"]: r for r in json.loads(shown.stdout)["items"]}
     assert len(rows) == len(load_catalog_data().drafters)
     assert rows["yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"]["engines"] == [PYTORCH, LLAMA_CPP]
     assert rows["RedHatAI/Qwen3-8B-speculator.eagle3"]["layout"] == SPECULATORS

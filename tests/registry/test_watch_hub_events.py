@@ -237,7 +237,9 @@ def drafters_cli(database_url: str, *args: str) -> subprocess.CompletedProcess[s
 def cli_json(database_url: str, *args: str) -> Any:
     done = drafters_cli(database_url, *args, "--json")
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    body = json.loads(done.stdout)
+    assert body["schema_version"] == 2
+    return body.get("items", body)  # a list comes as {"schema_version": 2, "items": [...]}
 
 
 def test_a_repo_gone_from_the_hub_says_so_in_find_check_lag_and_alerts_until_it_comes_back(
