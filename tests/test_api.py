@@ -20,9 +20,9 @@ from sqlalchemy import text
 
 from drafters.api.app import ApiConfig, create_app
 from drafters.api.server import ApiServer
-from registry.domain.json_shapes import SCHEMA_VERSION
+from registry.domain.json_shapes import SCHEMA_VERSION, versioned
 from registry.store import Store
-from registry.store.catalog_import import load_catalog
+from registry.store.catalog_import import CatalogSummary, load_catalog
 from registry.store.read_only import open_read_only
 from registry.store.records import EventSpec
 from registry.store.runs import record_run
@@ -198,3 +198,21 @@ def test_serve_command_never_logs_the_token(filled: Store, database_url: str, tm
         process.terminate()
         output = process.communicate(timeout=30)[0]
     assert TOKEN not in output
+
+
+def test_every_json_body_is_versioned_one_way() -> None:
+    assert list(versioned({"a": 1, "schema_version": 0})) == ["schema_version", "a"]
+    assert versioned({"a": 1})["schema_version"] == SCHEMA_VERSION
+    assert versioned([1, 2]) == {"schema_version": SCHEMA_VERSION, "items": [1, 2]}
+    summary = versioned(CatalogSummary(**{f: 0 for f in CatalogSummary.__dataclass_fields__}))
+    assert summary["schema_version"] == SCHEMA_VERSION and "items" not in summary
+
+
+def test_cli_json_outputs_carry_the_version(database_url: str) -> None:
+    env = {**os.environ, "DRAFTERS_DATABASE_URL": database_url}
+    for args in (("catalog", "load", "--json"), ("lag", "--json"), ("lag", "--by", "family", "--json"),
+                 ("alerts", "--json"), ("runs", "--json"), ("find", TARGET, "--json"), ("status", "--json")):
+        done = subprocess.run([sys.executable, "-m", "drafters.cli", *args], capture_output=True, text=True, env=env,
+                              timeout=120, check=False)
+        assert done.returncode == 0, (args, done.stderr)
+        assert json.loads(done.stdout)["schema_version"] == SCHEMA_VERSION, args
