@@ -18,6 +18,7 @@ from registry.domain.json_shapes import jsonable as to_jsonable
 from registry.domain.launch import ENGINES, launch_command
 from registry.domain.run import Run
 from registry.store import NotFound, Store
+from registry.store.records import CheckpointRecord, DrafterRecord
 from registry.store.jobs import list_jobs
 from registry.store.runs import list_runs
 
@@ -40,12 +41,9 @@ def _measured(runs: list[Run]) -> dict[str | None, list[dict[str, Any]]]:
     return out
 
 
-def target_lag(store: Store, target: str, exact: list[str], today: date) -> dict[str, Any] | None:
-    checkpoint = store.get_checkpoint(target)
-    if checkpoint is None:
-        return None
+def target_lag(checkpoint: CheckpointRecord, exact: list[DrafterRecord | None], today: date) -> dict[str, Any]:
     released = reports.checkpoint_release_date(checkpoint)
-    dated = sorted(d for d in (reports.drafter_release_date(r) for r in map(store.get_drafter, exact) if r) if d)
+    dated = sorted(d for d in (reports.drafter_release_date(r) for r in exact if r) if d)
     if released is None or (exact and not dated):
         return {"days": None, "open": not exact, "first_drafter_released": dated[0] if dated else None}
     measured = lag.target_lag(released, dated, today)
@@ -59,12 +57,14 @@ def target_drafters(store: Store, target: str, today: date, gpu: str | None = No
     if checkpoint is None:
         raise NotFound(f"{target} is not in the registry")
     verdicts = store.verdicts(checkpoint_repo_id=checkpoint.repo_id)
+    records = {v.drafter_repo_id: store.get_drafter(v.drafter_repo_id) for v in verdicts}
     measured = _measured(list_runs(store, target=checkpoint.repo_id, status="ok"))
     chosen_gpu = pick_gpu(gpu)
-    pairs = {p.drafter: p for p in exact_pairs(store, checkpoint.repo_id)}
+    pairs = {p.drafter: p for p in exact_pairs(store, checkpoint.repo_id, verdicts=verdicts, records=records,
+                                              checkpoint=checkpoint)}
     drafters = []
     for verdict in verdicts:
-        record = store.get_drafter(verdict.drafter_repo_id)
+        record = records[verdict.drafter_repo_id]
         pair = pairs.get(verdict.drafter_repo_id)
         launches = None
         if pair is not None:
@@ -83,7 +83,7 @@ def target_drafters(store: Store, target: str, today: date, gpu: str | None = No
     exact = [d["drafter"] for d in drafters if d["verdict"] == "exact"]
     return to_jsonable({
         "target": checkpoint.repo_id, "head_sha": checkpoint.head_sha, "status": checkpoint.status,
-        "released": reports.checkpoint_release_date(checkpoint), "lag": target_lag(store, checkpoint.repo_id, exact, today),
+        "released": reports.checkpoint_release_date(checkpoint), "lag": target_lag(checkpoint, [records[d] for d in exact], today),
         "draft_length_priced_on": chosen_gpu.name, "drafters": drafters,
         "baseline_runs": measured.get(None, []),
     })

@@ -7,6 +7,8 @@ Reads only (no verdict is recomputed here), so the read-only API can call it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from functools import cache
 
 from registry.calibration import PricingInputError, measured_acceptance, side_facts
 from registry.domain import pricing
@@ -14,6 +16,7 @@ from registry.domain.catalog import load_catalog_data
 from registry.domain.gpus import Gpu, find_gpu, load_gpus
 from registry.domain.launch import DraftLength, PairFacts
 from registry.store import Store
+from registry.store.records import CheckpointRecord, CompatRecord, DrafterRecord
 
 SHA = re.compile(r"[0-9a-f]{40}")
 # The GPU class `price` is asked about when the caller names none: the most common serving card of the catalog.
@@ -25,15 +28,31 @@ def _sha(value: str | None) -> str | None:
     return value if value is not None and SHA.fullmatch(value) else None
 
 
-def exact_pairs(store: Store, target: str, drafter: str | None = None) -> list[PairFacts]:
-    """The target's exact pairs (verdicts between the current heads), newest facts the registry holds."""
-    built_in = {d.repo_id for d in load_catalog_data().drafters if d.built_in}
-    checkpoint = store.get_checkpoint(target)
+@cache
+def _built_in() -> frozenset[str]:
+    """Drafters that ship inside their checkpoint (the bundled catalog says which; read once per process)."""
+    return frozenset(d.repo_id for d in load_catalog_data().drafters if d.built_in)
+
+
+@cache
+def _gpus() -> tuple[Gpu, ...]:
+    return load_gpus()
+
+
+def exact_pairs(store: Store, target: str, drafter: str | None = None, *,
+                verdicts: list[CompatRecord] | None = None, records: Mapping[str, DrafterRecord | None] | None = None,
+                checkpoint: CheckpointRecord | None = None) -> list[PairFacts]:
+    """The target's exact pairs (verdicts between the current heads), newest facts the registry holds. A caller
+    that already read the verdicts, drafter records or checkpoint passes them (one read per request)."""
+    built_in = _built_in()
+    checkpoint = checkpoint or store.get_checkpoint(target)
     pairs = []
-    for verdict in store.verdicts(checkpoint_repo_id=target, drafter_repo_id=drafter):
+    for verdict in verdicts if verdicts is not None else store.verdicts(checkpoint_repo_id=target,
+                                                                        drafter_repo_id=drafter):
         if verdict.verdict != "exact":
             continue
-        record = store.get_drafter(verdict.drafter_repo_id)
+        record = records[verdict.drafter_repo_id] if records is not None and verdict.drafter_repo_id in records \
+            else store.get_drafter(verdict.drafter_repo_id)
         revision = store.drafter_head_revision(verdict.drafter_repo_id)
         block_size = (revision.block_size if revision is not None and revision.block_size else None) or (
             record.block_size if record is not None else None)
@@ -49,7 +68,7 @@ def exact_pairs(store: Store, target: str, drafter: str | None = None) -> list[P
 
 
 def pick_gpu(name: str | None) -> Gpu:
-    gpus = load_gpus()
+    gpus = _gpus()
     found = find_gpu(gpus, name or DEFAULT_GPU)
     if found is None:
         raise ValueError(f"unknown GPU {name!r}; known: {', '.join(g.name for g in gpus)}")
