@@ -80,6 +80,12 @@ def test_target_drafters_has_verdicts_measurements_and_launch_commands(api: http
     assert set(row["launch"]) == {"vllm", "sglang", "llamacpp"}
     vllm = row["launch"]["vllm"]
     assert vllm["supported"] and vllm["shell"].startswith(f"vllm serve {TARGET}")
+    # The pair was measured: its draft length is the best γ `drafters price` finds on the run's acceptance
+    # (three measured positions), not the block's 15.
+    assert vllm["draft_length_source"].startswith("best γ of `drafters price` on H100 SXM")
+    assert vllm["draft_length"] in (1, 2, 3)
+    assert json.loads(vllm["argv"][vllm["argv"].index("--speculative-config") + 1])["num_speculative_tokens"] == (
+        vllm["draft_length"])
     assert row["launch"]["sglang"]["argv"][row["launch"]["sglang"]["argv"].index("--speculative-num-draft-tokens") + 1] == "16"
     missing = api.get("/v1/targets/nobody/nothing/drafters")
     assert missing.status_code == 404 and missing.json() == {"schema_version": SCHEMA_VERSION,

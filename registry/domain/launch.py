@@ -49,9 +49,6 @@ SGLANG_ALGORITHMS: dict[str, str] = {
     "draft-lm": "STANDALONE",
 }
 
-REFERENCE = "docs: /work/shared/reference/specdec.md (engine flags)"
-
-
 @dataclass(frozen=True)
 class MinimumVersion:
     version: str  # "unknown" when no public source states it
@@ -145,7 +142,7 @@ class Launch:
         }
 
 
-def default_draft_length(facts: PairFacts, engine: str) -> DraftLength:
+def default_draft_length(facts: PairFacts) -> DraftLength:
     """The draft length when no run was measured: what the method's block fixes, else the project's default."""
     if facts.method in ("dflash", "dflash2"):
         if facts.block_size is None:
@@ -159,9 +156,9 @@ def default_draft_length(facts: PairFacts, engine: str) -> DraftLength:
                                              "(no measured run: `drafters verify` then `drafters price` find the best)")
 
 
-def choose_draft_length(facts: PairFacts, engine: str, measured: DraftLength | None) -> DraftLength:
+def choose_draft_length(facts: PairFacts, measured: DraftLength | None) -> DraftLength:
     """The measured best γ when there is one, clamped to what a block drafter can draft."""
-    fallback = default_draft_length(facts, engine)
+    fallback = default_draft_length(facts)
     if measured is None or measured.value is None:
         return fallback
     if fallback.value is not None and facts.method in ("dflash", "dflash2", "dspark") and measured.value > fallback.value:
@@ -202,7 +199,7 @@ def _vllm(facts: PairFacts, measured: DraftLength | None) -> Launch:
     method = VLLM_METHODS.get(facts.method)
     if method is None:
         return _unsupported(facts, "vllm", f"vLLM has no speculative method for {facts.method} drafters")
-    length = choose_draft_length(facts, "vllm", measured)
+    length = choose_draft_length(facts, measured)
     config: dict[str, object] = {"method": method, "model": facts.drafter}
     if length.value is not None:
         config["num_speculative_tokens"] = length.value
@@ -246,11 +243,11 @@ def _sglang(facts: PairFacts, measured: DraftLength | None) -> Launch:
                                                "--speculative-num-draft-tokens = block size)")
         argv += ["--speculative-num-draft-tokens", str(facts.block_size)]
     elif facts.method == "dspark":
-        length = choose_draft_length(facts, "sglang", measured)
+        length = choose_draft_length(facts, measured)
         if length.value is not None:
             argv += ["--speculative-dspark-block-size", str(length.value)]
     else:
-        length = choose_draft_length(facts, "sglang", measured)
+        length = choose_draft_length(facts, measured)
         assert length.value is not None
         # topk 1 (a chain): SGLang requires num_draft_tokens = num_steps + 1.
         argv += ["--speculative-num-steps", str(length.value), "--speculative-eagle-topk", "1",
@@ -268,7 +265,7 @@ def _llamacpp(facts: PairFacts, measured: DraftLength | None, *, local: bool) ->
     spec_type = LLAMA_SPEC_TYPES.get(facts.method)
     if spec_type is None:
         return _unsupported(facts, "llamacpp", f"llama-server has no --spec-type for {facts.method} drafters")
-    length = choose_draft_length(facts, "llamacpp", measured)
+    length = choose_draft_length(facts, measured)
     steps: list[tuple[str, ...]] = []
     notes: list[str] = []
     if length.value is None:
