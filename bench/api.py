@@ -64,6 +64,7 @@ def build_registry(url: str, targets: int, runs: int) -> list[str]:
     )
     recorded = record_run(store, replace(template, run_id="bench-template"))
     copied: list[str] = []
+    source_of: dict[str, str] = {}
     with store.engine.begin() as connection:
         sources = connection.execute(select(Checkpoint)).all()
         with store.session() as session:
@@ -88,16 +89,18 @@ def build_registry(url: str, targets: int, runs: int) -> list[str]:
                 rows = [{**_row(v, Compatibility), "checkpoint_revision_id": revision_id} for v in verdicts[head.id]]
                 connection.execute(insert(Compatibility), rows)
                 copied.append(repo_id)
+                source_of[repo_id] = source.repo_id
                 count += 1
+    # A copy has its source's verdicts: runs go to the drafters that are exact for their own target.
     exact = {t: [v.drafter_repo_id for v in store.verdicts(checkpoint_repo_id=t) if v.verdict == "exact"]
-             for t in copied[:200]}
+             for t in set(source_of.values())}
     with store.engine.begin() as connection:
         base = connection.execute(select(BenchmarkRun).where(BenchmarkRun.run_id == recorded.run_id)).mappings().one()
         base = {k: v for k, v in base.items() if k != "id"}
         batch = []
         for n in range(runs - 1):
             target = copied[n % len(copied)]
-            drafters = exact.get(copied[n % 200]) or [base["drafter"]]
+            drafters = exact.get(source_of[target]) or [base["drafter"]]
             batch.append({**base, "run_id": f"bench-{n:07d}", "target": target, "drafter": drafters[n % len(drafters)],
                           "created_at": base["created_at"] + timedelta(seconds=n)})
             if len(batch) == 5000:
@@ -208,14 +211,21 @@ def main() -> None:
             random.seed(0)
             cold = [f"/v1/targets/{t}/drafters" for t in random.sample(copied, min(len(copied), args.requests))]
             hot = cold[:100]
-            results = [asyncio.run(closed_loop(base, "/health (reference)", ["/health"], args.requests))]
-            results.append(asyncio.run(closed_loop(base, "targets/…/drafters cold", cold, args.requests)))
+            results: list[Result] = []
+
+            def done(result: Result) -> None:
+                results.append(result)
+                print(f"  {result.name}: {result.requests} requests, {result.errors} errors, "
+                      f"p50 {result.pct(0.5):.1f} ms, p99 {result.pct(0.99):.1f} ms", flush=True)
+
+            done(asyncio.run(closed_loop(base, "/health (reference)", ["/health"], args.requests)))
+            done(asyncio.run(closed_loop(base, "targets/…/drafters cold", cold, args.requests)))
             asyncio.run(closed_loop(base, "warm-up", hot, len(hot)))
-            results.append(asyncio.run(closed_loop(base, "targets/…/drafters warm", hot, args.requests)))
+            done(asyncio.run(closed_loop(base, "targets/…/drafters warm", hot, args.requests)))
             etag = httpx.get(base + hot[0]).headers["etag"]
-            results.append(asyncio.run(closed_loop(base, "targets/…/drafters 304", hot[:1], args.requests,
-                                                   {"If-None-Match": etag})))
-            results.append(asyncio.run(burst(base, hot, args.rate, args.burst_s)))
+            done(asyncio.run(closed_loop(base, "targets/…/drafters 304", hot[:1], args.requests,
+                                         {"If-None-Match": etag})))
+            done(asyncio.run(burst(base, hot, args.rate, args.burst_s)))
         finally:
             process.terminate()
             process.wait(timeout=30)

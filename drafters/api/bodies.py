@@ -58,7 +58,8 @@ def target_drafters(store: Store, target: str, today: date, gpu: str | None = No
         raise NotFound(f"{target} is not in the registry")
     verdicts = store.verdicts(checkpoint_repo_id=checkpoint.repo_id)
     records = {v.drafter_repo_id: store.get_drafter(v.drafter_repo_id) for v in verdicts}
-    measured = _measured(list_runs(store, target=checkpoint.repo_id, status="ok"))
+    runs = list_runs(store, target=checkpoint.repo_id, status="ok")
+    measured = _measured(runs)
     chosen_gpu = pick_gpu(gpu)
     pairs = {p.drafter: p for p in exact_pairs(store, checkpoint.repo_id, verdicts=verdicts, records=records,
                                               checkpoint=checkpoint)}
@@ -68,7 +69,7 @@ def target_drafters(store: Store, target: str, today: date, gpu: str | None = No
         pair = pairs.get(verdict.drafter_repo_id)
         launches = None
         if pair is not None:
-            length = measured_draft_length(store, pair, chosen_gpu) if measured.get(pair.drafter) else None
+            length = measured_draft_length(store, pair, chosen_gpu, runs) if measured.get(pair.drafter) else None
             launches = {engine: launch_command(pair, engine, length).as_json() for engine in ENGINES}
         drafters.append({
             "drafter": verdict.drafter_repo_id, "method": verdict.method,

@@ -7,14 +7,16 @@ Reads only (no verdict is recomputed here), so the read-only API can call it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 
 from registry.calibration import PricingInputError, measured_acceptance, side_facts
+from registry.calibration.fit import SideFacts
 from registry.domain import pricing
 from registry.domain.catalog import load_catalog_data
 from registry.domain.gpus import Gpu, find_gpu, load_gpus
 from registry.domain.launch import DraftLength, PairFacts
+from registry.domain.run import Run
 from registry.store import Store
 from registry.store.records import CheckpointRecord, CompatRecord, DrafterRecord
 
@@ -75,15 +77,48 @@ def pick_gpu(name: str | None) -> Gpu:
     return found
 
 
-def measured_draft_length(store: Store, pair: PairFacts, gpu: Gpu) -> DraftLength | None:
-    """The best γ of `price` for the pair on `gpu` from its newest measured run; None when nothing was measured or
-    the sizes `price` needs are unknown."""
-    try:
-        acceptance = measured_acceptance(store, pair.target, pair.drafter)
-    except PricingInputError:
+# Side facts by (repo, drafter?, head sha): they follow from the head revision (and the static catalog), so a new
+# revision is a new key. Bounded: cleared when full.
+_FACTS: dict[tuple[str, bool, str | None], SideFacts] = {}
+MAX_FACTS = 20_000
+
+
+def _side_facts(store: Store, ref: str, sha: str | None, *, drafter: bool) -> SideFacts:
+    key = (ref, drafter, sha)
+    found = _FACTS.get(key)
+    if found is None:
+        if len(_FACTS) >= MAX_FACTS:
+            _FACTS.clear()
+        found = _FACTS[key] = side_facts(store, ref, drafter=drafter)
+    return found
+
+
+def _acceptance(store: Store, pair: PairFacts, runs: Sequence[Run] | None) -> pricing.Acceptance | None:
+    """The newest successful run's per-position acceptance: from `runs` (the target's, newest first) when the
+    caller has read them, else from the store."""
+    if runs is None:
+        try:
+            return measured_acceptance(store, pair.target, pair.drafter)
+        except PricingInputError:
+            return None
+    run = next((r for r in runs if r.drafter == pair.drafter and r.status == "ok" and r.per_position_acceptance),
+               None)
+    if run is None:
         return None
-    target_facts = side_facts(store, pair.target, drafter=False)
-    drafter_facts = side_facts(store, pair.drafter, drafter=True)
+    names = tuple(s.name for s in run.per_set)
+    source = f"run {(run.run_id or '')[:12]} ({', '.join(names) or 'no prompt set'}; {run.engine} on {run.hardware})"
+    return pricing.Acceptance(run.per_position_acceptance, source, run.run_id, names)
+
+
+def measured_draft_length(store: Store, pair: PairFacts, gpu: Gpu, runs: Sequence[Run] | None = None
+                          ) -> DraftLength | None:
+    """The best γ of `price` for the pair on `gpu` from its newest measured run; None when nothing was measured or
+    the sizes `price` needs are unknown. `runs`: the target's runs, newest first, when the caller has them."""
+    acceptance = _acceptance(store, pair, runs)
+    if acceptance is None:
+        return None
+    target_facts = _side_facts(store, pair.target, pair.target_sha, drafter=False)
+    drafter_facts = _side_facts(store, pair.drafter, pair.drafter_sha, drafter=True)
     try:
         shape = pricing.pair_shape(target_facts.config, drafter_facts.config, drafter_facts.method or pair.method,
                                    target_parameters=target_facts.parameters,
