@@ -7,7 +7,8 @@ hand-written socket code does (docs/api.md says why this stack).
 Reads go through a read-only engine (registry/store/read_only.py: SQLite `query_only`, PostgreSQL read-only
 sessions). Every body carries `schema_version`; each answer has an ETag (a hash of its bytes) and a
 Last-Modified (the newest change among what it shows), and a repeated request with either gets 304. Bodies are
-cached by request and by the database's data version (one cheap query), so repeated reads cost one query.
+cached by request and by the database's data version (one cheap query, read at most once a second), so a
+repeated read costs no query.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import hashlib
 import hmac
 import json
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +40,9 @@ from registry.store.read_only import data_version, open_read_only, schema_proble
 from registry.watch.push import PushQueue
 
 CACHE_ENTRIES = 4096
+# How long one data-version read answers for: a change shows within this long, and a busy server reads the
+# version once per interval instead of once per request.
+DATA_VERSION_TTL_S = 1.0
 
 
 @dataclass
@@ -59,6 +64,19 @@ class _Reader:
         self._engine: Engine | None = None
         self._store: Store | None = None
         self._cache: OrderedDict[tuple[Any, ...], tuple[bytes, str]] = OrderedDict()
+        self._version: tuple[float, tuple[object, ...], datetime | None] | None = None
+
+    def data_version(self) -> tuple[tuple[object, ...], datetime | None]:
+        now = time.monotonic()
+        with self._lock:
+            known = self._version
+        if known is not None and now - known[0] < DATA_VERSION_TTL_S:
+            return known[1], known[2]
+        assert self._engine is not None
+        version, changed_at = data_version(self._engine)
+        with self._lock:
+            self._version = (now, version, changed_at)
+        return version, changed_at
 
     def store(self) -> Store:
         with self._lock:
@@ -78,8 +96,7 @@ class _Reader:
 
     def answer(self, request: Request, build: Callable[[Store], Any]) -> Response:
         store = self.store()
-        assert self._engine is not None
-        version, changed_at = data_version(self._engine)
+        version, changed_at = self.data_version()
         key = (request.url.path, str(request.url.query), version)
         with self._lock:
             cached = self._cache.get(key)
