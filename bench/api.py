@@ -7,8 +7,8 @@ The registry: the bundled catalog, then every catalog target copied (rows, head 
 are --targets targets, and one measured run copied until there are --runs runs spread over the copied targets
 and their exact drafters (bulk inserts: the bench measures reading, not loading). `drafters serve` runs as its
 own process on 127.0.0.1 (uvicorn, one worker), so client and server do not share an interpreter. The clients
-are asyncio tasks over one httpx connection pool, loopback only, each loop bounded by a request count or a
-deadline.
+are asyncio tasks, each on its own raw keep-alive connection (an httpx pool costs more than the server it
+measures), loopback only, each loop bounded by a request count.
 
 Measured in the same run, as the reference: `/health` (the server and client stack with no database work).
 Rounds: cold (each request a different target, so the body cache never helps), warm (100 hot targets, answered
@@ -127,54 +127,86 @@ class Result:
 
 async def closed_loop(base: str, name: str, paths: list[str], total: int, headers: dict[str, str] | None = None
                       ) -> Result:
-    """CLIENTS tasks, each taking the next path until `total` requests are done."""
+    """CLIENTS clients, each on its own keep-alive connection, taking the next path until `total` are done."""
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
     latencies: list[float] = []
     errors = 0
     cursor = iter(range(total))
-    limits = httpx.Limits(max_connections=CLIENTS, max_keepalive_connections=CLIENTS)
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=30) as client:
-        async def one_client() -> None:
-            nonlocal errors
+
+    async def one_client() -> None:
+        nonlocal errors
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
             for n in cursor:
                 started = time.perf_counter()
                 try:
-                    answer = await client.get(paths[n % len(paths)], headers=headers)
-                    ok = answer.status_code in (200, 304)
-                except httpx.HTTPError:
+                    ok = await asyncio.wait_for(_get(reader, writer, paths[n % len(paths)], extra), 30) in (200, 304)
+                except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError):
                     ok = False
+                    writer.close()
+                    reader, writer = await asyncio.open_connection(host, int(port))
                 latencies.append((time.perf_counter() - started) * 1000)
                 errors += not ok
-        started = time.perf_counter()
-        await asyncio.gather(*(one_client() for _ in range(CLIENTS)))
+        finally:
+            writer.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one_client() for _ in range(CLIENTS)))
     return Result(name, total, errors, time.perf_counter() - started, latencies)
 
 
-async def burst(base: str, paths: list[str], rate: float, seconds: float) -> Result:
-    """Requests started at a fixed rate for `seconds` (open loop), each on its own task."""
+async def _get(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str, extra: str = "") -> int:
+    """One keep-alive GET on a raw connection: the client must cost far less than the server, and an httpx pool
+    with a hundred busy connections costs more than the server it measures."""
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}\r\n".encode())
+    await writer.drain()
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 0)
+    await reader.readexactly(length)
+    return status
+
+
+async def burst(base: str, paths: list[str], rate: float, seconds: float, connections: int = 200) -> Result:
+    """Requests due at a fixed rate for `seconds` (open loop): each latency counts from when the request was due,
+    so a server that falls behind shows it; `connections` keep-alive connections take the due requests."""
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    due: asyncio.Queue[tuple[float, str] | None] = asyncio.Queue()
     latencies: list[float] = []
     errors = 0
-    limits = httpx.Limits(max_connections=400, max_keepalive_connections=400)
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=30) as client:
-        async def one(path: str) -> None:
-            nonlocal errors
-            started = time.perf_counter()
-            try:
-                ok = (await client.get(path)).status_code == 200
-            except httpx.HTTPError:
-                ok = False
-            latencies.append((time.perf_counter() - started) * 1000)
-            errors += not ok
-        tasks = []
-        total = int(rate * seconds)
-        start = time.perf_counter()
-        for n in range(total):
-            delay = start + n / rate - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(one(paths[n % len(paths)])))
-        await asyncio.gather(*tasks)
-        elapsed = time.perf_counter() - start
-    return Result(f"burst {rate:.0f}/s × {seconds:g} s", total, errors, elapsed, latencies)
+
+    async def connection() -> None:
+        nonlocal errors
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            while (item := await due.get()) is not None:
+                when, path = item
+                try:
+                    ok = await asyncio.wait_for(_get(reader, writer, path), 30) == 200
+                except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError):
+                    ok = False
+                    writer.close()
+                    reader, writer = await asyncio.open_connection(host, int(port))
+                latencies.append((time.perf_counter() - when) * 1000)
+                errors += not ok
+        finally:
+            writer.close()
+
+    workers = [asyncio.create_task(connection()) for _ in range(connections)]
+    total = int(rate * seconds)
+    start = time.perf_counter()
+    for n in range(total):
+        when = start + n / rate
+        delay = when - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        due.put_nowait((when, paths[n % len(paths)]))
+    for _ in workers:
+        due.put_nowait(None)
+    await asyncio.gather(*workers)
+    return Result(f"burst {rate:.0f}/s × {seconds:g} s", total, errors, time.perf_counter() - start, latencies)
 
 
 def start_server(url: str, home: Path) -> tuple[subprocess.Popen[str], str]:
