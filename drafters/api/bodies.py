@@ -58,7 +58,9 @@ def target_drafters(store: Store, target: str, today: date, gpu: str | None = No
         raise NotFound(f"{target} is not in the registry")
     verdicts = store.verdicts(checkpoint_repo_id=checkpoint.repo_id)
     records = {v.drafter_repo_id: store.get_drafter(v.drafter_repo_id) for v in verdicts}
-    runs = list_runs(store, target=checkpoint.repo_id, status="ok")
+    # Filtered here rather than in SQL: with `status` in the query SQLite (no ANALYZE statistics) walks the
+    # status index over every run instead of the target's few (63 ms → under 1 ms at 100,000 runs).
+    runs = [r for r in list_runs(store, target=checkpoint.repo_id) if r.status == "ok"]
     measured = _measured(runs)
     chosen_gpu = pick_gpu(gpu)
     pairs = {p.drafter: p for p in exact_pairs(store, checkpoint.repo_id, verdicts=verdicts, records=records,
@@ -96,7 +98,7 @@ def drafter(store: Store, repo_id: str) -> dict[str, Any]:
         raise NotFound(f"{repo_id} is not a drafter in the registry")
     revision = store.drafter_head_revision(record.repo_id)
     verdicts = store.verdicts(drafter_repo_id=record.repo_id)
-    runs = list_runs(store, drafter=record.repo_id, status="ok")
+    runs = [r for r in list_runs(store, drafter=record.repo_id) if r.status == "ok"]  # see target_drafters
     return to_jsonable({
         "drafter": record.repo_id, "method": record.method, "publisher": record.publisher, "family": record.family,
         "released": reports.drafter_release_date(record), "block_size": record.block_size, "gated": record.gated,
