@@ -1,4 +1,4 @@
-"""`drafters up`: the long-running service on one machine — watcher, alert delivery, feed, worker, dashboard.
+"""`drafters up`: the long-running service on one machine — watcher, alert delivery, feed, worker, dashboard, API.
 
 Each part runs in its own thread (the dashboard in its own process) and survives the others' failures; parts
 whose extras are not installed are skipped with one line saying so. A part that dies is said, recorded and
@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dashboard.launch import free_port, launch, port_taken
+from drafters.api.app import ApiConfig, create_app
+from drafters.api.server import ApiServer
 from registry.alerts import webhooks as alerts
 from registry.alerts.feed import write_feed
 from registry.alerts.secrets import SecretBox
@@ -64,12 +66,15 @@ class Service:
         except Exception as exc:  # noqa: BLE001 - status is advisory
             log.warning("could not record the %s status: %s", name, type(exc).__name__)
 
-    def start(self, *, watch: bool = True, worker: bool = True, dashboard: bool = True, demo: bool = True) -> None:
+    def start(self, *, watch: bool = True, worker: bool = True, dashboard: bool = True, demo: bool = True,
+              api: bool = True) -> None:
         summary = load_catalog(self.store)
         self.say(f"database {self.settings.shown_database_url} at head; catalog: {summary.drafters} drafters "
                  f"({summary.dflash_21} DFlash v1), {summary.targets} targets")
         if dashboard:
             self._start_dashboard()
+        if api:
+            self._thread("api", self._api_loop)
         if watch:
             self._thread("watcher", self._watch_loop)
         self._thread("alerts", self._alerts_loop)
@@ -119,6 +124,20 @@ class Service:
         with open_private_append(log_path) as sink:
             self.dashboard = launch(port, self.settings.resolved_database_url, stdout=sink, stderr=sink)
         self.say(f"dashboard: http://127.0.0.1:{port}/ (log: {log_path})")
+
+    def _api_loop(self) -> None:
+        """The read-only JSON API (`drafters serve`) until the service stops; a taken port ends this part, which is
+        said and retried like any part that dies."""
+        token = self.settings.api_token.get_secret_value() if self.settings.api_token is not None else None
+        config = ApiConfig(self.settings.resolved_database_url, token=token or None,
+                           cors_origins=list(self.settings.api_cors_origins))
+        server = ApiServer(create_app(config), self.settings.api_host, self.settings.api_port).start()
+        self.say(f"API: {server.url}/ (OpenAPI: {server.url}/openapi.json)")
+        self.status("api", "serving", detail=server.url, success=True)
+        try:
+            self.stop.wait()
+        finally:
+            server.stop()
 
     def _watch_loop(self) -> None:
         client = HubClient(self.settings.hub_endpoint, self.settings.token_value(), self.settings.hub_cache_dir,

@@ -54,6 +54,13 @@ class Settings(BaseSettings):
     watch_interval_s: float = 300.0
     hub_timeout_s: float = 10.0
     dashboard_port: int = 8501
+    # `drafters serve`: the read-only JSON API (and the Hub webhook endpoint), on 127.0.0.1 by default.
+    api_host: str = "127.0.0.1"
+    api_port: int = 8788
+    # Optional bearer token the API asks for (SecretStr: never in a repr or a log line).
+    api_token: SecretStr | None = None
+    # Origins allowed to call the API from a browser; none (CORS off) by default.
+    api_cors_origins: list[str] = Field(default_factory=list)
     # Where tiny demo models are built and cached (default: $DRAFTERS_HOME/models).
     models_path: Path | None = Field(default=None, validation_alias=AliasChoices("DRAFTERS_MODELS_DIR"))
     # Decode length and repeats of the demo measurements `drafters up` queues.

@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from registry.store.runs import list_runs
@@ -63,6 +64,7 @@ def test_up_shows_drafters_lag_speedups_and_alerts(tmp_path: Path, hub: FakeHub,
         "DRAFTERS_WATCHED_ORGS": json.dumps(["Qwen", "z-lab", "meta-llama"]),
         "DRAFTERS_WATCH_INTERVAL_S": "2",
         "DRAFTERS_DASHBOARD_PORT": str(port),
+        "DRAFTERS_API_PORT": str(free_port()),
         "DRAFTERS_MODELS_DIR": str(models),
         "DRAFTERS_DEMO_MAX_NEW_TOKENS": "12",
         "DRAFTERS_DEMO_REPEATS": "1",
@@ -76,6 +78,8 @@ def test_up_shows_drafters_lag_speedups_and_alerts(tmp_path: Path, hub: FakeHub,
     try:
         url = output.wait_for(r"dashboard: (http://127\.0\.0\.1:\d+/)", 120).group(1)
         output.wait_for(r"watching 3 orgs", 120)
+        api_url = output.wait_for(r"API: (http://127\.0\.0\.1:\d+)/", 60).group(1)
+        assert httpx.get(f"{api_url}/v1/lag", timeout=30).json()["schema_version"] == 2  # `up` serves the API
         # Catalog targets are known before the Hub shows them; what changes after the baseline poll is news.
         scenario.advance_through("weights_replaced")
         output.wait_for(r"\[drafter_released\] .*z-lab/Qwen3\.5-27B-DFlash", 60)

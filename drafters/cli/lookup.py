@@ -260,7 +260,8 @@ def lag_command(
             raise UserError("--by takes 'family' or 'publisher'")
         groups = lag_by(rows, by, store)
         if as_json:
-            render.print_json(groups)
+            # Under "groups": a family or publisher named like a field must never clash with schema_version.
+            render.print_json({"by": by, "groups": groups})
             return
         render.table(f"lag by {by}", [by, "targets", "median days", "worst days", "open"],
                      [(name, g.n, g.median_days, g.worst_days, g.open_count) for name, g in groups.items()])

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import sys
 from collections.abc import Iterable, Sequence
-from datetime import date, datetime
 from typing import Any
 
 from rich.console import Console
@@ -15,26 +13,22 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from registry.domain.json_shapes import json_default, jsonable, versioned
+
 console = Console()
 error_console = Console(stderr=True)
 
 
-def _default(value: Any) -> Any:
-    if isinstance(value, (datetime, date)):
-        return value.isoformat()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    return str(value)
+_default = json_default
 
 
 def to_jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=_default))
+    return jsonable(value)
 
 
 def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, default=_default, indent=2, sort_keys=False) + "\n")
+    """Every `--json` body, versioned the one way (registry/domain/json_shapes.py, docs/api.md)."""
+    sys.stdout.write(json.dumps(versioned(jsonable(value)), indent=2, sort_keys=False) + "\n")
 
 
 # Whole escape sequences first, so that no `[2J` or `]0;title` is left behind as text: CSI (ESC [ or 0x9B, up to

@@ -7,20 +7,10 @@ from typing import Any
 
 from drafters.cli import render
 from registry import calibration
+from registry.calibration.run_view import run_json  # noqa: F401 - the shape `--json` prints, shared with the API
 from registry.domain.measurement import SetMeasurement
 from registry.domain.run import Run, RunPrediction
-from registry.domain.stored_json import to_json
 from registry.local import looks_like_folder
-
-
-def run_json(record: Run, prediction: RunPrediction | None = None) -> dict[str, Any]:
-    """A run as `--json` prints it: the run as the store keeps it (`to_json`, the same encoding), with its
-    prediction under the current pricing model (`prediction` when given, else the stored one when the current
-    model made it, else none); `prediction_source` says which."""
-    stored = calibration.stored_prediction(record)
-    chosen = prediction or stored
-    source = None if chosen is None else "stored with the run" if chosen == stored else "computed on read"
-    return {**to_json(record), "prediction": to_json(chosen), "prediction_source": source}
 
 
 def _speedup_cell(record: Run) -> str:

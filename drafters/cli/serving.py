@@ -80,6 +80,7 @@ def up(
     worker: Annotated[bool, typer.Option(help="Run verification jobs.")] = True,
     dashboard: Annotated[bool, typer.Option(help="Serve the dashboard.")] = True,
     demo: Annotated[bool, typer.Option(help="Build the tiny demo pairs and measure them once.")] = True,
+    api: Annotated[bool, typer.Option(help="Serve the read-only JSON API (DRAFTERS_API_PORT).")] = True,
 ) -> None:
     """The main job: upgrade the database, load the catalog, then watch, deliver alerts, verify and serve."""
     service = Service(get_settings(), open_store(),
@@ -88,7 +89,7 @@ def up(
     # SIGTERM (systemd, docker stop, kill) stops the service as Ctrl-C does, so its children stop with it.
     previous = {sig: signal.signal(sig, lambda *_: service.stop.set()) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        service.start(watch=watch, worker=worker, dashboard=dashboard, demo=demo)
+        service.start(watch=watch, worker=worker, dashboard=dashboard, demo=demo, api=api)
         service.stop.wait()
         render.console.print("stopping")
     except KeyboardInterrupt:

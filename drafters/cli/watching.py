@@ -22,7 +22,6 @@ from registry.redact import mask_url
 from registry.settings import get_settings
 from registry.store import NotFound, Store
 from registry.watch.poller import DRAFTER_QUERIES, PollReport, Watcher
-from registry.watch.push import PushServer
 
 
 def make_watcher(store: Store, *, max_requests: int | None = None, deadline_s: float | None = None) -> Watcher:
@@ -221,26 +220,6 @@ def feed_command(out: Annotated[Path | None, typer.Option(help="Where to write t
         raise UserError(f"{target} is a directory; --out takes a file path")
     path = write_feed(open_store().events(), target)
     render.console.print(f"feed written to {render.plain(path)}", highlight=False)
-
-
-@app.command("push-server")
-def push_server(
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (put a TLS proxy in front for the Hub).")] = 8787,
-    secret_env: Annotated[str, typer.Option(help="Env var with the Hub webhook's shared secret.")] = "DRAFTERS_HUB_WEBHOOK_SECRET",
-) -> None:
-    """Accept Hub webhook calls and read the named repo right away."""
-    secret = os.environ.get(secret_env)
-    if not secret:
-        raise UserError(f"set {secret_env} to the Hub webhook's secret first")
-    watcher = make_watcher(open_store())
-    server = PushServer(
-        secret, lambda hint: watcher.poll_repo(hint.repo_id, hint.head_sha, moved_from=hint.moved_from), port=port,
-    ).start()
-    render.console.print(f"listening on http://127.0.0.1:{server.port}/")
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        server.stop()
 
 
 @app.command("status")

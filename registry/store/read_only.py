@@ -11,7 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, Select, event
+from datetime import datetime
+
+from sqlalchemy import Engine, Select, event, func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -23,6 +25,8 @@ from registry.store.db import (
     make_engine,
     newer_database_message,
 )
+from registry.store.core import aware
+from registry.store.models import BenchmarkRun, Checkpoint, Compatibility, Drafter, Event, Job
 
 FILL_COMMANDS = "`drafters catalog load`, `drafters watch --once` or `drafters verify …`"
 # Column names and one tuple per row: plain values the dashboard turns into a DataFrame.
@@ -87,3 +91,24 @@ def fetch_one(engine: Engine, query: Select[Any]) -> dict[str, Any] | None:
     with engine.connect() as connection:
         row = connection.execute(query).first()
     return None if row is None else dict(row._mapping)
+
+
+def data_version(engine: Engine) -> tuple[tuple[object, ...], datetime | None]:
+    """A cheap fingerprint of what the API shows, and the newest time any of it changed.
+
+    Maxima and counts over the tables the API reads: a new event, run, verdict or job, or a job that starts or
+    ends, changes it (the watcher records an event for every checkpoint or drafter change), so the API can
+    answer a repeated request from its cache or with 304 Not Modified."""
+    queries = (
+        select(func.max(Event.id), func.max(Event.created_at)),
+        select(func.count(BenchmarkRun.id), func.max(BenchmarkRun.created_at)),
+        select(func.count(Compatibility.id), func.max(Compatibility.checked_at)),
+        select(func.max(Job.id), func.count(Job.started_at), func.count(Job.finished_at), func.max(Job.started_at),
+               func.max(Job.finished_at)),
+        select(func.count(Checkpoint.id)),
+        select(func.count(Drafter.id)),
+    )
+    with engine.connect() as connection:
+        flat = tuple(value for query in queries for value in connection.execute(query).one())
+    times = [aware(v) for v in flat if isinstance(v, datetime)]
+    return tuple(v.isoformat() if isinstance(v, datetime) else v for v in flat), max(times, default=None)

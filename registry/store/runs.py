@@ -61,8 +61,10 @@ def list_runs(
     hardware: str | None = None,
     method: str | None = None,
     limit: int | None = None,
+    offset: int = 0,
 ) -> list[Run]:
-    """Newest first; a drafter's or target's old id (before a rename) finds its runs too."""
+    """Newest first; a drafter's or target's old id (before a rename) finds its runs too. `offset` skips that many
+    (the API's pages)."""
     drafter = _current_drafter_id(store, drafter)
     target = store.canonical_repo_id(target) if target is not None else None
     with store.session() as session:
@@ -83,6 +85,8 @@ def list_runs(
             query = query.where(BenchmarkRun.status == status)
         if engine is not None:
             query = query.where(BenchmarkRun.engine == engine)
+        if offset:
+            query = query.offset(offset)
         if limit is not None:
             query = query.limit(limit)
         return [run_record(row) for row in session.scalars(query)]

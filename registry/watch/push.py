@@ -1,29 +1,28 @@
 """An endpoint for Hub webhooks: a call names a repo that changed, and the watcher reads that repo now.
 
-The Hub sends the shared secret in `X-Webhook-Secret`; a call without the right one is refused. The webhook is
-a hint only: the periodic poll stays the source of truth. A hint carries the pushed head (`repo.headSha`), so the
+The HTTP side lives in the API app (drafters/api/push_route.py, served by uvicorn, which bounds connections and
+idle time); this module holds what it needs that is not HTTP: the payload rules and the queue of hints with the
+one thread that reads them. The Hub sends the shared secret in `X-Webhook-Secret`; a call without the right one
+is refused. The webhook is a hint only: the periodic poll stays the source of truth. A hint carries the pushed head (`repo.headSha`), so the
 commit that was pushed is read rather than whatever main is by then, and a move carries the old id.
 """
 
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 import queue
 import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 log = logging.getLogger(__name__)
 MAX_BODY = 1_000_000
 # Hub payloads nest four or five levels; anything far deeper is an attack on the parser, not a webhook.
 MAX_DEPTH = 32
-# A connection that sends nothing for this long is closed, and at most this many are served at once.
-IDLE_TIMEOUT_S = 10.0
-MAX_CONNECTIONS = 32
+# Seconds a caller has to send its whole body: a trickling sender is answered 408 rather than holding a slot.
+BODY_TIMEOUT_S = 10.0
 # Repos waiting for a read; past this the Hub hears 503 and retries later (the periodic poll catches up anyway).
 MAX_QUEUED = 1000
 SHA = re.compile(r"[0-9a-f]{40}")
@@ -51,45 +50,6 @@ def nesting_depth(body: bytes, limit: int = MAX_DEPTH) -> int:
         elif byte in (0x5D, 0x7D):  # ] }
             depth -= 1
     return deepest
-
-
-def content_length(value: str | None) -> int | None:
-    """The Content-Length header as a count of bytes, or None when it is not one (negative, signed, text)."""
-    if value is None:
-        return 0
-    value = value.strip()
-    return int(value) if value.isascii() and value.isdigit() else None
-
-
-class _BoundedServer(ThreadingHTTPServer):
-    """ThreadingHTTPServer with a cap on concurrent connections: past it a connection gets 503 and is closed."""
-
-    daemon_threads = True
-    block_on_close = False
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], max_connections: int) -> None:
-        super().__init__(address, handler)
-        self._slots = threading.BoundedSemaphore(max_connections)
-
-    def process_request(self, request, client_address) -> None:  # type: ignore[no-untyped-def]
-        if not self._slots.acquire(blocking=False):
-            try:
-                request.sendall(b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbusy")
-            except OSError:
-                pass
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
-
-    def process_request_thread(self, request, client_address) -> None:  # type: ignore[no-untyped-def]
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
 
 
 # Scopes that can change what the registry records about a model; `repo.content.*`-style narrower scopes the
@@ -162,68 +122,25 @@ def hint_from_payload(payload: object) -> PushHint | None:
     return PushHint(repo_id, head_sha_from_payload(payload), moved_from)
 
 
-class PushServer:
-    """Accepts Hub webhook calls on loopback (or behind a proxy) and hands their hints to `on_repo` in order."""
+class PushQueue:
+    """Hints in arrival order, read one at a time by `on_repo` on a thread of its own; bounded (`offer` says
+    False when full, and the caller answers 503)."""
 
-    def __init__(self, secret: str, on_repo: Callable[[PushHint], None], host: str = "127.0.0.1", port: int = 0,
-                 *, max_connections: int = MAX_CONNECTIONS, idle_timeout_s: float = IDLE_TIMEOUT_S) -> None:
+    def __init__(self, secret: str, on_repo: Callable[[PushHint], None]) -> None:
         self.secret = secret
         self.on_repo = on_repo
         self.repos: queue.Queue[PushHint | None] = queue.Queue(maxsize=MAX_QUEUED)
-        server = self
+        self._thread = threading.Thread(target=self._drain, name="push-reader", daemon=True)
 
-        class Handler(BaseHTTPRequestHandler):
-            timeout = idle_timeout_s  # socket timeout: an idle or trickling connection is dropped
+    def secret_matches(self, given: str) -> bool:
+        return hmac.compare_digest(given.encode(), self.secret.encode())
 
-            def log_message(self, *_args: object) -> None:  # keep secrets and noise out of stderr
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                given = self.headers.get("X-Webhook-Secret", "")
-                if not hmac.compare_digest(given.encode(), server.secret.encode()):
-                    self._answer(401, "bad secret")
-                    return
-                length = content_length(self.headers.get("Content-Length"))
-                if length is None:
-                    self._answer(400, "bad Content-Length")
-                    return
-                if length > MAX_BODY:
-                    self._answer(413, "too large")
-                    return
-                body = self.rfile.read(length)
-                if nesting_depth(body) > MAX_DEPTH:
-                    self._answer(400, "JSON nested too deeply")
-                    return
-                try:
-                    payload = json.loads(body or b"null")
-                except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-                    self._answer(400, "not JSON")
-                    return
-                hint = hint_from_payload(payload)
-                if hint is None:
-                    self._answer(202, "ignored")
-                    return
-                try:
-                    server.repos.put_nowait(hint)
-                except queue.Full:
-                    self._answer(503, "busy")
-                    return
-                self._answer(202, "queued")
-
-            def _answer(self, status: int, text: str) -> None:
-                body = text.encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "text/plain")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = _BoundedServer((host, port), Handler, max_connections)
-        self.port = self.httpd.server_address[1]
-        self._threads = [
-            threading.Thread(target=self.httpd.serve_forever, daemon=True),
-            threading.Thread(target=self._drain, daemon=True),
-        ]
+    def offer(self, hint: PushHint) -> bool:
+        try:
+            self.repos.put_nowait(hint)
+        except queue.Full:
+            return False
+        return True
 
     def _drain(self) -> None:
         while (hint := self.repos.get()) is not None:
@@ -234,9 +151,8 @@ class PushServer:
             finally:
                 self.repos.task_done()
 
-    def start(self) -> PushServer:
-        for thread in self._threads:
-            thread.start()
+    def start(self) -> PushQueue:
+        self._thread.start()
         return self
 
     def stop(self) -> None:
@@ -244,5 +160,3 @@ class PushServer:
             self.repos.put(None, timeout=5)  # a full queue drains while the reader works through it
         except queue.Full:
             log.warning("push queue still full at stop; the reader stops with the process")
-        self.httpd.shutdown()
-        self.httpd.server_close()

@@ -124,7 +124,7 @@ def test_drafters_gguf_command(tmp_path: Path, llama_source: Path, qwen3_target:
         capture_output=True, text=True, env=env, timeout=300, check=False,
     )
     assert result.returncode == 0, result.stderr
-    files = json.loads(result.stdout)
+    files = json.loads(result.stdout)["items"]
     assert [Path(f["path"]).name for f in files] == [f"{qwen3_target.name}-f32.gguf", f"{draft_lm.name}-f32.gguf"]
     assert all((out / Path(f["path"]).name).is_file() for f in files)
 

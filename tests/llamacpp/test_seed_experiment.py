@@ -76,7 +76,7 @@ def test_dflash_against_the_gemma4_assistant_on_one_target_in_llama_cpp(tmp_path
 
     stored = _cli(env, "runs", "--json")
     assert stored.returncode == 0, stored.stderr
-    stored_runs = {run["run_id"]: run for run in json.loads(stored.stdout)}
+    stored_runs = {run["run_id"]: run for run in json.loads(stored.stdout)["items"]}
     assert set(stored_runs) == {run["run_id"] for run in runs.values()}
     assert {run["engine"] for run in stored_runs.values()} == {"llama.cpp"}
     assert all(run["lossless"] is True and run["overall"]["acceptance"]["tau"] >= 1.0

@@ -12,7 +12,8 @@ from sqlalchemy import update
 from registry.alerts import webhooks as alerts
 from registry.alerts.feed import ATOM, render_feed
 from registry.store.models import Delivery
-from registry.watch.push import PushHint, PushServer, repo_from_payload
+from drafters.api.server import push_endpoint
+from registry.watch.push import PushHint, repo_from_payload
 from registry.store.records import EventSpec
 from registry.alerts.secrets import SecretBox
 from registry.store import Store, utcnow
@@ -94,7 +95,7 @@ def test_feed_entry_ids_are_stable(store: Store) -> None:
 
 def test_push_endpoint_checks_secret() -> None:
     got: list[str] = []
-    server = PushServer("s3cret", got.append).start()
+    server = push_endpoint("s3cret", got.append).start()
     url = f"http://127.0.0.1:{server.port}/"
     payload = {"event": {"action": "update", "scope": "repo.content"},
                "repo": {"type": "model", "name": "z-lab/x", "private": False},

@@ -46,7 +46,7 @@ def test_catalog_find_lag(db_env: dict[str, str]) -> None:
 
     lag = drafters("lag", "--json", env=db_env)
     assert lag.returncode == 0, lag.stderr
-    lag_rows = {r["target_repo_id"]: r for r in json.loads(lag.stdout)}
+    lag_rows = {r["target_repo_id"]: r for r in json.loads(lag.stdout)["items"]}
     catalog = load_catalog_data()
     dflash_targets = {t for d in catalog.drafters if d.in_21 for t in d.targets}
     assert dflash_targets <= set(lag_rows)

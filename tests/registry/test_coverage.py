@@ -89,7 +89,7 @@ def test_the_tables_match_what_the_engines_implement() -> None:
 def test_catalog_coverage_command() -> None:
     shown = drafters("catalog", "coverage", "--json")
     assert shown.returncode == 0, shown.stderr
-    rows = {r["drafter"]: r for r in json.loads(shown.stdout)}
+    rows = {r["drafter"]: r for r in json.loads(shown.stdout)["items"]}
     separate = [d.repo_id for d in load_catalog_data().drafters if not d.built_in]
     assert sorted(rows) == sorted(separate)  # an MTP head or a DSpark checkpoint is nothing an engine pairs
     assert "Qwen/Qwen3.5-27B" not in rows and "deepseek-ai/DeepSeek-V4-Flash-DSpark" not in rows

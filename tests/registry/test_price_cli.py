@@ -96,7 +96,7 @@ def test_calibration_predicts_and_stores_every_run(db_env: dict[str, str], datab
     run_id = _measured_run(database_url)
     result = drafters("price", "--calibration", "--json", env=db_env)
     assert result.returncode == 0, result.stderr
-    [prediction] = json.loads(result.stdout)
+    [prediction] = json.loads(result.stdout)["items"]
     assert prediction["run_id"] == run_id and prediction["hardware"] == "RTX 3060 12GB"
     assert prediction["predicted_baseline_tokens_per_s"] > 0 and prediction["baseline_error"] is not None
     stored = get_run(Store.open(database_url), run_id)
@@ -110,7 +110,7 @@ def test_runs_show_the_prediction_error_or_a_dash_with_the_reason(db_env: dict[s
                                                       failure_reason="out of memory"))
     listed = drafters("runs", "--json", env=db_env)
     assert listed.returncode == 0, listed.stderr
-    by_id = {r["run_id"]: r for r in json.loads(listed.stdout)}
+    by_id = {r["run_id"]: r for r in json.loads(listed.stdout)["items"]}
     predicted = by_id[run_id]["prediction"]
     # Nothing stored it (the run was recorded directly): computed on read, and not written by a read.
     assert by_id[run_id]["prediction_source"] == "computed on read" and predicted["predicted_tokens_per_s"] > 0
@@ -125,5 +125,5 @@ def test_runs_show_the_prediction_error_or_a_dash_with_the_reason(db_env: dict[s
     assert f"({predicted['tokens_per_s_error']:+.0%})" in table.stdout
 
     assert drafters("price", "--calibration", env=db_env).returncode == 0
-    stored = json.loads(drafters("runs", "--json", env=db_env).stdout)
+    stored = json.loads(drafters("runs", "--json", env=db_env).stdout)["items"]
     assert next(r for r in stored if r["run_id"] == run_id)["prediction_source"] == "stored with the run"

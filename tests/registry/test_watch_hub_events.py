@@ -21,7 +21,7 @@ import pytest
 
 from registry.domain import hub_presence
 from registry.hub import HubClient
-from registry.watch.push import PushServer
+from drafters.api.server import ApiServer, push_endpoint
 from registry.store.records import DrafterSpec
 from registry.store.runs import Run, list_runs, record_run
 from tests.registry.run_fixtures import measured
@@ -44,10 +44,10 @@ def make_watcher(store: Store, hub: FakeHub, tmp_path: Path, token: str | None =
 
 
 @pytest.fixture
-def endpoint(store: Store, hub: FakeHub, tmp_path: Path) -> Iterator[tuple[PushServer, Watcher]]:
+def endpoint(store: Store, hub: FakeHub, tmp_path: Path) -> Iterator[tuple[ApiServer, Watcher]]:
     """`drafters push-server` wiring: the push endpoint on a real port, handing hints to a watcher."""
     watcher = make_watcher(store, hub, tmp_path, token=MEMBER)
-    server = PushServer(
+    server = push_endpoint(
         SECRET, lambda hint: watcher.poll_repo(hint.repo_id, hint.head_sha, moved_from=hint.moved_from)).start()
     try:
         yield server, watcher
@@ -68,7 +68,7 @@ def webhook(repo_id: str, *, scope: str = "repo.content", action: str = "update"
     return payload
 
 
-def deliver(server: PushServer, *payloads: dict) -> list[int]:
+def deliver(server: ApiServer, *payloads: dict) -> list[int]:
     """POST each payload as the Hub does, then wait until the watcher has handled every queued hint."""
     statuses = []
     for payload in payloads:
@@ -100,7 +100,7 @@ def revision_reads(hub: FakeHub, repo_id: str) -> list[str]:
 # ---- headSha -------------------------------------------------------------------------------------------------
 
 def test_the_pushed_head_sha_is_the_revision_stored_and_late_deliveries_change_nothing(
-    store: Store, scenario: Scenario, hub: FakeHub, endpoint: tuple[PushServer, Watcher]
+    store: Store, scenario: Scenario, hub: FakeHub, endpoint: tuple[ApiServer, Watcher]
 ) -> None:
     server, watcher = endpoint
     watcher.poll_once()
@@ -134,7 +134,7 @@ def test_the_pushed_head_sha_is_the_revision_stored_and_late_deliveries_change_n
 
 
 def test_a_sha_force_pushed_away_before_its_webhook_reads_main_instead(
-    store: Store, scenario: Scenario, hub: FakeHub, endpoint: tuple[PushServer, Watcher]
+    store: Store, scenario: Scenario, hub: FakeHub, endpoint: tuple[ApiServer, Watcher]
 ) -> None:
     server, watcher = endpoint
     watcher.poll_once()
@@ -147,7 +147,7 @@ def test_a_sha_force_pushed_away_before_its_webhook_reads_main_instead(
 
 
 def test_one_bad_repo_or_a_private_one_never_stops_the_push_endpoint(
-    store: Store, scenario: Scenario, hub: FakeHub, endpoint: tuple[PushServer, Watcher]
+    store: Store, scenario: Scenario, hub: FakeHub, endpoint: tuple[ApiServer, Watcher]
 ) -> None:
     server, watcher = endpoint
     state = scenario.state
@@ -214,7 +214,7 @@ def test_repos_gone_from_the_listing_are_marked_gone_kept_and_sanely_recreated(
 
 
 def test_a_delete_webhook_marks_a_recorded_repo_gone(
-    store: Store, scenario: Scenario, hub: FakeHub, endpoint: tuple[PushServer, Watcher]
+    store: Store, scenario: Scenario, hub: FakeHub, endpoint: tuple[ApiServer, Watcher]
 ) -> None:
     server, watcher = endpoint
     watcher.poll_once()
@@ -237,7 +237,9 @@ def drafters_cli(database_url: str, *args: str) -> subprocess.CompletedProcess[s
 def cli_json(database_url: str, *args: str) -> Any:
     done = drafters_cli(database_url, *args, "--json")
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    body = json.loads(done.stdout)
+    assert body["schema_version"] == 2
+    return body.get("items", body)  # a list comes as {"schema_version": 2, "items": [...]}
 
 
 def test_a_repo_gone_from_the_hub_says_so_in_find_check_lag_and_alerts_until_it_comes_back(
@@ -347,7 +349,7 @@ def test_runs_recorded_under_a_drafters_old_id_follow_its_rename(
 
 
 def test_a_move_webhook_keeps_one_drafter_even_across_orgs(
-    store: Store, scenario: Scenario, hub: FakeHub, endpoint: tuple[PushServer, Watcher]
+    store: Store, scenario: Scenario, hub: FakeHub, endpoint: tuple[ApiServer, Watcher]
 ) -> None:
     server, watcher = endpoint
     watcher.poll_once()

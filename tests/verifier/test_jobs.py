@@ -70,7 +70,7 @@ def test_a_stored_run_reads_back_and_prints_as_it_was_measured(store: Store, dat
 
     result = drafters("runs", "--json", env={"DRAFTERS_DATABASE_URL": database_url})
     assert result.returncode == 0, result.stderr
-    (printed,) = json.loads(result.stdout)
+    (printed,) = json.loads(result.stdout)["items"]
     # verify_now stored the current pricing model's prediction with the run: `runs` prints that one, as stored.
     assert record.prediction is not None
     assert printed == {**json.loads(json.dumps(encoded)), "prediction_source": "stored with the run"}

@@ -1,0 +1,274 @@
+"""The read-only API under load: p50/p99 of `/v1/targets/{id}/drafters` at 100 concurrent clients over a SQLite
+registry of 10,000 targets and 100,000 runs, and a 10 s burst at 1,000 requests/s with no error.
+
+    .venv/bin/python bench/api.py [--targets 10000] [--runs 100000] [--requests 3000] [--burst-s 10] [--rate 1000]
+
+The registry: the bundled catalog, then every catalog target copied (rows, head revision, verdicts) until there
+are --targets targets, and one measured run copied until there are --runs runs spread over the copied targets
+and their exact drafters (bulk inserts: the bench measures reading, not loading). `drafters serve` runs as its
+own process on 127.0.0.1 (uvicorn, one worker), so client and server do not share an interpreter. The clients
+are asyncio tasks, each on its own raw keep-alive connection (an httpx pool costs more than the server it
+measures), loopback only, each loop bounded by a request count.
+
+Measured in the same run, as the reference: `/health` (the server and client stack with no database work).
+Rounds: cold (each request a different target, so the body cache never helps), warm (100 hot targets, answered
+from the body cache after one data-version query), 304 (warm with If-None-Match), then the burst on the warm
+path at a fixed arrival rate (open loop: a late answer does not slow the next request down).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+from sqlalchemy import insert, select
+
+from registry.domain.measurement import Acceptance, RunSettings, SetMeasurement
+from registry.domain.run import Run
+from registry.store import Store
+from registry.store.catalog_import import load_catalog
+from registry.store.models import BenchmarkRun, Checkpoint, CheckpointRevision, Compatibility
+from registry.store.runs import record_run
+
+CLIENTS = 100
+
+
+def _row(obj: object, table: object) -> dict:
+    return {c.name: getattr(obj, c.key) for c in table.__table__.columns if c.name != "id"}  # type: ignore[attr-defined]
+
+
+def build_registry(url: str, targets: int, runs: int) -> list[str]:
+    """The catalog, then copies of its targets and one run until the sizes are reached; the copied target ids."""
+    store = Store.open(url)
+    load_catalog(store)
+    store.recompute_compatibility()
+    template = Run(
+        target="Qwen/Qwen3-8B", drafter="z-lab/Qwen3-8B-DFlash-b16", engine="pytorch", method="dflash",
+        draft_length=15, settings=RunSettings(max_new_tokens=64, repeats=3, dtype="bfloat16", seed=0),
+        overall=SetMeasurement(name="overall", digest="bench", prompts=10, acceptance=Acceptance(
+            rounds=100, drafted=500, accepted=350, tau=4.5, acceptance_rate=0.7, histogram=(5, 10, 15, 20, 20, 30),
+            marginal=(0.95, 0.85, 0.7, 0.55, 0.45), conditional=(0.95, 0.89, 0.82, 0.79, 0.82),
+            uniform_draft_length=True, identity_gap=0.0)),
+        hardware="H100 SXM", lossless=True, created_at=datetime(2026, 11, 1, tzinfo=UTC),
+    )
+    recorded = record_run(store, replace(template, run_id="bench-template"))
+    copied: list[str] = []
+    source_of: dict[str, str] = {}
+    with store.engine.begin() as connection:
+        sources = connection.execute(select(Checkpoint)).all()
+        with store.session() as session:
+            originals = session.scalars(select(Checkpoint)).all()
+            heads = {c.id: session.scalars(select(CheckpointRevision).where(
+                CheckpointRevision.checkpoint_id == c.id, CheckpointRevision.sha == c.head_sha)).first()
+                for c in originals}
+            verdicts = {rev.id: session.scalars(select(Compatibility).where(
+                Compatibility.checkpoint_revision_id == rev.id)).all() for rev in heads.values() if rev is not None}
+            copyable = [c for c in originals if heads[c.id] is not None and verdicts.get(heads[c.id].id)]
+            count = len(sources)
+            n = 0
+            while count < targets:
+                source = copyable[n % len(copyable)]
+                n += 1
+                repo_id = f"bench-{n:05d}/{source.repo_id.split('/')[1]}"
+                values = {**_row(source, Checkpoint), "repo_id": repo_id, "org": f"bench-{n:05d}"}
+                checkpoint_id = connection.execute(insert(Checkpoint).values(values)).inserted_primary_key[0]
+                head = heads[source.id]
+                revision_id = connection.execute(insert(CheckpointRevision).values(
+                    {**_row(head, CheckpointRevision), "checkpoint_id": checkpoint_id})).inserted_primary_key[0]
+                rows = [{**_row(v, Compatibility), "checkpoint_revision_id": revision_id} for v in verdicts[head.id]]
+                connection.execute(insert(Compatibility), rows)
+                copied.append(repo_id)
+                source_of[repo_id] = source.repo_id
+                count += 1
+    # A copy has its source's verdicts: runs go to the drafters that are exact for their own target.
+    exact = {t: [v.drafter_repo_id for v in store.verdicts(checkpoint_repo_id=t) if v.verdict == "exact"]
+             for t in set(source_of.values())}
+    with store.engine.begin() as connection:
+        base = connection.execute(select(BenchmarkRun).where(BenchmarkRun.run_id == recorded.run_id)).mappings().one()
+        base = {k: v for k, v in base.items() if k != "id"}
+        batch = []
+        for n in range(runs - 1):
+            target = copied[n % len(copied)]
+            drafters = exact.get(source_of[target]) or [base["drafter"]]
+            batch.append({**base, "run_id": f"bench-{n:07d}", "target": target, "drafter": drafters[n % len(drafters)],
+                          "created_at": base["created_at"] + timedelta(seconds=n)})
+            if len(batch) == 5000:
+                connection.execute(insert(BenchmarkRun), batch)
+                batch = []
+        if batch:
+            connection.execute(insert(BenchmarkRun), batch)
+    store.engine.dispose()
+    return copied
+
+
+@dataclass(frozen=True)
+class Result:
+    name: str
+    requests: int
+    errors: int
+    seconds: float
+    latencies_ms: list[float]
+
+    def pct(self, q: float) -> float:
+        ordered = sorted(self.latencies_ms)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+async def closed_loop(base: str, name: str, paths: list[str], total: int, headers: dict[str, str] | None = None
+                      ) -> Result:
+    """CLIENTS clients, each on its own keep-alive connection, taking the next path until `total` are done."""
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+    latencies: list[float] = []
+    errors = 0
+    cursor = iter(range(total))
+
+    async def one_client() -> None:
+        nonlocal errors
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            for n in cursor:
+                started = time.perf_counter()
+                try:
+                    ok = await asyncio.wait_for(_get(reader, writer, paths[n % len(paths)], extra), 30) in (200, 304)
+                except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError):
+                    ok = False
+                    writer.close()
+                    reader, writer = await asyncio.open_connection(host, int(port))
+                latencies.append((time.perf_counter() - started) * 1000)
+                errors += not ok
+        finally:
+            writer.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one_client() for _ in range(CLIENTS)))
+    return Result(name, total, errors, time.perf_counter() - started, latencies)
+
+
+async def _get(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str, extra: str = "") -> int:
+    """One keep-alive GET on a raw connection: the client must cost far less than the server, and an httpx pool
+    with a hundred busy connections costs more than the server it measures."""
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}\r\n".encode())
+    await writer.drain()
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 0)
+    await reader.readexactly(length)
+    return status
+
+
+async def burst(base: str, paths: list[str], rate: float, seconds: float, connections: int = 200) -> Result:
+    """Requests due at a fixed rate for `seconds` (open loop): each latency counts from when the request was due,
+    so a server that falls behind shows it; `connections` keep-alive connections take the due requests."""
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    due: asyncio.Queue[tuple[float, str] | None] = asyncio.Queue()
+    latencies: list[float] = []
+    errors = 0
+
+    async def connection() -> None:
+        nonlocal errors
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            while (item := await due.get()) is not None:
+                when, path = item
+                try:
+                    ok = await asyncio.wait_for(_get(reader, writer, path), 30) == 200
+                except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError):
+                    ok = False
+                    writer.close()
+                    reader, writer = await asyncio.open_connection(host, int(port))
+                latencies.append((time.perf_counter() - when) * 1000)
+                errors += not ok
+        finally:
+            writer.close()
+
+    workers = [asyncio.create_task(connection()) for _ in range(connections)]
+    total = int(rate * seconds)
+    start = time.perf_counter()
+    for n in range(total):
+        when = start + n / rate
+        delay = when - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        due.put_nowait((when, paths[n % len(paths)]))
+    for _ in workers:
+        due.put_nowait(None)
+    await asyncio.gather(*workers)
+    return Result(f"burst {rate:.0f}/s × {seconds:g} s", total, errors, time.perf_counter() - start, latencies)
+
+
+def start_server(url: str, home: Path) -> tuple[subprocess.Popen[str], str]:
+    env = {**os.environ, "DRAFTERS_DATABASE_URL": url, "DRAFTERS_HOME": str(home)}
+    env.pop("DRAFTERS_HUB_WEBHOOK_SECRET", None)
+    process = subprocess.Popen([sys.executable, "-m", "drafters.cli", "serve", "--port", "0"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert process.stdout is not None
+    for _ in range(1000):
+        line = process.stdout.readline()
+        if line.startswith("API listening on"):
+            return process, line.strip().rsplit(" ", 1)[-1].rstrip("/")
+        if not line:
+            break
+    raise SystemExit(f"drafters serve did not start: {process.stdout.read()}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--targets", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--burst-s", type=float, default=10.0)
+    parser.add_argument("--rate", type=float, default=1000.0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-api-") as scratch:
+        url = f"sqlite:///{scratch}/registry.db"
+        started = time.perf_counter()
+        copied = build_registry(url, args.targets, args.runs)
+        print(f"registry: {args.targets} targets, {args.runs} runs, built in {time.perf_counter() - started:.0f} s",
+              flush=True)
+        process, base = start_server(url, Path(scratch) / "home")
+        try:
+            random.seed(0)
+            cold = [f"/v1/targets/{t}/drafters" for t in random.sample(copied, min(len(copied), args.requests))]
+            hot = cold[:100]
+            results: list[Result] = []
+
+            def done(result: Result) -> None:
+                results.append(result)
+                print(f"  {result.name}: {result.requests} requests, {result.errors} errors, "
+                      f"p50 {result.pct(0.5):.1f} ms, p99 {result.pct(0.99):.1f} ms", flush=True)
+
+            done(asyncio.run(closed_loop(base, "/health (reference)", ["/health"], args.requests)))
+            done(asyncio.run(closed_loop(base, "targets/…/drafters cold", cold, args.requests)))
+            asyncio.run(closed_loop(base, "warm-up", hot, len(hot)))
+            done(asyncio.run(closed_loop(base, "targets/…/drafters warm", hot, args.requests)))
+            etag = httpx.get(base + hot[0]).headers["etag"]
+            done(asyncio.run(closed_loop(base, "targets/…/drafters 304", hot[:1], args.requests,
+                                         {"If-None-Match": etag})))
+            done(asyncio.run(burst(base, hot, args.rate, args.burst_s)))
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    reference = results[0].pct(0.5)
+    print(f"\n{CLIENTS} concurrent clients (bursts: open loop), SQLite, loopback; ratio = p50 / p50 of /health")
+    print(f"{'round':<34}{'requests':>9}{'errors':>8}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'ratio':>8}")
+    for r in results:
+        print(f"{r.name:<34}{r.requests:>9}{r.errors:>8}{r.requests / r.seconds:>9.0f}{r.pct(0.5):>9.1f}"
+              f"{r.pct(0.99):>9.1f}{r.pct(0.5) / reference:>8.1f}")
+    print(f"\ngoal: p99 ≤ 50 ms for /v1/targets/{{id}}/drafters; burst with no error")
+
+
+if __name__ == "__main__":
+    main()

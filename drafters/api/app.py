@@ -1,0 +1,230 @@
+"""`drafters serve`: the registry as a read-only HTTP JSON API, and the Hub webhook endpoint, in one ASGI app.
+
+FastAPI on Starlette, served by uvicorn (drafters/api/server.py): maintained, typed routes with the OpenAPI
+document generated from them, and a server that bounds connections, idle time and header sizes so that no
+hand-written socket code does (docs/api.md says why this stack).
+
+Reads go through a read-only engine (registry/store/read_only.py: SQLite `query_only`, PostgreSQL read-only
+sessions). Every body carries `schema_version`; each answer has an ETag (a hash of its bytes) and a
+Last-Modified (the newest change among what it shows), and a repeated request with either gets 304. Bodies are
+cached by request and by the database's data version (one cheap query, read at most once a second), so a
+repeated read costs no query.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from email.utils import format_datetime, parsedate_to_datetime
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse, Response
+from sqlalchemy import Engine
+
+from drafters.api import bodies
+from drafters.api.push_route import hub_webhook
+from registry.domain.json_shapes import SCHEMA_VERSION, versioned
+from registry.store import NotFound, Store
+from registry.store.db import DatabaseError
+from registry.store.read_only import data_version, open_read_only, schema_problem
+from registry.watch.push import PushQueue
+
+CACHE_ENTRIES = 4096
+# How long one data-version read answers for: a change shows within this long, and a busy server reads the
+# version once per interval instead of once per request.
+DATA_VERSION_TTL_S = 1.0
+
+
+@dataclass
+class ApiConfig:
+    database_url: str | None
+    token: str | None = None  # bearer token the read routes ask for; None: open (bind to loopback)
+    cors_origins: list[str] = field(default_factory=list)
+    push: PushQueue | None = None  # the Hub webhook endpoint, when a secret is configured
+    today: Callable[[], date] = lambda: datetime.now(UTC).date()
+
+
+class _Reader:
+    """The read-only store, opened on first use (the database may not exist yet when the server starts), and the
+    body cache keyed by the data version."""
+
+    def __init__(self, url: str | None) -> None:
+        self.url = url
+        self._lock = threading.Lock()
+        self._engine: Engine | None = None
+        self._store: Store | None = None
+        self._cache: OrderedDict[tuple[Any, ...], tuple[bytes, str]] = OrderedDict()
+        self._version: tuple[float, tuple[object, ...], datetime | None] | None = None
+
+    def data_version(self) -> tuple[tuple[object, ...], datetime | None]:
+        now = time.monotonic()
+        with self._lock:
+            known = self._version
+        if known is not None and now - known[0] < DATA_VERSION_TTL_S:
+            return known[1], known[2]
+        assert self._engine is not None
+        version, changed_at = data_version(self._engine)
+        with self._lock:
+            self._version = (now, version, changed_at)
+        return version, changed_at
+
+    def store(self) -> Store:
+        with self._lock:
+            if self._store is None:
+                if self.url is None:
+                    raise HTTPException(503, "no database is configured")
+                try:
+                    engine = open_read_only(self.url)
+                except DatabaseError as exc:
+                    raise HTTPException(503, str(exc)) from None
+                problem = schema_problem(engine)
+                if problem is not None:
+                    engine.dispose()
+                    raise HTTPException(503, problem)
+                self._engine, self._store = engine, Store(engine)
+            return self._store
+
+    def answer(self, request: Request, build: Callable[[Store], Any]) -> Response:
+        store = self.store()
+        version, changed_at = self.data_version()
+        key = (request.url.path, str(request.url.query), version)
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+        if cached is None:
+            try:
+                body = build(store)
+            except NotFound as exc:
+                raise HTTPException(404, str(exc.args[0] if exc.args else exc)) from None
+            content = json.dumps(versioned(body), separators=(",", ":"), default=str).encode()
+            cached = (content, '"' + hashlib.sha256(content).hexdigest()[:32] + '"')
+            with self._lock:
+                self._cache[key] = cached
+                while len(self._cache) > CACHE_ENTRIES:
+                    self._cache.popitem(last=False)
+        content, etag = cached
+        headers = {"ETag": etag, "Cache-Control": "no-cache"}
+        if changed_at is not None:
+            headers["Last-Modified"] = format_datetime(changed_at.astimezone(UTC).replace(microsecond=0), usegmt=True)
+        if _not_modified(request, etag, changed_at):
+            return Response(status_code=304, headers=headers)
+        return Response(content, media_type="application/json", headers=headers)
+
+
+def _not_modified(request: Request, etag: str, changed_at: datetime | None) -> bool:
+    match = request.headers.get("if-none-match")
+    if match is not None:  # If-None-Match wins over If-Modified-Since (RFC 9110 §13.2.2)
+        return etag in {m.strip() for m in match.split(",")} or match.strip() == "*"
+    since = request.headers.get("if-modified-since")
+    if since is None or changed_at is None:
+        return False
+    try:
+        when = parsedate_to_datetime(since)
+    except (TypeError, ValueError):
+        return False
+    return when.tzinfo is not None and changed_at.replace(microsecond=0) <= when
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"schema_version": SCHEMA_VERSION, "error": message}, status_code=status)
+
+
+def create_app(config: ApiConfig) -> FastAPI:
+    app = FastAPI(
+        title="Drafter Registry API", version=str(SCHEMA_VERSION),
+        description="Read-only: which speculative-decoding drafters exist for a model, whether they fit, how much "
+                    "they were measured to speed it up, and how to launch them. Every body carries "
+                    "`schema_version` (docs/api.md).",
+        docs_url="/docs", redoc_url=None, openapi_url="/openapi.json",
+    )
+    reader = _Reader(config.database_url)
+    app.state.push = config.push
+    if config.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=config.cors_origins, allow_methods=["GET"],
+                           allow_headers=["Authorization", "If-None-Match", "If-Modified-Since"])
+
+    def authorized(request: Request) -> None:
+        if config.token is None:
+            return
+        given = request.headers.get("authorization", "")
+        scheme, _, value = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), config.token.encode()):
+            raise HTTPException(401, "a bearer token is required", headers={"WWW-Authenticate": "Bearer"})
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors())
+        return _error(422, problems)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_request: Request, exc: HTTPException) -> JSONResponse:
+        response = _error(exc.status_code, str(exc.detail))
+        for name, value in (exc.headers or {}).items():
+            response.headers[name] = value
+        return response
+
+    read = [Depends(authorized)]
+
+    @app.get("/health", summary="Liveness")
+    def health() -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, "status": "ok"}
+
+    @app.get("/v1/targets/{target:path}/drafters", dependencies=read, summary="Drafters of a target")
+    def target_drafters(request: Request, target: str,
+                        gpu: str | None = Query(None, description="GPU class the launch draft length is priced for")
+                        ) -> Response:
+        """Every drafter with a verdict for the target (reasons, lag, measured τ and speedup per engine and
+        hardware) and, for exact pairs, the launch command of each engine."""
+        return reader.answer(request, lambda s: bodies.target_drafters(s, target, config.today(), gpu))
+
+    @app.get("/v1/drafters/{drafter:path}", dependencies=read, summary="One drafter")
+    def drafter(request: Request, drafter: str) -> Response:
+        return reader.answer(request, lambda s: bodies.drafter(s, drafter))
+
+    @app.get("/v1/lag", dependencies=read, summary="Lag per target, worst first (paged)")
+    def lag(request: Request, limit: int = Query(100, ge=1, le=bodies.MAX_PAGE), offset: int = Query(0, ge=0)
+            ) -> Response:
+        def build(store: Store) -> dict[str, Any]:
+            rows, total = bodies.lag_page(store, config.today(), limit, offset)
+            return {"lag": rows, "total": total, "limit": limit, "offset": offset,
+                    "next_offset": offset + limit if offset + limit < total else None}
+        return reader.answer(request, build)
+
+    @app.get("/v1/runs", dependencies=read, summary="Measured runs, newest first (paged)")
+    def runs(request: Request, target: str | None = None, drafter: str | None = None, engine: str | None = None,
+             status: str | None = None, limit: int = Query(100, ge=1, le=bodies.MAX_PAGE),
+             offset: int = Query(0, ge=0)) -> Response:
+        """Each run in the one JSON encoding `drafters runs --json` prints."""
+        def build(store: Store) -> dict[str, Any]:
+            page = bodies.runs_page(store, target=target, drafter=drafter, engine=engine, status=status,
+                                    limit=limit + 1, offset=offset)
+            return {"runs": page[:limit], "limit": limit, "offset": offset,
+                    "next_offset": offset + limit if len(page) > limit else None}
+        return reader.answer(request, build)
+
+    @app.get("/v1/events", dependencies=read, summary="Events after a cursor")
+    def events(request: Request, after: int = Query(0, ge=0, description="the last event id already seen"),
+               limit: int = Query(100, ge=1, le=bodies.MAX_PAGE)) -> Response:
+        def build(store: Store) -> dict[str, Any]:
+            page = bodies.events_after(store, after, limit)
+            return {"events": page, "next_after": page[-1]["id"] if page else after}
+        return reader.answer(request, build)
+
+    @app.get("/v1/plan", dependencies=read, summary="What is queued or still to be measured")
+    def plan(request: Request, limit: int = Query(100, ge=1, le=bodies.MAX_PAGE)) -> Response:
+        return reader.answer(request, lambda s: bodies.plan(s, limit))
+
+    app.add_api_route("/", hub_webhook, methods=["POST"], summary="Hub webhook (X-Webhook-Secret)")
+    app.add_api_route("/hub/webhook", hub_webhook, methods=["POST"], summary="Hub webhook (X-Webhook-Secret)")
+    return app

@@ -1,0 +1,64 @@
+"""`drafters launch`: the exact command that serves a target with each of its exact drafters on one engine."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from drafters.cli import render
+from drafters.cli.common import JsonOption, UserError, app, checked_ref, open_store
+from registry.calibration.launch_inputs import exact_pairs, measured_draft_length, pick_gpu
+from registry.domain.launch import ENGINES, Launch, launch_command
+from registry.store import NotFound
+
+
+def launches(target: str, drafter: str | None, engine: str, gpu: str | None, *, recompute: bool) -> list[Launch]:
+    store = open_store()
+    if store.get_checkpoint(target) is None:
+        raise NotFound(f"{target} is not in the registry (run `drafters catalog load` or `drafters watch --once`)")
+    if recompute:
+        store.recompute_compatibility(checkpoint_repo_id=target)
+    try:
+        chosen_gpu = pick_gpu(gpu)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    pairs = exact_pairs(store, target, drafter)
+    if not pairs:
+        which = f"{drafter} is not an exact drafter of" if drafter else "no drafter is an exact pair of"
+        raise NotFound(f"{which} {target}: `drafters find {target}` lists the verdicts")
+    return [launch_command(p, engine, measured_draft_length(store, p, chosen_gpu)) for p in pairs]
+
+
+@app.command("launch")
+def launch_cli(
+    target: Annotated[str, typer.Argument(help="Target repo id.")],
+    engine: Annotated[str, typer.Option("--engine", help="vllm, sglang or llamacpp.")],
+    drafter: Annotated[str | None, typer.Option("--drafter", help="Only this drafter (default: every exact one).")] = None,
+    gpu: Annotated[str | None, typer.Option("--gpu", help="GPU class the draft length is priced for (default H100 SXM).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The exact serving command for each exact pair of TARGET, with the draft length its measured runs favour."""
+    if engine not in ENGINES:
+        raise UserError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    checked_ref(target, "TARGET")
+    results = launches(target, drafter, engine, gpu, recompute=True)
+    if as_json:
+        render.print_json({"target": target, "engine": engine, "launches": [r.as_json() for r in results]})
+        return
+    for result in results:
+        header = f"{result.drafter} ({result.method}) on {result.engine}"
+        render.console.print(render.plain(header), style="bold", markup=False, highlight=False)
+        if not result.supported:
+            render.console.print(render.plain(f"  cannot run: {result.reason}"), style="red", markup=False,
+                                 highlight=False)
+            continue
+        # Commands go out verbatim (soft wrap off) so that they copy and paste as they are.
+        for line in result.shell().splitlines():
+            print(render.strip_control(line))
+        details = [f"draft length {result.draft_length if result.draft_length is not None else 'from the config'}: "
+                   f"{result.draft_length_source}",
+                   f"minimum {result.engine} version: {result.minimum_version} ({result.minimum_version_source})",
+                   *result.notes]
+        for line in details:
+            render.console.print(render.plain(f"  {line}"), style="dim", markup=False, highlight=False)

@@ -1,0 +1,224 @@
+"""`drafters serve`: the read-only JSON API over a real database and a real uvicorn server on 127.0.0.1.
+
+Its OpenAPI document, versioned bodies, ETag/Last-Modified and 304, paging, the events cursor, the bearer token
+(never logged), CORS off unless configured, a database the API cannot write, and a run that reads the same in
+the API as in `drafters runs --json`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import text
+
+from drafters.api.app import ApiConfig, create_app
+from drafters.api.server import ApiServer
+from registry.domain.json_shapes import SCHEMA_VERSION, versioned
+from registry.store import Store
+from registry.store.catalog_import import CatalogSummary, load_catalog
+from registry.store.read_only import open_read_only
+from registry.store.records import EventSpec
+from registry.store.runs import record_run
+from tests.registry.run_fixtures import full_run
+
+TARGET, DRAFTER = "Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16"
+TOKEN = "api-token-0123456789abcdef"
+
+
+@pytest.fixture
+def filled(database_url: str) -> Store:
+    store = Store.open(database_url)
+    load_catalog(store)
+    store.recompute_compatibility()
+    for n in range(3):
+        record_run(store, full_run(target=TARGET, drafter=DRAFTER, prediction=None, run_id=f"run-{n}",
+                                   created_at=full_run().created_at.replace(day=1 + n)))
+    for n in range(5):
+        store.record_event(EventSpec(type="test", subject=f"event {n}", dedupe_key=f"api-test-{n}"))
+    return store
+
+
+@pytest.fixture
+def api(filled: Store, database_url: str) -> Iterator[httpx.Client]:
+    server = ApiServer(create_app(ApiConfig(database_url))).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            yield client
+    finally:
+        server.stop()
+
+
+def test_openapi_document_lists_every_route(api: httpx.Client) -> None:
+    document = api.get("/openapi.json")
+    assert document.status_code == 200
+    paths = document.json()["paths"]
+    for path in ("/v1/targets/{target}/drafters", "/v1/drafters/{drafter}", "/v1/lag", "/v1/runs", "/v1/events",
+                 "/v1/plan", "/hub/webhook"):
+        assert path in paths, path
+    assert "get" in paths["/v1/runs"] and {p["name"] for p in paths["/v1/runs"]["get"]["parameters"]} >= {
+        "limit", "offset", "target", "drafter", "engine"}
+
+
+def test_target_drafters_has_verdicts_measurements_and_launch_commands(api: httpx.Client) -> None:
+    answer = api.get(f"/v1/targets/{TARGET}/drafters")
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/json"
+    body = answer.json()
+    assert body["schema_version"] == SCHEMA_VERSION and body["target"] == TARGET
+    assert body["lag"]["days"] is not None and body["lag"]["open"] is False
+    row = next(d for d in body["drafters"] if d["drafter"] == DRAFTER)
+    assert row["verdict"] == "exact" and isinstance(row["reasons"], list)
+    (measured,) = row["measured"]
+    assert (measured["engine"], measured["hardware"], measured["runs"]) == ("pytorch", "cpu (test)", 3)
+    assert measured["newest_run_id"] == "run-2" and measured["tau"] > 1
+    assert set(row["launch"]) == {"vllm", "sglang", "llamacpp"}
+    vllm = row["launch"]["vllm"]
+    assert vllm["supported"] and vllm["shell"].startswith(f"vllm serve {TARGET}")
+    # The pair was measured: its draft length is the best γ `drafters price` finds on the run's acceptance
+    # (three measured positions), not the block's 15.
+    assert vllm["draft_length_source"].startswith("best γ of `drafters price` on H100 SXM")
+    assert vllm["draft_length"] in (1, 2, 3)
+    assert json.loads(vllm["argv"][vllm["argv"].index("--speculative-config") + 1])["num_speculative_tokens"] == (
+        vllm["draft_length"])
+    assert row["launch"]["sglang"]["argv"][row["launch"]["sglang"]["argv"].index("--speculative-num-draft-tokens") + 1] == "16"
+    missing = api.get("/v1/targets/nobody/nothing/drafters")
+    assert missing.status_code == 404 and missing.json() == {"schema_version": SCHEMA_VERSION,
+                                                            "error": "nobody/nothing is not in the registry"}
+
+
+def test_etag_and_last_modified_answer_304_until_the_data_changes(api: httpx.Client, filled: Store) -> None:
+    first = api.get("/v1/lag?limit=5")
+    etag, modified = first.headers["etag"], first.headers["last-modified"]
+    assert api.get("/v1/lag?limit=5", headers={"If-None-Match": etag}).status_code == 304
+    assert api.get("/v1/lag?limit=5", headers={"If-Modified-Since": modified}).status_code == 304
+    assert api.get("/v1/lag?limit=5", headers={"If-None-Match": '"other"'}).status_code == 200
+    time.sleep(1.1)  # HTTP dates count whole seconds (ETag is the exact validator)
+    filled.record_event(EventSpec(type="test", subject="a change", dedupe_key="api-test-change"))
+    # The lag rows did not change, so their ETag still matches; the date says the registry did change.
+    assert api.get("/v1/lag?limit=5", headers={"If-None-Match": etag}).status_code == 304
+    again = api.get("/v1/lag?limit=5", headers={"If-Modified-Since": modified})
+    assert again.status_code == 200  # newer than what the caller holds
+    assert api.get("/v1/events?after=0&limit=100", headers={"If-None-Match": etag}).status_code == 200
+
+
+def test_paging_and_the_events_cursor(api: httpx.Client) -> None:
+    page = api.get("/v1/runs?limit=2").json()
+    assert [r["run_id"] for r in page["runs"]] == ["run-2", "run-1"] and page["next_offset"] == 2
+    rest = api.get("/v1/runs?limit=2&offset=2").json()
+    assert [r["run_id"] for r in rest["runs"]] == ["run-0"] and rest["next_offset"] is None
+    lag = api.get("/v1/lag?limit=3").json()
+    assert len(lag["lag"]) == 3 and lag["total"] > 3 and lag["next_offset"] == 3
+    seen: list[str] = []
+    after = 0
+    while True:
+        events = api.get(f"/v1/events?after={after}&limit=2").json()
+        if not events["events"]:
+            break
+        seen += [e["subject"] for e in events["events"]]
+        after = events["next_after"]
+    assert [s for s in seen if s.startswith("event ")] == [f"event {n}" for n in range(5)]
+    bad = api.get("/v1/runs?limit=0")
+    assert bad.status_code == 422 and bad.json()["schema_version"] == SCHEMA_VERSION
+
+
+def test_drafter_and_plan(api: httpx.Client) -> None:
+    drafter = api.get(f"/v1/drafters/{DRAFTER}").json()
+    assert drafter["schema_version"] == SCHEMA_VERSION and drafter["block_size"] == 16
+    assert any(v["target"] == TARGET and v["verdict"] == "exact" for v in drafter["verdicts"])
+    plan = api.get("/v1/plan?limit=500").json()
+    pairs = {(p["target"], p["drafter"]) for p in plan["unmeasured_exact_pairs"]}
+    assert (TARGET, DRAFTER) not in pairs and (TARGET, "deepseek-ai/dflash_qwen3_8b_block7") in pairs
+    assert plan["queued"] == [] and plan["running"] == []
+
+
+def test_a_run_is_the_same_json_in_the_api_and_the_cli(api: httpx.Client, database_url: str) -> None:
+    from_api = api.get("/v1/runs?limit=1").json()["runs"][0]
+    done = subprocess.run([sys.executable, "-m", "drafters.cli", "runs", "--json"], capture_output=True, text=True,
+                          env={**os.environ, "DRAFTERS_DATABASE_URL": database_url}, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    from_cli = json.loads(done.stdout)
+    assert from_cli["schema_version"] == SCHEMA_VERSION
+    cli_run = from_cli["items"][0]
+    assert set(cli_run) == set(from_api)
+    # The measurement is byte for byte the same encoding; only the prediction differs by design: `drafters runs`
+    # computes one on read when none is stored, the API shows stored predictions only (docs/api.md).
+    unshared = {"prediction", "prediction_source"}
+    assert {k: v for k, v in cli_run.items() if k not in unshared} == {
+        k: v for k, v in from_api.items() if k not in unshared}
+    assert from_api["prediction"] is None and from_api["prediction_source"] is None
+
+
+def test_the_api_cannot_write(filled: Store, database_url: str) -> None:
+    engine = open_read_only(database_url)
+    with engine.connect() as connection, pytest.raises(Exception, match="(?i)read.only|readonly"):
+        connection.execute(text("DELETE FROM event"))
+        connection.commit()
+    assert len(filled.events()) == 5
+
+
+def test_bearer_token_and_cors(filled: Store, database_url: str) -> None:
+    server = ApiServer(create_app(ApiConfig(database_url, token=TOKEN))).start()
+    try:
+        with httpx.Client(base_url=server.url) as client:
+            refused = client.get("/v1/lag")
+            assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+            assert client.get("/v1/lag", headers={"Authorization": "Bearer wrong"}).status_code == 401
+            assert client.get("/v1/lag", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+            assert client.get("/health").status_code == 200
+            # CORS is off unless origins are configured: no Access-Control header for a browser's request.
+            cross = client.get("/v1/lag", headers={"Authorization": f"Bearer {TOKEN}",
+                                                   "Origin": "https://elsewhere.example"})
+            assert "access-control-allow-origin" not in cross.headers
+    finally:
+        server.stop()
+    server = ApiServer(create_app(ApiConfig(database_url, cors_origins=["https://dash.example"]))).start()
+    try:
+        allowed = httpx.get(f"{server.url}/v1/lag", headers={"Origin": "https://dash.example"})
+        assert allowed.headers["access-control-allow-origin"] == "https://dash.example"
+    finally:
+        server.stop()
+
+
+def test_serve_command_never_logs_the_token(filled: Store, database_url: str, tmp_path: Path) -> None:
+    env = {**os.environ, "DRAFTERS_DATABASE_URL": database_url, "DRAFTERS_API_TOKEN": TOKEN,
+           "DRAFTERS_LOG_LEVEL": "DEBUG", "DRAFTERS_HOME": str(tmp_path / "home")}
+    env.pop("DRAFTERS_HUB_WEBHOOK_SECRET", None)
+    process = subprocess.Popen([sys.executable, "-m", "drafters.cli", "serve", "--port", "0"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert process.stdout is not None
+        seen = []
+        while not (line := process.stdout.readline()).startswith("API listening on"):
+            seen.append(line)  # DEBUG logging of the start-up
+            assert line and len(seen) < 500, "".join(seen)
+        url = line.strip().rsplit(" ", 1)[-1].rstrip("/")
+        assert httpx.get(f"{url}/v1/lag", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+        assert httpx.get(f"{url}/v1/lag", headers={"Authorization": "Bearer nope"}).status_code == 401
+    finally:
+        process.terminate()
+        output = process.communicate(timeout=30)[0]
+    assert TOKEN not in output
+
+
+def test_every_json_body_is_versioned_one_way() -> None:
+    assert list(versioned({"a": 1, "schema_version": 0})) == ["schema_version", "a"]
+    assert versioned({"a": 1})["schema_version"] == SCHEMA_VERSION
+    assert versioned([1, 2]) == {"schema_version": SCHEMA_VERSION, "items": [1, 2]}
+    summary = versioned(CatalogSummary(**{f: 0 for f in CatalogSummary.__dataclass_fields__}))
+    assert summary["schema_version"] == SCHEMA_VERSION and "items" not in summary
+
+
+def test_cli_json_outputs_carry_the_version(database_url: str) -> None:
+    env = {**os.environ, "DRAFTERS_DATABASE_URL": database_url}
+    for args in (("catalog", "load", "--json"), ("lag", "--json"), ("lag", "--by", "family", "--json"),
+                 ("alerts", "--json"), ("runs", "--json"), ("find", TARGET, "--json"), ("status", "--json")):
+        done = subprocess.run([sys.executable, "-m", "drafters.cli", *args], capture_output=True, text=True, env=env,
+                              timeout=120, check=False)
+        assert done.returncode == 0, (args, done.stderr)
+        assert json.loads(done.stdout)["schema_version"] == SCHEMA_VERSION, args
