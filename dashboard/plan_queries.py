@@ -9,11 +9,10 @@ from dataclasses import dataclass
 import pandas as pd
 from sqlalchemy import Engine
 
-from registry.domain.plan import WorkerCapability, counts, plan_pairs
+from registry.domain.plan import WorkerCapability, counts
 from registry.store import Store
 from registry.store.downloads import list_downloads
-from registry.store.plan_facts import plan_inputs
-from registry.store.workers import live_workers
+from registry.store.plan_facts import live_plan
 
 PLAN_COLUMNS = ["state", "drafter", "target", "reason", "link", "memory_gb", "download_gb", "engine",
                 "drafter_sha", "target_sha", "source"]
@@ -35,7 +34,7 @@ def _gb(value: object) -> float | None:
 
 def plan_view(engine: Engine, *, structural: bool = False) -> PlanView:
     store = Store(engine)
-    workers = live_workers(store)
+    workers, rows = live_plan(store, structural=structural)
     downloads = pd.DataFrame(
         [{"repo_id": d.repo_id, "revision": d.revision[:12], "status": d.status, "done_gb": _gb(d.bytes_done),
           "total_gb": _gb(d.bytes_total), "seconds": d.seconds, "error": d.error, "last_used_at": d.last_used_at}
@@ -43,8 +42,6 @@ def plan_view(engine: Engine, *, structural: bool = False) -> PlanView:
     if not workers:
         return PlanView(None, 0, {}, pd.DataFrame(columns=PLAN_COLUMNS), downloads)
     worker = workers[0]
-    rows = plan_pairs(plan_inputs(store, structural=structural, live_memory=[w.memory_bytes for w in workers]),
-                      worker)
     pairs = pd.DataFrame([{**row.to_json(), "memory_gb": _gb(row.memory_bytes), "download_gb": _gb(row.download_bytes),
                            "drafter_sha": (row.drafter_sha or "")[:12], "target_sha": (row.target_sha or "")[:12]}
                           for row in rows], columns=PLAN_COLUMNS)

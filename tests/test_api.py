@@ -22,10 +22,12 @@ from drafters.api.app import ApiConfig, create_app
 from drafters.api.server import ApiServer
 from registry.domain.json_shapes import SCHEMA_VERSION, versioned
 from registry.store import Store
+from registry.domain.plan import WorkerCapability
 from registry.store.catalog_import import CatalogSummary, load_catalog
 from registry.store.read_only import open_read_only
 from registry.store.records import EventSpec
 from registry.store.runs import record_run
+from registry.store.workers import register_worker
 from tests.registry.run_fixtures import full_run
 
 TARGET, DRAFTER = "Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16"
@@ -127,14 +129,23 @@ def test_paging_and_the_events_cursor(api: httpx.Client) -> None:
     assert bad.status_code == 422 and bad.json()["schema_version"] == SCHEMA_VERSION
 
 
-def test_drafter_and_plan(api: httpx.Client) -> None:
+def test_drafter_and_plan(api: httpx.Client, filled: Store) -> None:
     drafter = api.get(f"/v1/drafters/{DRAFTER}").json()
     assert drafter["schema_version"] == SCHEMA_VERSION and drafter["block_size"] == 16
     assert any(v["target"] == TARGET and v["verdict"] == "exact" for v in drafter["verdicts"])
+    idle = api.get("/v1/plan?limit=500").json()
+    assert (idle["workers"], idle["pairs"], idle["worker"]) == (0, [], None) and "no live worker" in idle["reason"]
+
+    # The plan the dashboard shows: every exact pair as the live worker with the most memory plans it.
+    register_worker(filled, WorkerCapability(worker_id="w-small", device="cpu", memory_bytes=2 * 2**30,
+                                             engines={"pytorch": "test"}, disk_budget_bytes=10 * 2**30), host="h")
     plan = api.get("/v1/plan?limit=500").json()
-    pairs = {(p["target"], p["drafter"]) for p in plan["unmeasured_exact_pairs"]}
-    assert (TARGET, DRAFTER) not in pairs and (TARGET, "deepseek-ai/dflash_qwen3_8b_block7") in pairs
-    assert plan["queued"] == [] and plan["running"] == []
+    assert plan["workers"] == 1 and plan["worker"]["worker_id"] == "w-small" and plan["reason"] is None
+    pairs = {(p["target"], p["drafter"]): p for p in plan["pairs"]}
+    assert plan["total"] == len(pairs) and sum(plan["counts"].values()) == plan["total"]
+    pair = pairs[(TARGET, "deepseek-ai/dflash_qwen3_8b_block7")]
+    assert pair["state"] and pair["reason"]  # an 8B target on a 2 GB worker: never "queued" without a reason
+    assert pair["state"] != "queued"
 
 
 def test_a_run_is_the_same_json_in_the_api_and_the_cli(api: httpx.Client, database_url: str) -> None:

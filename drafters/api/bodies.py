@@ -16,10 +16,11 @@ from registry.domain import hub_presence, lag
 from registry.domain.compat import VERDICT_ORDER
 from registry.domain.json_shapes import jsonable as to_jsonable
 from registry.domain.launch import ENGINES, launch_command
+from registry.domain.plan import counts as plan_counts
 from registry.domain.run import Run
 from registry.store import NotFound, Store
 from registry.store.records import CheckpointRecord, DrafterRecord
-from registry.store.jobs import list_jobs
+from registry.store.plan_facts import live_plan
 from registry.store.runs import list_runs
 
 MAX_PAGE = 1000
@@ -131,21 +132,17 @@ def events_after(store: Store, after: int, limit: int) -> list[dict[str, Any]]:
 
 
 def plan(store: Store, limit: int) -> dict[str, Any]:
-    """What the registry plans to measure, from what exists today: the job queue (queued and running verify jobs)
-    and the exact pairs that no successful run has measured yet.
-
-    The one function the planner (another branch) replaces: the route serves whatever this returns."""
-    queued = list_jobs(store, status="queued", limit=limit)
-    running = list_jobs(store, status="running", limit=limit)
-    measured = {(r.target, r.drafter) for r in list_runs(store, status="ok")}
-    unmeasured = [{"target": v.checkpoint_repo_id, "drafter": v.drafter_repo_id, "method": v.method}
-                  for v in store.verdicts() if v.verdict == "exact"
-                  and (v.checkpoint_repo_id, v.drafter_repo_id) not in measured]
+    """Every exact pair as the live worker with the most memory plans it (the plan the dashboard shows; `drafters
+    plan` plans for its own machine): measured / queued / downloading / needs N GB / gated / no engine, with reasons."""
+    workers, rows = live_plan(store)
+    worker = workers[0] if workers else None
     return to_jsonable({
-        "source": "job queue and exact verdicts (no planner yet)",
-        "queued": [{"job_id": j.id, "kind": j.kind, "payload": j.payload, "attempts": j.attempts,
-                    "created_at": j.created_at} for j in queued],
-        "running": [{"job_id": j.id, "kind": j.kind, "payload": j.payload, "lease_owner": j.lease_owner,
-                     "started_at": j.started_at} for j in running],
-        "unmeasured_exact_pairs": unmeasured[:limit], "unmeasured_total": len(unmeasured),
+        "worker": None if worker is None else {
+            "worker_id": worker.worker_id, "device": worker.device, "memory_bytes": worker.memory_bytes,
+            "engines": dict(worker.engines), "disk_budget_bytes": worker.disk_budget_bytes},
+        "workers": len(workers),
+        "reason": None if workers else (
+            "no live worker: nothing is planned until `drafters up` or `drafters worker` runs"),
+        "counts": plan_counts(rows), "total": len(rows),
+        "pairs": [row.to_json() for row in rows[:limit]],
     })

@@ -24,9 +24,6 @@ from registry.store.catalog_import import load_catalog
 from registry.store.db import current_revision, head_revision
 from registry.store.roles import RoleError, create_readonly_role
 
-# The shapes of `find --json` and `check --json`: a new number for every change of shape.
-FIND_JSON_SCHEMA = 2
-CHECK_JSON_SCHEMA = 2
 
 
 @db_app.command("upgrade")
@@ -100,7 +97,7 @@ def find(repo_id: str, as_json: JsonOption = False) -> None:
     if as_json:
         drafters = [{**render.to_jsonable(r), "engines": list(runs[r.drafter_repo_id].engines)} for r in rows]
         # 2: "built_in" (methods inside the checkpoint) and each drafter's "license" and "replaced_in_place".
-        render.print_json({"schema_version": FIND_JSON_SCHEMA, "checkpoint": checkpoint,
+        render.print_json({"checkpoint": checkpoint,
                            "checkpoint_gone": checkpoint_gone, "built_in": list(checkpoint.built_in),
                            "drafters": drafters})
         return
@@ -215,7 +212,7 @@ def check(drafter: str, target: str, as_json: JsonOption = False) -> None:
     license_ = _license_of(store, drafter)
     if as_json:
         # 2: "drafter_license".
-        render.print_json({"schema_version": CHECK_JSON_SCHEMA, "drafter": drafter, "target": target,
+        render.print_json({"drafter": drafter, "target": target,
                            "method": method, **render.to_jsonable(result), "drafter_gone": gone["drafter"],
                            "target_gone": gone["target"], "drafter_license": license_})
         return

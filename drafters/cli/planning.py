@@ -37,7 +37,6 @@ def plan_command(
                                 structural=settings.autoverify_structural if structural is None else structural)
     if as_json:
         render.print_json({
-            "schema_version": plan.SCHEMA_VERSION,
             "worker": {"device": worker.device, "memory_bytes": worker.memory_bytes, "engines": dict(worker.engines),
                        "disk_budget_bytes": worker.disk_budget_bytes, "autoverify": settings.autoverify},
             "counts": plan.counts(rows),

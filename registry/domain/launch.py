@@ -16,7 +16,6 @@ import shlex
 from dataclasses import dataclass, field
 
 ENGINES = ("vllm", "sglang", "llamacpp")
-SCHEMA_VERSION = 1
 
 # The project's default for chain drafters (the verifier's DRAFT_LM_DEFAULT_LENGTH) when no run was measured.
 CHAIN_DEFAULT_LENGTH = 4

@@ -19,7 +19,6 @@ from registry.domain.coverage import Coverage, coverage, layout_of
 from registry.domain.measurement import METRIC_VERSION
 from registry.domain.memory import GIB, estimate_parameters, kv_cache_bytes, kv_geometry, stored_bits_per_weight
 
-SCHEMA_VERSION = 1
 
 MEASURED = "measured"
 QUEUED = "queued"

@@ -100,7 +100,7 @@ def test_a_hostile_hub_config_breaks_nothing(tmp_path: Path, scenario: Scenario,
     shown = drafters("alerts", env=env).stdout
     assert "[bold red]pwned[/]" in shown.replace("\n", "").replace("│", "").replace(" ", "") or \
         "[boldred]pwned[/]" in "".join(shown.split())
-    assert json.loads(drafters("alerts", "--json", env=env).stdout)  # JSON carries the raw text, escaped by JSON
+    assert json.loads(drafters("alerts", "--json", env=env).stdout)["items"]  # JSON carries the raw text, escaped by JSON
     store.engine.dispose()
 
 

@@ -95,5 +95,5 @@ def test_ingest_and_runs_print_a_hostile_servers_text_inert(hostile_server: str,
         assert not _inert(result.stdout + result.stderr), (_inert(result.stdout + result.stderr), result.stdout)
     # Scripts still get the server's text as it was, JSON-escaped.
     as_json = drafters("runs", "--json")
-    assert json.loads(as_json.stdout)[0]["engine_version"] == HOSTILE_VERSION
+    assert json.loads(as_json.stdout)["items"][0]["engine_version"] == HOSTILE_VERSION
     assert "\x1b" not in as_json.stdout

@@ -181,7 +181,7 @@ def test_internal_targets_are_refused_and_nothing_is_written(base_env: dict[str,
     assert not secret_file.exists()
     assert not (home / "secrets.json").exists()
     listed = drafters("subscriptions", "--json", env=base_env)
-    assert json.loads(listed.stdout) == []
+    assert json.loads(listed.stdout)["items"] == []
 
 
 @pytest.mark.parametrize(("url", "message"), [

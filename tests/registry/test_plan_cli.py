@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from registry.domain import plan
+from registry.domain.json_shapes import SCHEMA_VERSION
 from registry.store import Store
 from registry.store import downloads as ledger
 from tests.fakehub.server import FakeHub
@@ -19,7 +20,7 @@ def test_plan_explains_every_catalog_pair(isolated_env: Path) -> None:
     shown = drafters("plan", "--json", env={"DRAFTERS_WORKER_MEMORY_GB": "24", "DRAFTERS_DOWNLOAD_BUDGET_GB": "50"})
     assert shown.returncode == 0, shown.stderr
     report = json.loads(shown.stdout)
-    assert report["schema_version"] == plan.SCHEMA_VERSION
+    assert report["schema_version"] == SCHEMA_VERSION
     assert report["worker"]["memory_bytes"] == 24 * 2**30
     store = Store.open(f"sqlite:///{isolated_env / 'registry.db'}")
     exact = {(v.drafter_repo_id, v.checkpoint_repo_id) for v in store.verdicts() if v.verdict == "exact"}
