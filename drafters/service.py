@@ -29,7 +29,6 @@ from registry.store.catalog_import import load_catalog
 from registry.watch.poller import DRAFTER_QUERIES, Watcher, stable_owner
 from verifier.demo import enqueue_demo
 from registry.domain.plan import WorkerCapability, counts
-from registry.hub.download import Downloader
 from verifier import autoverify
 from verifier.jobs import Worker, enqueue_cached_pair
 
@@ -232,12 +231,10 @@ class Service:
         worker = Worker(self.store)
         if self.settings.autoverify:
             capability = self._capability()
-            client = HubClient(self.settings.hub_endpoint, self.settings.token_value(), self.settings.hub_cache_dir,
-                               timeout=max(self.settings.hub_timeout_s, 60.0))
-            downloader = Downloader(self.store, client, self.settings.downloads_dir, capability.disk_budget_bytes,
-                                    on_progress=self._download_progress)
+            fetch = autoverify.host_fetcher(self.store, self.settings, capability.disk_budget_bytes,
+                                            on_progress=self._download_progress)
             worker = Worker(self.store, worker_id=capability.worker_id, memory_bytes=capability.memory_bytes,
-                            engines=tuple(capability.engines), fetch=autoverify.fetcher(downloader))
+                            engines=tuple(capability.engines), fetch=fetch)
             autoverify.announce(self.store, capability)
 
         def report(job: object) -> None:

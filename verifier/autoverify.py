@@ -19,6 +19,7 @@ from typing import Any
 from registry.domain.engines import PYTORCH, VERIFIER_ENGINES
 from registry.domain.memory import GIB
 from registry.domain.plan import READY, PlanRow, WorkerCapability, plan_pairs
+from registry.hub import HubClient
 from registry.hub.download import Downloader, DownloadFailed
 from registry.settings import Settings
 from registry.store import Store
@@ -137,3 +138,13 @@ def fetcher(downloader: Downloader) -> Callable[[VerifyRequest], tuple[tuple[Pat
         return (target.path, drafter.path), provenance
 
     return fetch
+
+
+def host_fetcher(store: Store, settings: Settings, budget_bytes: int,
+                 on_progress: Callable[[str, int, int], None] | None = None
+                 ) -> Callable[[VerifyRequest], tuple[tuple[Path, Path | None], dict[str, Any]]]:
+    """The fetch step of a worker on this host: downloads into this host's `downloads_dir` within `budget_bytes`,
+    with this host's token (a Ray node fetches for itself, as `drafters up`'s worker does)."""
+    client = HubClient(settings.hub_endpoint, settings.token_value(), settings.hub_cache_dir,
+                       timeout=max(settings.hub_timeout_s, 60.0))
+    return fetcher(Downloader(store, client, settings.downloads_dir, budget_bytes, on_progress=on_progress))

@@ -10,6 +10,7 @@ imports it.
 from __future__ import annotations
 
 import math
+import socket
 
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,9 @@ from typing import Any
 from registry.store import jobs as queue
 from registry.domain.run import Run
 from registry.store.runs import get_run
+from registry.settings import get_settings
 from registry.store import Store
+from verifier.autoverify import capability, host_fetcher
 from verifier.jobs import VerifyRequest, job_run_id, verify_now
 
 
@@ -58,7 +61,15 @@ def run_verify_job(database_url: str, payload: dict[str, Any], job_id: int, run_
     """The Ray task: run the job's request on this host and store the run; returns the stored run's id."""
     store = Store.open(database_url)
     try:
-        return verify_now(store, VerifyRequest.from_payload(payload), job_id=job_id, run_id=run_id).run_id  # type: ignore[return-value]
+        request = VerifyRequest.from_payload(payload)
+        if not request.download:
+            return verify_now(store, request, job_id=job_id, run_id=run_id).run_id  # type: ignore[return-value]
+        # An autoverify job: the node downloads both repos at the pinned shas into its own downloads folder.
+        settings = get_settings()
+        fetch = host_fetcher(store, settings, capability(settings, f"ray-{socket.gethostname()}").disk_budget_bytes)
+        folders, provenance = fetch(request)
+        return verify_now(store, request, job_id=job_id, run_id=run_id, folders=folders,  # type: ignore[return-value]
+                          provenance=provenance).run_id
     finally:
         store.engine.dispose()
 

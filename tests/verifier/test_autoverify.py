@@ -27,7 +27,7 @@ from registry.domain.memory import GIB
 from registry.domain.plan import WorkerCapability
 from registry.hub import HubClient
 from registry.hub.download import Downloader, DownloadFailed
-from registry.settings import Settings
+from registry.settings import Settings, get_settings
 from registry.store import Store
 from registry.store import downloads as ledger
 from registry.store import jobs as queue
@@ -300,3 +300,34 @@ def test_a_flagged_license_tag_is_planned_out_with_the_license(
     assert row.state == plan.LICENSE and row.reason == f"license flagged: {TARGET} (llama3.1)"
     assert autoverify.enqueue_ready(sqlite_store, [row], {}) == []
     assert [r.state for r in autoverify.make_plan(sqlite_store, worker_capability())] == [plan.READY]
+
+
+def test_a_ray_task_downloads_an_autoverify_job_on_its_own_node(
+        tmp_path: Path, tiny_hub: tuple[HubState, FakeHub], tiny_dflash_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--executor ray` runs the job's task on a node with only the payload: the node fetches both repos at the
+    pinned shas into its own downloads folder, as `drafters up`'s worker does, and the run records the download."""
+    from verifier.ray_executor import run_verify_job
+
+    state, hub = tiny_hub
+    database_url = f"sqlite:///{tmp_path / 'registry.db'}"
+    store = Store.open(database_url)
+    state.add_repo(DRAFTER, files=drafter_files(tiny_dflash_dir, TARGET), date=DAY + timedelta(days=1),
+                   tags=("dflash",))
+    Watcher(store, HubClient(hub.url, None, tmp_path / "cache", timeout=30.0), ["tinyorg", "z-lab"]).poll_once()
+    [job] = autoverify.enqueue_ready(store, autoverify.make_plan(store, worker_capability()),
+                                     {"repeats": 1, "max_new_tokens": 8, "warmup": 0})
+    node_home = tmp_path / "node-home"
+    monkeypatch.setenv("DRAFTERS_HOME", str(node_home))
+    monkeypatch.setenv("DRAFTERS_HUB_ENDPOINT", hub.url)
+    monkeypatch.setenv("DRAFTERS_DOWNLOAD_BUDGET_GB", "1")
+    get_settings.cache_clear()
+
+    run_id = run_verify_job(database_url, job.payload, job.id, "ray-run")
+    [run] = list_runs(store)
+    assert run.run_id == run_id == "ray-run" and run.status == "ok", run.failure_reason
+    assert (run.target_revision, run.drafter_revision) == (job.payload["target_revision"],
+                                                          job.payload["drafter_revision"])
+    assert run.provenance["download"]["bytes"] > 0
+    assert (node_home / "downloads").is_dir() and not resolve_requests(hub, DRAFTER, ".py")
+    store.engine.dispose()
