@@ -6,6 +6,7 @@ server is kept on a free loopback port with one thread; every flag of the launch
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,9 +14,12 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from registry.domain.launch import DraftLength, PairFacts, launch_command
 from tests.llamacpp import skip_unless_wanted
+from tests.tiny_models import cache_root
+from verifier.methods.eagle3.config import SPECULATORS_LAYOUT
 from verifier.engines.llamacpp.install import ServerBinary
 from verifier.engines.llamacpp.server import free_port
 
@@ -64,3 +68,30 @@ def test_the_printed_draft_lm_command_serves_with_drafts(
     assert answer["content"] and timings["predicted_n"] > 0
     assert timings["draft_n"] > 0 and timings["draft_n_accepted"] > 0, timings
     assert (tmp_path / f"{qwen3_target.name}.gguf").is_file() and (tmp_path / f"{draft_lm.name}.gguf").is_file()
+
+
+# The printed EAGLE-3 commands (documented conversion with --target-model-dir, --spec-type draft-eagle3) draft but
+# accept nothing on the tiny heads of either layout, in bf16 or f32, while the verifier's own conversion of the same
+# head accepts (tests/llamacpp/test_eagle3_agreement.py, τ 2.8): open in issue 23; strict, so a fix shows.
+EAGLE3_ACCEPTS_NOTHING = pytest.mark.xfail(strict=True, reason="printed llama.cpp EAGLE-3 commands accept no draft")
+
+
+@pytest.mark.parametrize("method", ["dflash", pytest.param("eagle3", marks=EAGLE3_ACCEPTS_NOTHING)])
+def test_the_printed_block_and_head_commands_serve_with_drafts(
+    method: str, tmp_path: Path, server_binary: ServerBinary, llama_source: Path, qwen3_target: Path
+) -> None:
+    """The methods whose conversion needs the target (`--target-model-dir`): DFlash and an EAGLE-3 head."""
+    from verifier.tiny.dflash import cached_dflash_drafter
+    from verifier.tiny.eagle3 import cached_eagle3_head
+
+    if method == "dflash":
+        drafter = cached_dflash_drafter(cache_root(), qwen3_target, trained=True)
+        block_size: int | None = int(json.loads((drafter / "config.json").read_text())["block_size"])
+    else:
+        drafter = cached_eagle3_head(cache_root(), qwen3_target, trained=True, layout=SPECULATORS_LAYOUT)
+        block_size = None
+    pair = PairFacts(str(qwen3_target), None, str(drafter), None, method, block_size=block_size)
+    answer = _run_launch(pair, (block_size - 1) if block_size else 3, tmp_path, server_binary, llama_source)
+    timings = answer["timings"]
+    assert answer["content"] and timings["predicted_n"] > 0
+    assert timings["draft_n"] > 0 and timings["draft_n_accepted"] > 0, timings
