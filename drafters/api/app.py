@@ -94,14 +94,18 @@ class _Reader:
                 self._engine, self._store = engine, Store(engine)
             return self._store
 
-    def answer(self, request: Request, build: Callable[[Store], Any]) -> Response:
+    def answer(self, request: Request, build: Callable[[Store], Any], *, live: bool = False) -> Response:
+        """The body `build` makes, from the cache while the data version stands. `live`: a body that changes with
+        time alone (which workers are live), built on every request; its ETag still answers 304."""
         store = self.store()
-        version, changed_at = self.data_version()
+        version, changed_at = (None, None) if live else self.data_version()
         key = (request.url.path, str(request.url.query), version)
-        with self._lock:
-            cached = self._cache.get(key)
-            if cached is not None:
-                self._cache.move_to_end(key)
+        cached = None
+        if not live:
+            with self._lock:
+                cached = self._cache.get(key)
+                if cached is not None:
+                    self._cache.move_to_end(key)
         if cached is None:
             try:
                 body = build(store)
@@ -109,10 +113,11 @@ class _Reader:
                 raise HTTPException(404, str(exc.args[0] if exc.args else exc)) from None
             content = json.dumps(versioned(body), separators=(",", ":"), default=str).encode()
             cached = (content, '"' + hashlib.sha256(content).hexdigest()[:32] + '"')
-            with self._lock:
-                self._cache[key] = cached
-                while len(self._cache) > CACHE_ENTRIES:
-                    self._cache.popitem(last=False)
+            if not live:
+                with self._lock:
+                    self._cache[key] = cached
+                    while len(self._cache) > CACHE_ENTRIES:
+                        self._cache.popitem(last=False)
         content, etag = cached
         headers = {"ETag": etag, "Cache-Control": "no-cache"}
         if changed_at is not None:
@@ -223,7 +228,7 @@ def create_app(config: ApiConfig) -> FastAPI:
 
     @app.get("/v1/plan", dependencies=read, summary="What is queued or still to be measured")
     def plan(request: Request, limit: int = Query(100, ge=1, le=bodies.MAX_PAGE)) -> Response:
-        return reader.answer(request, lambda s: bodies.plan(s, limit))
+        return reader.answer(request, lambda s: bodies.plan(s, limit), live=True)
 
     app.add_api_route("/", hub_webhook, methods=["POST"], summary="Hub webhook (X-Webhook-Secret)")
     app.add_api_route("/hub/webhook", hub_webhook, methods=["POST"], summary="Hub webhook (X-Webhook-Secret)")

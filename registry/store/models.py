@@ -104,7 +104,7 @@ class CheckpointRevision(Base):
     weight_bytes: Mapped[int | None] = mapped_column(BigInteger)
     weight_digest: Mapped[str | None] = mapped_column(String(64))
     parameter_count: Mapped[int | None] = mapped_column(BigInteger)
-    license: Mapped[str | None] = mapped_column(String(100))  # the Hub's license tag (migration h22)
+    license: Mapped[str | None] = mapped_column(String(100))  # the Hub's license tag (migration 0010)
     config_json: Mapped[str | None] = mapped_column(Text)
     config_fingerprint: Mapped[str | None] = mapped_column(String(64))
     # Why the config could not be used (malformed, gated, missing); None when it parsed.
@@ -187,7 +187,7 @@ class DrafterRevision(Base):
     tokenizer_digest: Mapped[str | None] = mapped_column(String(64))
     weight_bytes: Mapped[int | None] = mapped_column(BigInteger)
     weight_digest: Mapped[str | None] = mapped_column(String(64))
-    license: Mapped[str | None] = mapped_column(String(100))  # the Hub's license tag (migration h22)
+    license: Mapped[str | None] = mapped_column(String(100))  # the Hub's license tag (migration 0010)
     config_json: Mapped[str | None] = mapped_column(Text)
     config_fingerprint: Mapped[str | None] = mapped_column(String(64))
     config_problem: Mapped[str | None] = mapped_column(Text)
@@ -337,14 +337,14 @@ class Job(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    # What a worker needs to take it (migration h22): device memory the pair needs, and the engine that runs it.
+    # What a worker needs to take it (migration 0010): device memory the pair needs, and the engine that runs it.
     # NULL: any worker (manual and demo jobs).
     memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
     engine: Mapped[str | None] = mapped_column(String(30))
 
 
 class WorkerRow(Base):
-    """A worker's stated capabilities, refreshed by its heartbeat (migration h22)."""
+    """A worker's stated capabilities, refreshed by its heartbeat (migration 0010)."""
 
     __tablename__ = "worker"
 
@@ -362,7 +362,7 @@ class WorkerRow(Base):
 
 
 class Download(Base):
-    """A repo revision the service downloaded itself (migration h22): the ledger LRU eviction reads, so that
+    """A repo revision the service downloaded itself (migration 0010): the ledger LRU eviction reads, so that
     files the service did not download are never deleted."""
 
     __tablename__ = "download"
