@@ -124,3 +124,15 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+class StatementCounter:
+    """Counts the SQL statements an engine sends, the store's round trips (benchmarks and tests read it); every
+    statement counts, one batched insert of many rows once."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.count = 0
+        event.listen(engine, "before_cursor_execute", self._count)
+
+    def _count(self, *_args: object) -> None:
+        self.count += 1
