@@ -40,7 +40,7 @@ from huggingface_hub import HfApi, ModelInfo, hf_hub_download
 from huggingface_hub import errors as hf_errors
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, httpx, parse_ratelimit_headers
 
-from registry.hub.parse import SHA_PATTERN, checked_datetime, checked_sha, hub_model, hub_revision, iso_or_none
+from registry.hub.parse import SHA_PATTERN, checked_sha, hub_model, hub_revision, iso_or_none
 # Re-exported (noqa F401): callers import the client's dataclasses, errors and digests from registry.hub.
 from registry.hub.parse import is_weight_file, weight_digest  # noqa: F401
 from registry.hub.transport import ACTIVE_CLIENT, GuardedStream, install_http_client_factory, wait_from_headers
@@ -48,7 +48,6 @@ from registry.hub.types import (  # noqa: F401
     BadResponse,
     BudgetExhausted,
     GatedRepo,
-    HubCommit,
     HubError,
     HubFile,
     HubModel,
@@ -151,12 +150,6 @@ class HubClient:
         with self._count_lock:
             self._budget_start = self._count
             self._buckets.clear()
-
-    def rate_limit(self, bucket: str = "api") -> tuple[int, float] | None:
-        """(calls left, seconds to the reset) of a bucket as the Hub last reported it; None before any answer."""
-        with self._count_lock:
-            state = self._buckets.get(bucket)
-        return None if state is None else (state[0], max(0.0, state[1] - time.monotonic()))
 
     # ---- public reads ------------------------------------------------------------------------------------
     def list_org_models(
@@ -306,15 +299,6 @@ class HubClient:
             except hf_errors.RemoteEntryNotFoundError:
                 return None
             return Path(path).read_bytes()
-
-    def commits(self, repo_id: str) -> list[HubCommit]:
-        """Every commit on main, newest first."""
-        what = f"commits of {repo_id}"
-        with self._calling(what):
-            return [
-                HubCommit(checked_sha(item.commit_id, what), checked_datetime(item.created_at, what), item.title or "")
-                for item in self._api.list_repo_commits(repo_id)
-            ]
 
     # ---- policy ------------------------------------------------------------------------------------------
     @contextmanager

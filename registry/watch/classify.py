@@ -191,7 +191,3 @@ def declared_targets(store: Store, model: HubModel, config: dict | None) -> tupl
                 if names.name_key(checkpoint.repo_id.split("/", 1)[1]) == key:
                     targets.append((checkpoint.repo_id, "name_convention"))
     return tuple(dict.fromkeys(targets))
-
-
-def exact_targets(store: Store) -> set[str]:
-    return {v.checkpoint_repo_id for v in store.verdicts() if v.verdict == "exact"}
