@@ -143,9 +143,11 @@ def scaling(sizes: list[int], n_orgs: int) -> int:
     """The first poll at each size (same number of orgs): seconds and statements per 1,000 models stay flat when
     the cost grows linearly."""
     print(f"first poll of N models in {n_orgs} orgs (temporary SQLite database)")
-    header = f"{'models':>8} {'seconds':>8} {'s per 1k':>9} {'requests':>9} {'store stmts':>12} {'errors':>7}"
+    header = (f"{'models':>8} {'seconds':>8} {'s per 1k':>9} {'vs first':>9} {'requests':>9} {'store stmts':>12} "
+              f"{'errors':>7}")
     print(header)
     print("-" * len(header))
+    reference: float | None = None
     for size in sizes:
         scenario = Scenario.large(size, n_orgs)
         orgs = [f"org{index:02d}" for index in range(n_orgs)]
@@ -155,7 +157,9 @@ def scaling(sizes: list[int], n_orgs: int) -> int:
             watcher = Watcher(store, HubClient(hub.url, None, Path(workdir) / "hub-cache"), orgs)
             report, statements = counted_poll(watcher, counter)
             store.engine.dispose()
-        print(f"{size:>8,} {report.seconds:>8.2f} {report.seconds / size * 1000:>9.3f} {report.requests:>9} "
+        per_1k = report.seconds / size * 1000
+        reference = reference or per_1k
+        print(f"{size:>8,} {report.seconds:>8.2f} {per_1k:>9.3f} {per_1k / reference:>8.2f}x {report.requests:>9} "
               f"{statements:>12} {len(report.errors):>7}")
     return 0
 
