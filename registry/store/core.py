@@ -82,7 +82,16 @@ class StoreCore:
 _DEFERRED = "deferred writes"
 
 
+class DeferredWriteFailed(RuntimeError):
+    """Rows queued in a unit (StoreCore.defer) could not be written: the unit rolls back. Its own type, because
+    the store call that happened to write them may catch the database's errors for reasons of its own."""
+
+
 def _write_deferred(session: Session) -> None:
     queued: dict[Callable[[Session, list[Any]], None], list[Any]] = session.info.pop(_DEFERRED, {})
-    for write, items in queued.items():
-        write(session, items)
+    try:
+        for write, items in queued.items():
+            write(session, items)
+    except Exception as exc:
+        first_line = (str(exc).splitlines() or [""])[0]
+        raise DeferredWriteFailed(f"queued rows not written: {type(exc).__name__}: {first_line}") from exc
