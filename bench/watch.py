@@ -72,8 +72,8 @@ class Row:
 
 
 def row(name: str, report: PollReport, statements: int, target: str, met: bool) -> Row:
-    return Row(name, report.seconds, report.requests, statements, sum(o.processed for o in report.orgs), len(report.events),
-               len(report.errors), target, met)
+    return Row(name, report.seconds, report.requests, statements, sum(o.processed for o in report.orgs),
+               len(report.events), len(report.errors), target, met)
 
 
 def print_table(rows: list[Row], models: int, orgs: int) -> None:
@@ -84,7 +84,8 @@ def print_table(rows: list[Row], models: int, orgs: int) -> None:
     print("-" * len(header))
     for r in rows:
         verdict = "ok" if r.met else "MISSED"
-        print(f"{r.poll:<24} {r.seconds:>8.2f} {r.requests:>9} {r.statements:>12} {r.processed:>10} {r.events:>7} {r.errors:>7}  "
+        print(f"{r.poll:<24} {r.seconds:>8.2f} {r.requests:>9} {r.statements:>12} {r.processed:>10} {r.events:>7} "
+              f"{r.errors:>7}  "
               f"{r.target} [{verdict}]")
 
 
@@ -119,7 +120,8 @@ def real_orgs() -> int:
         store.engine.dispose()
     total = sum(REAL_ORG_SIZES.get(org, 50) for org in orgs)
     rows = [
-        row("first poll", first, first_statements, f"< {ANONYMOUS_API_LIMIT} requests", first.requests < ANONYMOUS_API_LIMIT),
+        row("first poll", first, first_statements, f"< {ANONYMOUS_API_LIMIT} requests",
+            first.requests < ANONYMOUS_API_LIMIT),
         # One id listing per 1000 repos of an org (google needs two), one listing per drafter query.
         row("re-poll, no change", quiet, quiet_statements, "<= 1 per 1000 repos and query", quiet.requests <= sum(
             -(-REAL_ORG_SIZES.get(org, 50) // 1000) for org in orgs) + len(DRAFTER_QUERIES)),
