@@ -17,13 +17,10 @@ import multiprocessing
 import os
 import sys
 import time
-import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
-
 from registry.store import Store
+from registry.store.db import scratch_database
 from registry.store import jobs as queue
 
 KIND = "bench"
@@ -57,16 +54,8 @@ def _drain(url: str, worker_id: str, ready: multiprocessing.synchronize.Barrier,
 
 
 def _with_database(admin_url: str, action):  # type: ignore[no-untyped-def]
-    name = f"drafters_bench_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        return action(make_url(admin_url).set(database=name).render_as_string(hide_password=False))
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with scratch_database(admin_url, "drafters_bench") as url:
+        return action(url)
 
 
 def run_round(url: str, workers: int, jobs: int) -> Round:

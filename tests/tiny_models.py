@@ -82,7 +82,7 @@ def gemma4_dflash_dir(model_cache: Path, gemma4_target_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def random_llama_draft_dir(model_cache: Path) -> Path:
     """A random 1-layer Llama over the shared tiny tokenizer: its drafts are almost always rejected."""
-    from verifier.tiny.architectures import cached_random_draft_lm
+    from tests.tiny_architectures import cached_random_draft_lm
 
     return cached_random_draft_lm(model_cache)
 

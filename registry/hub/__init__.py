@@ -41,7 +41,7 @@ from huggingface_hub import errors as hf_errors
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, httpx, parse_ratelimit_headers
 from huggingface_hub.utils import tqdm as hf_tqdm
 
-from registry.hub.parse import SHA_PATTERN, checked_datetime, checked_sha, hub_model, hub_revision, iso_or_none
+from registry.hub.parse import SHA_PATTERN, checked_sha, hub_model, hub_revision, iso_or_none
 # Re-exported (noqa F401): callers import the client's dataclasses, errors and digests from registry.hub.
 from registry.hub.parse import is_weight_file, weight_digest  # noqa: F401
 from registry.hub.transport import ACTIVE_CLIENT, GuardedStream, install_http_client_factory, wait_from_headers
@@ -49,7 +49,6 @@ from registry.hub.types import (  # noqa: F401
     BadResponse,
     BudgetExhausted,
     GatedRepo,
-    HubCommit,
     HubError,
     HubFile,
     HubModel,
@@ -161,12 +160,6 @@ class HubClient:
         with self._count_lock:
             self._budget_start = self._count
             self._buckets.clear()
-
-    def rate_limit(self, bucket: str = "api") -> tuple[int, float] | None:
-        """(calls left, seconds to the reset) of a bucket as the Hub last reported it; None before any answer."""
-        with self._count_lock:
-            state = self._buckets.get(bucket)
-        return None if state is None else (state[0], max(0.0, state[1] - time.monotonic()))
 
     # ---- public reads ------------------------------------------------------------------------------------
     def list_org_models(
@@ -330,15 +323,6 @@ class HubClient:
                 allow_patterns=allow_patterns, ignore_patterns=ignore_patterns, etag_timeout=self.timeout,
                 max_workers=2, tqdm_class=_QuietBar,
             ))
-
-    def commits(self, repo_id: str) -> list[HubCommit]:
-        """Every commit on main, newest first."""
-        what = f"commits of {repo_id}"
-        with self._calling(what):
-            return [
-                HubCommit(checked_sha(item.commit_id, what), checked_datetime(item.created_at, what), item.title or "")
-                for item in self._api.list_repo_commits(repo_id)
-            ]
 
     # ---- policy ------------------------------------------------------------------------------------------
     @contextmanager

@@ -121,10 +121,3 @@ class HubRevision:
             base_model_relation=self.base_model_relation, pipeline_tag=None, library_name=None,
             architectures=self.architectures, model_type=self.model_type, private=self.private,
         )
-
-
-@dataclass(frozen=True)
-class HubCommit:
-    sha: str
-    date: datetime
-    title: str

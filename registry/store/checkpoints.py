@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from registry.domain import configs, names
@@ -57,16 +58,12 @@ class CheckpointCommands(StoreCore):
     def add_listed_checkpoint(self, spec: CheckpointSpec, revision: RevisionSpec) -> None:
         """Record a checkpoint the caller knows to be new, from a listing alone (no config read).
 
-        The watcher's first poll of a big org records thousands of these; skipping the lookups and flushes of
-        `upsert_checkpoint` + `add_checkpoint_revision` is what keeps that poll short.
+        The watcher's first poll of a big org records thousands of these: inside a unit they are queued and
+        written together (three statements for the lot, see _insert_listed), not one row and flush at a time.
         """
-        row = _new_checkpoint(spec)
-        row.created_at_hub = spec.created_at_hub
-        row.head_sha = revision.sha
-        row.bases = [CheckpointBase(base_repo_id=b, relation=r) for b, r in dict(spec.bases).items() if b != spec.repo_id]
-        row.revisions.append(CheckpointRevision(sha=revision.sha, last_modified=revision.last_modified, seen_at=utcnow()))
-        with self.session() as session:
-            session.add(row)
+        if not self.defer(_insert_listed, (spec, revision)):
+            with self.session() as session:
+                _insert_listed(session, [(spec, revision)])
 
     def rename_checkpoint(self, old_repo_id: str, new_repo_id: str) -> None:
         """A repo moved on the Hub: keep one checkpoint (and its runs) under the new id and remember the old one."""
@@ -137,8 +134,12 @@ class CheckpointCommands(StoreCore):
 
 def _new_checkpoint(spec: CheckpointSpec) -> Checkpoint:
     """A checkpoint row as first recorded: what the spec says, else what its repo id says."""
+    return Checkpoint(**_new_checkpoint_values(spec))
+
+
+def _new_checkpoint_values(spec: CheckpointSpec) -> dict[str, Any]:
     parsed = names.parse_repo_id(spec.repo_id)
-    return Checkpoint(
+    return dict(
         repo_id=spec.repo_id,
         org=parsed.org,
         family=spec.family or parsed.family,
@@ -150,3 +151,21 @@ def _new_checkpoint(spec: CheckpointSpec) -> Checkpoint:
         gated=bool(spec.gated),
         first_seen=utcnow(),
     )
+
+
+def _insert_listed(session: Session, listed: list[tuple[CheckpointSpec, RevisionSpec]]) -> None:
+    """New checkpoints from a listing, each with its one revision and its bases: one multi-row insert per table
+    and one read of the new ids (the ORM would insert row by row to learn each id)."""
+    now = utcnow()
+    session.execute(insert(Checkpoint), [
+        {**_new_checkpoint_values(spec), "created_at_hub": spec.created_at_hub, "head_sha": revision.sha}
+        for spec, revision in listed])
+    ids = dict(session.execute(select(Checkpoint.repo_id, Checkpoint.id).where(
+        Checkpoint.repo_id.in_([spec.repo_id for spec, _ in listed]))).all())
+    session.execute(insert(CheckpointRevision), [
+        {"checkpoint_id": ids[spec.repo_id], "sha": revision.sha, "last_modified": revision.last_modified,
+         "seen_at": now} for spec, revision in listed])
+    bases = [{"checkpoint_id": ids[spec.repo_id], "base_repo_id": base, "relation": relation}
+             for spec, _ in listed for base, relation in dict(spec.bases).items() if base != spec.repo_id]
+    if bases:
+        session.execute(insert(CheckpointBase), bases)

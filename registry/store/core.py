@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Self
+from typing import Any, Self
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
@@ -48,6 +48,7 @@ class StoreCore:
         """
         current = self._unit.get()
         if current is not None:
+            _write_deferred(current)  # whatever runs next in the unit sees them
             yield current
             return
         with session_scope(self._factory) as session:
@@ -63,5 +64,34 @@ class StoreCore:
             token = self._unit.set(session)
             try:
                 yield
+                _write_deferred(session)
             finally:
                 self._unit.reset(token)
+
+    def defer(self, write: Callable[[Session, list[Any]], None], item: Any) -> bool:
+        """Inside a unit, queue `item` for one batched `write` of every item queued with it, run before the
+        unit's next store call or at its end, so that a unit recording many rows sends one statement per table
+        instead of one per row. False outside a unit (nothing queued: write it now)."""
+        session = self._unit.get()
+        if session is None:
+            return False
+        session.info.setdefault(_DEFERRED, {}).setdefault(write, []).append(item)
+        return True
+
+
+_DEFERRED = "deferred writes"
+
+
+class DeferredWriteFailed(RuntimeError):
+    """Rows queued in a unit (StoreCore.defer) could not be written: the unit rolls back. Its own type, because
+    the store call that happened to write them may catch the database's errors for reasons of its own."""
+
+
+def _write_deferred(session: Session) -> None:
+    queued: dict[Callable[[Session, list[Any]], None], list[Any]] = session.info.pop(_DEFERRED, {})
+    try:
+        for write, items in queued.items():
+            write(session, items)
+    except Exception as exc:
+        first_line = (str(exc).splitlines() or [""])[0]
+        raise DeferredWriteFailed(f"queued rows not written: {type(exc).__name__}: {first_line}") from exc

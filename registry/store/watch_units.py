@@ -7,11 +7,16 @@ row-by-row commands did it, and hands back what the watcher needs next.
 
 from __future__ import annotations
 
+from sqlalchemy import select
+from sqlalchemy.orm import selectinload
+
 from registry.domain.hub_presence import GONE
 from registry.store.core import NotFound
 from registry.store.events import EventLog
+from registry.store.mappers import checkpoint_record, head_of, revision_record
+from registry.store.models import Checkpoint, CheckpointAlias
 from registry.store.reads import Reads
-from registry.store.records import DrafterRecord, DrafterSpec, EventSpec, RevisionRecord
+from registry.store.records import CheckpointRecord, DrafterRecord, DrafterSpec, EventSpec, RevisionRecord
 from registry.store.unit_records import (
     AppliedCheckpoint,
     AppliedDrafter,
@@ -23,6 +28,10 @@ from registry.store.unit_records import (
 )
 from registry.store.verdicts import Verdicts
 
+# Most repo ids per query of checkpoint_states: far under the bound-parameter limits of SQLite (32,766) and
+# PostgreSQL (65,535), so an org's listing of up to this many models is read in one query.
+STATE_CHUNK = 5000
+
 
 class WatchUnits(Verdicts, Reads, EventLog):
     # ---- reads -----------------------------------------------------------------------------------
@@ -32,9 +41,32 @@ class WatchUnits(Verdicts, Reads, EventLog):
             record = self.get_checkpoint(repo_id)
             if record is None:
                 return None
-            head = self.head_revision(repo_id)
-            needs = head is not None and head.sha != "catalog" and head.config is None and head.config_problem is None
-            return CheckpointState(record=record, head=head, needs_details=needs)
+            return _checkpoint_state(record, self.head_revision(repo_id))
+
+    def checkpoint_states(self, repo_ids: list[str]) -> dict[str, CheckpointState]:
+        """`checkpoint_state` of each of many repo ids (aliases followed) in a few queries, not one per repo: the
+        watcher reads what is recorded for a listing's models at once. Ids it records nothing under are absent."""
+        states: dict[str, CheckpointState] = {}
+        wanted = list(dict.fromkeys(repo_ids))
+        with self.session() as session:
+            for start in range(0, len(wanted), STATE_CHUNK):
+                chunk = wanted[start:start + STATE_CHUNK]
+                rows = {r.repo_id: r for r in session.scalars(
+                    select(Checkpoint).where(Checkpoint.repo_id.in_(chunk))
+                    .options(selectinload(Checkpoint.bases), selectinload(Checkpoint.revisions)))}
+                missing = [repo_id for repo_id in chunk if repo_id not in rows]
+                aliased = dict(session.execute(select(CheckpointAlias.alias, CheckpointAlias.checkpoint_id)
+                                               .where(CheckpointAlias.alias.in_(missing))).all()) if missing else {}
+                if aliased:
+                    by_id = {r.id: r for r in session.scalars(
+                        select(Checkpoint).where(Checkpoint.id.in_(set(aliased.values())))
+                        .options(selectinload(Checkpoint.bases), selectinload(Checkpoint.revisions)))}
+                    rows.update({alias: by_id[checkpoint_id] for alias, checkpoint_id in aliased.items()})
+                for repo_id, row in rows.items():
+                    head = head_of(row.revisions, row.head_sha)
+                    states[repo_id] = _checkpoint_state(
+                        checkpoint_record(row), revision_record(row.repo_id, head) if head is not None else None)
+        return states
 
     def drafter_state(self, repo_id: str) -> DrafterState | None:
         with self.unit():
@@ -162,3 +194,8 @@ class WatchUnits(Verdicts, Reads, EventLog):
             return AppliedDrafter(revision=revision, created=created, previous=previous,
                                   targets=tuple(t for t, _ in drafter.targets), verdicts=verdicts,
                                   newly_exact=newly_exact)
+
+
+def _checkpoint_state(record: CheckpointRecord, head: RevisionRecord | None) -> CheckpointState:
+    needs = head is not None and head.sha != "catalog" and head.config is None and head.config_problem is None
+    return CheckpointState(record=record, head=head, needs_details=needs)

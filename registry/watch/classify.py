@@ -1,7 +1,8 @@
 """What the watcher makes of a listed model: drafter or checkpoint, its kind, its specs, and which repos matter.
 
-Pure functions of the Hub listing and of what the store already holds (the drafted-targets index); the only
-reads are `revision_spec`'s, through the Hub client, of one pinned revision.
+Functions of the Hub listing and of what the store already holds: `drafted_index` reads the recorded drafters and
+their targets, `declared_targets` the checkpoints a drafter's name implies. The only Hub reads are
+`revision_spec`'s, through the Hub client, of one pinned revision.
 """
 
 from __future__ import annotations
@@ -192,7 +193,3 @@ def declared_targets(store: Store, model: HubModel, config: dict | None) -> tupl
                 if names.name_key(checkpoint.repo_id.split("/", 1)[1]) == key:
                     targets.append((checkpoint.repo_id, "name_convention"))
     return tuple(dict.fromkeys(targets))
-
-
-def exact_targets(store: Store) -> set[str]:
-    return {v.checkpoint_repo_id for v in store.verdicts() if v.verdict == "exact"}

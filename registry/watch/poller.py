@@ -64,7 +64,7 @@ QUARANTINE_S = 6 * 3600.0
 # against a repo.
 SYSTEMIC = (HubUnavailable, RateLimited, BudgetExhausted, InvalidToken)
 # Most models that need no Hub read recorded in one transaction (see Watcher._record_unit).
-UNIT_BATCH = 200
+UNIT_BATCH = 1000
 # Most repos read one by one per org and poll (changed without a newer commit); the rest wait for the next poll.
 MAX_UNSEEN_READS = 50
 
@@ -262,6 +262,8 @@ class Watcher:
                 if (cursor is None or m.last_modified >= cursor) and not m.private and m.repo_id not in quarantined
                 and (query is None or m.repo_id.split("/", 1)[0] not in self.orgs)
             ]
+            if query is None:
+                self.units.prefetch(pending)  # what is recorded of them: one read for the org's listing
             # A repo that failed (not yet quarantined) keeps the cursor at its lastModified, so the next poll
             # lists it again; the models after it are recorded meanwhile.
             ceiling: datetime | None = None
@@ -422,6 +424,8 @@ class Watcher:
         current = pending[0]
         try:
             with self.store.unit():
+                if not drafters_only:
+                    self.units.prefetch(pending[:UNIT_BATCH])  # reads only what a drafter's unit made it forget
                 done = 0
                 for model in pending[:UNIT_BATCH]:
                     current = model
@@ -438,16 +442,38 @@ class Watcher:
         except Exception as exc:
             if cheap:
                 self.units.forget()  # may hold what just rolled back
-                with self.store.unit():
-                    for model in pending[:cheap]:
-                        # reads nothing from the Hub, as before
-                        self.units.process_model(model, baseline=baseline, drafters_only=drafters_only)
-                    self.store.advance_cursor(org, capped(pending[cheap - 1].last_modified, ceiling))
-                report.processed += cheap
-                self._units_this_poll += 1
+                culprit = self._record_again(org, pending[:cheap], baseline=baseline, report=report,
+                                             ceiling=ceiling, drafters_only=drafters_only)
+                if culprit is not None:
+                    raise RepoFailed(*culprit) from culprit[1]
             if isinstance(exc, (PollCut, *SYSTEMIC)):
                 raise
             raise RepoFailed(current, exc) from exc
+
+    def _record_again(self, org: str, models: list[HubModel], *, baseline: bool, report: OrgReport,
+                      ceiling: datetime | None, drafters_only: bool) -> tuple[HubModel, Exception] | None:
+        """Record again, after their unit rolled back, models that read nothing from the Hub: in one unit, and
+        when that fails too, one unit each up to the one at fault (their rows are written together at the unit's
+        end, so the error does not say whose they were), which is returned with its error."""
+        for batch in [models] + [[model] for model in models]:
+            try:
+                with self.store.unit():
+                    for model in batch:
+                        # reads nothing from the Hub, as before
+                        self.units.process_model(model, baseline=baseline, drafters_only=drafters_only)
+                    self.store.advance_cursor(org, capped(batch[-1].last_modified, ceiling))
+            except (PollCut, *SYSTEMIC):
+                raise
+            except Exception as exc:  # noqa: BLE001 - one repo's failure is that repo's
+                self.units.forget()
+                if batch is models:
+                    continue  # one of them is at fault: now one by one
+                return batch[0], exc
+            report.processed += len(batch)
+            self._units_this_poll += 1
+            if batch is models:
+                return None
+        return None
 
     def poll_repo(self, repo_id: str, head_sha: str | None = None, *, moved_from: str | None = None) -> None:
         """A push hint (Hub webhook) for one repo: read it now, as the listing would.

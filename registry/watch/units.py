@@ -17,7 +17,7 @@ from registry.domain.drafter_facts import detect_method
 from registry.hub import HubClient, HubModel
 from registry.store import Store, aware, utcnow
 from registry.store.records import DrafterSpec, EventSpec, RevisionSpec
-from registry.store.unit_records import CheckpointUnit, DrafterUnit, TargetRead
+from registry.store.unit_records import CheckpointState, CheckpointUnit, DrafterUnit, TargetRead
 from registry.watch import classify, events
 from registry.watch.classify import DraftedIndex
 
@@ -33,14 +33,33 @@ class ModelUnits:
         # Per org, the head shas of its recorded checkpoints and drafters (read once a poll): a listed model whose
         # sha is not among them cannot be a renamed one, and needs no query to say so.
         self._head_shas: dict[str, set[str | None]] = {}
+        # Recorded state of listed checkpoints, read for a whole listing at once (see prefetch); each entry is
+        # used once, by its own model's unit.
+        self._states: dict[str, CheckpointState | None] = {}
 
     def new_poll(self) -> None:
         self._index = None
         self._head_shas = {}
+        self._states = {}
 
     def forget(self) -> None:
-        """Drop the drafted-targets index: a drafter changed, or a unit that may have changed one rolled back."""
+        """Drop the drafted-targets index and the prefetched states: a drafter changed (its unit may have read
+        targets), or a unit that may have changed either rolled back."""
         self._index = None
+        self._states = {}
+
+    def prefetch(self, models: list[HubModel]) -> None:
+        """Read what the store records for these listed models in one query (not one per model) for their units
+        to come. Only a model's own unit changes its state, except drafter units and renames, which forget."""
+        missing = [m.repo_id for m in models if m.repo_id not in self._states]
+        if missing:
+            found = self.store.checkpoint_states(missing)
+            self._states.update({repo_id: found.get(repo_id) for repo_id in missing})
+
+    def _checkpoint_state(self, repo_id: str) -> CheckpointState | None:
+        if repo_id in self._states:
+            return self._states.pop(repo_id)
+        return self.store.checkpoint_state(repo_id)
 
     def _drafted(self) -> DraftedIndex:
         """Target repo id -> drafters declaring it; kept for a poll, dropped whenever a drafter changes."""
@@ -84,7 +103,7 @@ class ModelUnits:
         """Read what the store knows, read the Hub, then hand the store one unit of work (rows, status, verdicts,
         events): one read and one write in the common case."""
         store = self.store
-        state = store.checkpoint_state(model.repo_id)
+        state = self._checkpoint_state(model.repo_id)
         if state is None:
             renamed_from = self._renamed_from(model, drafter=False)
             if renamed_from is not None:
@@ -306,6 +325,9 @@ class ModelUnits:
 
     def apply_hint(self, repo_id: str, head_sha: str | None = None, *, moved_from: str | None = None) -> None:
         """A push hint for one repo (see Watcher.poll_repo), each step in its own unit."""
+        # The poll may have read this repo's state before the hint changes it (the webhook runs in its own thread).
+        for prefetched in (repo_id, moved_from):
+            self._states.pop(prefetched or "", None)
         try:
             try:
                 revision = self.client.revision(repo_id, head_sha)

@@ -23,7 +23,7 @@ from verifier.loading import load_causal_lm, load_target, refuse_remote_code
 from verifier.methods.draft_lm import DraftLMProposer
 from verifier.prompts import Message, Prompt, PromptSet
 from verifier.proposer import NoDraft, TargetOutput
-from verifier.tiny.architectures import ARCHITECTURES, FULL, cached_architecture, cached_gemma4_assistant_for
+from tests.tiny_architectures import ARCHITECTURES, FULL, cached_architecture, cached_gemma4_assistant_for
 from verifier.tiny.dflash import DrafterShape, cached_dflash_drafter
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

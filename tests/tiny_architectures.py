@@ -10,6 +10,8 @@ model under `text_config`.
 Random weights are drawn with a wider spread than transformers' 0.02 so that greedy choices are rarely near-ties.
 
 It stays over 400 lines: a table of 26 architecture builders, each a few lines of one real config class.
+Only tests use it (tests/verifier/test_architectures.py, the fixtures of tests/tiny_models.py), so it lives here;
+the tiny models the product builds too stay in verifier/tiny/.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from typing import Any
 
 import torch
 
+import verifier.tiny
 from verifier.build_cache import cached_build
 from verifier.tiny.gemma4 import NUM_ASSISTANT_TOKENS, Gemma4Geometry, new_assistant, token_frequencies
 from verifier.tiny.qwen3 import corpus_token_stream, save_model
 from verifier.tiny.tokenizer import build_tokenizer
 
-SOURCE_FILES = (Path(__file__), Path(__file__).with_name("tokenizer.py"), Path(__file__).with_name("corpus.txt"))
+TINY = Path(verifier.tiny.__file__).parent
+SOURCE_FILES = (Path(__file__), TINY / "tokenizer.py", TINY / "corpus.txt")
 TOKENIZER_FILES = ("tokenizer.model", "tokenizer_config.json")
 INITIALIZER_RANGE = 0.1
 SEED = 0
@@ -653,6 +657,6 @@ def cached_gemma4_assistant_for(cache_root: Path, target_dir: Path) -> Path:
         cache_root,
         "tiny-arch-gemma4-assistant",
         lambda out_dir: build_gemma4_assistant_for(target_dir, out_dir),
-        source_files=(*SOURCE_FILES, Path(__file__).with_name("gemma4.py")),
+        source_files=(*SOURCE_FILES, TINY / "gemma4.py"),
         settings={"seed": SEED + 2, "target": target_dir.name, "torch": torch.__version__},
     )
