@@ -205,7 +205,7 @@ _DRAFTER_NAME_PATTERNS = tuple(
     for pattern in (
         r"(?:SGLang-)?EAGLE3?-(?P<target>.+?)(?:-SpecForge(?:-[A-Za-z0-9]+)?)?(?:-(?:bf16|fp16))?",
         r"(?P<target>.+?)-DFlash2?(?:-.+)?",
-        r"(?P<target>.+?)-DSpark",
+        r"(?P<target>.+?)-DSpark(?:-(?:preview|beta|alpha|v[0-9.]+))?",
         r"(?P<target>.+?)-speculator\.[A-Za-z0-9]+",
         r"(?P<target>.+?)\.(?:dflash|eagle3?|dspark|peagle|mtp)",
         r"(?P<target>.+?)-assistant",
