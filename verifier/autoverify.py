@@ -70,15 +70,20 @@ def default_budget_bytes(root: Path) -> int:
     return min(MAX_DEFAULT_BUDGET, shutil.disk_usage(probe).free // 2)
 
 
+def download_budget(settings: Settings) -> int:
+    """The disk budget for downloads: the setting, else half the free disk where they go (at most 200 GB)."""
+    if settings.download_budget_gb is not None:
+        return round(settings.download_budget_gb * GIB)
+    return default_budget_bytes(settings.downloads_dir)
+
+
 def capability(settings: Settings, worker_id: str, device: Device | None = None,
                engines: dict[str, str] | None = None) -> WorkerCapability:
     device = device or detect_device()
     memory = round(settings.worker_memory_gb * GIB) if settings.worker_memory_gb else device.memory_bytes
-    budget = (round(settings.download_budget_gb * GIB) if settings.download_budget_gb is not None
-              else default_budget_bytes(settings.downloads_dir))
     return WorkerCapability(
         worker_id=worker_id, device=device.name, memory_bytes=memory,
-        engines=engines if engines is not None else engine_versions(), disk_budget_bytes=budget,
+        engines=engines if engines is not None else engine_versions(), disk_budget_bytes=download_budget(settings),
         has_token=settings.token_value() is not None, run_bytes_per_parameter=device.bytes_per_parameter,
         blocked_licenses=frozenset(name.lower() for name in settings.autoverify_blocked_licenses),
     )

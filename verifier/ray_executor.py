@@ -10,7 +10,6 @@ imports it.
 from __future__ import annotations
 
 import math
-import socket
 
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +19,7 @@ from registry.domain.run import Run
 from registry.store.runs import get_run
 from registry.settings import get_settings
 from registry.store import Store
-from verifier.autoverify import capability, host_fetcher
+from verifier.autoverify import download_budget, host_fetcher
 from verifier.jobs import VerifyRequest, job_run_id, verify_now
 
 
@@ -66,7 +65,7 @@ def run_verify_job(database_url: str, payload: dict[str, Any], job_id: int, run_
             return verify_now(store, request, job_id=job_id, run_id=run_id).run_id  # type: ignore[return-value]
         # An autoverify job: the node downloads both repos at the pinned shas into its own downloads folder.
         settings = get_settings()
-        fetch = host_fetcher(store, settings, capability(settings, f"ray-{socket.gethostname()}").disk_budget_bytes)
+        fetch = host_fetcher(store, settings, download_budget(settings))
         folders, provenance = fetch(request)
         return verify_now(store, request, job_id=job_id, run_id=run_id, folders=folders,  # type: ignore[return-value]
                           provenance=provenance).run_id

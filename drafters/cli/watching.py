@@ -265,6 +265,12 @@ def _ago(when: datetime | None) -> str:
     return f"{seconds // 3600}h ago"
 
 
+def _print_watched(watched: str, secret_env: str) -> None:
+    """The webhook's watched names and domains as the Hub's form asks for them (the secret by its variable's name)."""
+    render.console.print(render.plain(f"watched: {watched}"), markup=False, highlight=False)
+    render.console.print(f"domains: repo   secret: the value of ${secret_env} (sent as X-Webhook-Secret)")
+
+
 @app.command("hub-webhooks")
 def hub_webhooks_command(
     url: Annotated[str, typer.Option(help="Public HTTPS URL of `drafters push-server` (behind a TLS proxy).")],
@@ -279,10 +285,7 @@ def hub_webhooks_command(
         raise UserError("the Hub delivers webhooks to public https:// URLs only")
     render.console.print(render.plain(f"target URL: {mask_url(url)}"), markup=False, highlight=False)
     if not create:
-        render.console.print(render.plain("watched: " + ", ".join(settings.watched_orgs)
-                                          + " (each as the org or user it is on the Hub)"),
-                             markup=False, highlight=False)
-        render.console.print(f"domains: repo   secret: the value of ${secret_env} (sent as X-Webhook-Secret)")
+        _print_watched(", ".join(settings.watched_orgs) + " (each as the org or user it is on the Hub)", secret_env)
         return
     token = settings.token_value()
     secret = os.environ.get(secret_env)
@@ -297,9 +300,7 @@ def hub_webhooks_command(
     except HubError as exc:
         raise Failed(f"cannot tell whether a watched name is an org or a user: {exc}") from None
     watched = [{"type": kinds[name], "name": name} for name in settings.watched_orgs]
-    render.console.print(render.plain("watched: " + ", ".join(f"{kinds[n]} {n}" for n in settings.watched_orgs)),
-                         markup=False, highlight=False)
-    render.console.print(f"domains: repo   secret: the value of ${secret_env} (sent as X-Webhook-Secret)")
+    _print_watched(", ".join(f"{kinds[n]} {n}" for n in settings.watched_orgs), secret_env)
     try:
         info = HfApi(endpoint=settings.hub_endpoint, token=token).create_webhook(
             url=url, watched=watched, domains=["repo"], secret=secret)

@@ -6,7 +6,6 @@ Reads only (no verdict is recomputed here), so the read-only API can call it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from functools import cache
 
@@ -16,18 +15,18 @@ from registry.domain import pricing
 from registry.domain.catalog import load_catalog_data
 from registry.domain.gpus import Gpu, find_gpu, load_gpus
 from registry.domain.launch import DraftLength, PairFacts
+from registry.domain.names import COMMIT_SHA
 from registry.domain.run import Run
 from registry.store import Store
 from registry.store.records import CheckpointRecord, CompatRecord, DrafterRecord
 
-SHA = re.compile(r"[0-9a-f]{40}")
 # The GPU class `price` is asked about when the caller names none: the most common serving card of the catalog.
 DEFAULT_GPU = "H100 SXM"
 
 
 def _sha(value: str | None) -> str | None:
     # The catalog loader records "catalog" where it knows no commit: that pins nothing.
-    return value if value is not None and SHA.fullmatch(value) else None
+    return value if value is not None and COMMIT_SHA.fullmatch(value) else None
 
 
 @cache

@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from registry.domain.names import RepoNameError, split_repo_id
+from registry.domain.names import COMMIT_SHA, RepoNameError, split_repo_id
 
 METHODS = ("dflash", "dflash2", "dspark", "gemma4-assistant", "eagle3", "draft-lm", "mtp")
 BUILT_IN_ONLY_METHODS = ("mtp",)  # only ever inside a full checkpoint: such an entry must be built in
@@ -26,7 +26,6 @@ TARGET_DECLARERS = ("catalog",)
 SCHEMA_VERSION = 1
 
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _LICENSE_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]{0,63}$")
 _REPLACEMENT_RE = re.compile(r"^(?P<when>\d{4}-\d{2}-\d{2}|undated): \S")
 
@@ -356,14 +355,14 @@ class _Fields:
 
     def optional_sha(self, name: str) -> str | None:
         value = self._raw.get(name)
-        if value is not None and not (isinstance(value, str) and _SHA_RE.fullmatch(value)):
+        if value is not None and not (isinstance(value, str) and COMMIT_SHA.fullmatch(value)):
             raise self.fail(name, f"must be a 40-hex commit sha or null, got {value!r}")
         return value
 
     def sha_list(self, name: str) -> list[str]:
         items = self.list_of(name)
         for item in items:
-            if not (isinstance(item, str) and _SHA_RE.fullmatch(item)):
+            if not (isinstance(item, str) and COMMIT_SHA.fullmatch(item)):
                 raise self.fail(name, f"items must be 40-hex commit shas, got {item!r}")
         return items
 

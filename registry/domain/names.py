@@ -15,6 +15,8 @@ from typing import Literal
 DerivativeKind = Literal["quantized", "finetune"]
 
 # Hub rule: letters, digits, '-', '_', '.'; no leading/trailing '-' or '.'; names up to 96 characters.
+# A Hub commit id: what every pinned revision must be (a branch name or the catalog's placeholder pins nothing).
+COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
 _REPO_PART_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 _MAX_NAME_LENGTH = 96
 

@@ -9,7 +9,6 @@ is downloaded to decide. Every row carries a state and a one-line reason; only R
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
@@ -17,6 +16,7 @@ from typing import Any
 
 from registry.domain.coverage import Coverage, coverage, layout_of
 from registry.domain.measurement import METRIC_VERSION
+from registry.domain.names import COMMIT_SHA
 from registry.domain.memory import GIB, estimate_parameters, kv_cache_bytes, kv_geometry, stored_bits_per_weight
 
 
@@ -42,7 +42,6 @@ KV_TOKENS = 4096
 ACTIVATION_FRACTION = 0.10
 FIXED_OVERHEAD_BYTES = 512 * 2**20
 HUB_URL = "https://huggingface.co"
-COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass(frozen=True)

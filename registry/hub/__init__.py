@@ -41,7 +41,8 @@ from huggingface_hub import errors as hf_errors
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, httpx, parse_ratelimit_headers
 from huggingface_hub.utils import tqdm as hf_tqdm
 
-from registry.hub.parse import SHA_PATTERN, checked_sha, hub_model, hub_revision, iso_or_none
+from registry.domain.names import COMMIT_SHA
+from registry.hub.parse import checked_sha, hub_model, hub_revision, iso_or_none
 # Re-exported (noqa F401): callers import the client's dataclasses, errors and digests from registry.hub.
 from registry.hub.parse import is_weight_file, weight_digest  # noqa: F401
 from registry.hub.transport import ACTIVE_CLIENT, GuardedStream, install_http_client_factory, wait_from_headers
@@ -213,7 +214,7 @@ class HubClient:
                 sha = entry.get("sha")
                 listed.append(ListedRepo(
                     repo_id=repo_id,
-                    sha=sha if isinstance(sha, str) and SHA_PATTERN.fullmatch(sha) else None,
+                    sha=sha if isinstance(sha, str) and COMMIT_SHA.fullmatch(sha) else None,
                     last_modified=iso_or_none(entry.get("lastModified")),
                     # Anything but an explicit false counts as private: never announce what might be.
                     private=entry.get("private") is not False,
@@ -297,7 +298,7 @@ class HubClient:
     def download(self, repo_id: str, filename: str, sha: str) -> bytes | None:
         """The file's bytes at commit `sha` (cached on disk; a warm cache costs no request), or None when the file
         does not exist at that commit."""
-        if not SHA_PATTERN.fullmatch(sha):
+        if not COMMIT_SHA.fullmatch(sha):
             raise ValueError(f"download needs a 40-hex commit sha, got {sha!r}")
         what = f"{repo_id}/{filename}@{sha[:12]}"
         with self._calling(what):
@@ -314,7 +315,7 @@ class HubClient:
                  ignore_patterns: list[str]) -> Path:
         """The repo's files that match the patterns, at commit `sha`, into `local_dir`. Files already there are
         kept (a download killed midway resumes with the files it finished); returns once every file is in place."""
-        if not SHA_PATTERN.fullmatch(sha):
+        if not COMMIT_SHA.fullmatch(sha):
             raise ValueError(f"snapshot needs a 40-hex commit sha, got {sha!r}")
         what = f"{repo_id}@{sha[:12]}"
         with self._calling(what):

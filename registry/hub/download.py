@@ -21,7 +21,7 @@ from pathlib import Path
 from huggingface_hub.utils import filter_repo_objects
 
 from registry.hub import HubClient
-from registry.hub.parse import SHA_PATTERN
+from registry.domain.names import COMMIT_SHA
 from registry.hub.types import GatedRepo, HubError, RepoNotFound, RevisionNotFound
 from registry.store import Store
 from registry.store import downloads as ledger
@@ -83,7 +83,7 @@ class Downloader:
 
     def fetch(self, repo_id: str, sha: str, *, keep: Iterable[tuple[str, str]] = ()) -> Fetched:
         """The repo at `sha`, downloaded (or resumed) within the budget; `keep`: downloads not to evict for room."""
-        if not SHA_PATTERN.fullmatch(sha):
+        if not COMMIT_SHA.fullmatch(sha):
             raise DownloadFailed(f"{repo_id}: downloads are pinned to a 40-hex commit sha, not {sha!r}", retry=False)
         done = self.complete_folder(repo_id, sha)
         if done is not None:

@@ -4,15 +4,13 @@ naming the entry; and the weight-file digest that tells replaced weights from a 
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from registry.domain.names import is_repo_id
+from registry.domain.names import COMMIT_SHA, is_repo_id
 from registry.hub.types import BadResponse, HubFile, HubModel, HubRevision
 
-SHA_PATTERN = re.compile(r"[0-9a-f]{40}")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
 SHARD_INDEX_SUFFIXES = (".safetensors.index.json", ".bin.index.json")
 BASE_MODEL_RELATIONS = frozenset({"adapter", "merge", "quantized", "finetune"})
@@ -50,7 +48,7 @@ def weight_digest(files: Iterable[HubFile]) -> str | None:
 
 
 def checked_sha(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not SHA_PATTERN.fullmatch(value):
+    if not isinstance(value, str) or not COMMIT_SHA.fullmatch(value):
         raise BadResponse(f"{what}: missing or malformed commit sha")
     return value
 

@@ -56,7 +56,7 @@ def _private_sqlite_file(path: Path) -> None:
 def make_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
+    except ArgumentError:
         # The URL is not echoed: it may hold a password.
         raise DatabaseError("bad database URL (expected sqlite:///PATH or postgresql+psycopg://…)") from None
     try:

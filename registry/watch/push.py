@@ -12,10 +12,11 @@ from __future__ import annotations
 import hmac
 import logging
 import queue
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from registry.domain.names import COMMIT_SHA
 
 log = logging.getLogger(__name__)
 MAX_BODY = 1_000_000
@@ -25,7 +26,6 @@ MAX_DEPTH = 32
 BODY_TIMEOUT_S = 10.0
 # Repos waiting for a read; past this the Hub hears 503 and retries later (the periodic poll catches up anyway).
 MAX_QUEUED = 1000
-SHA = re.compile(r"[0-9a-f]{40}")
 
 
 def nesting_depth(body: bytes, limit: int = MAX_DEPTH) -> int:
@@ -99,7 +99,7 @@ def head_sha_from_payload(payload: object) -> str | None:
     """The pushed head of main (`repo.headSha`), when the payload carries one."""
     repo = payload.get("repo") if isinstance(payload, dict) else None
     sha = repo.get("headSha") if isinstance(repo, dict) else None
-    return sha if isinstance(sha, str) and SHA.fullmatch(sha) else None
+    return sha if isinstance(sha, str) and COMMIT_SHA.fullmatch(sha) else None
 
 
 @dataclass(frozen=True)
