@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from registry.domain.plan import WorkerCapability
 from registry.store import Store
@@ -17,7 +18,15 @@ LIVE_S = 120.0
 
 
 def register_worker(store: Store, worker: WorkerCapability, *, host: str) -> None:
-    """State (or restate) a worker's capabilities; also its heartbeat."""
+    """State (or restate) a worker's capabilities; also its heartbeat. Two parts of one service may state the same
+    worker at once (`drafters up`'s planner and worker): the one whose insert loses finds the row and updates it."""
+    try:
+        _register(store, worker, host)
+    except IntegrityError:
+        _register(store, worker, host)
+
+
+def _register(store: Store, worker: WorkerCapability, host: str) -> None:
     now = utcnow()
     with store.session() as session:
         row = session.scalar(select(WorkerRow).where(WorkerRow.worker_id == worker.worker_id))

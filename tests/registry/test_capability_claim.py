@@ -3,6 +3,8 @@ a job that fits no live worker is never claimed and is shown as such."""
 
 from __future__ import annotations
 
+import threading
+
 from registry.domain.memory import GIB
 from registry.domain.plan import WorkerCapability
 from registry.store import Store
@@ -55,3 +57,27 @@ def test_the_download_ledger(store: Store) -> None:
     ledger.mark_evicted(store, "org/a", "a" * 40)
     assert ledger.get_download(store, "org/a", "a" * 40).status == "evicted"  # type: ignore[union-attr]
     assert plan_inputs(store).downloads[("org/b", "b" * 40)].status == "failed"
+
+
+def test_two_parts_stating_the_same_worker_at_once_both_succeed(store: Store) -> None:
+    """`drafters up`'s planner and worker state the same worker as they start: neither may die of the race."""
+    errors: list[BaseException] = []
+    for attempt in range(10):
+        worker = WorkerCapability(worker_id=f"racer-{attempt}", device="cpu", memory_bytes=GIB,
+                                  engines={"pytorch": "t"}, disk_budget_bytes=GIB)
+        start = threading.Barrier(4)
+
+        def state(worker: WorkerCapability = worker, start: threading.Barrier = start) -> None:
+            start.wait()
+            try:
+                register_worker(store, worker, host="h")
+            except BaseException as error:  # noqa: BLE001 - collected for the assertion
+                errors.append(error)
+
+        threads = [threading.Thread(target=state) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert errors == []
+    assert sorted(w.worker_id for w in live_workers(store)) == sorted(f"racer-{n}" for n in range(10))
