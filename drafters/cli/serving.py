@@ -29,27 +29,31 @@ def dashboard_command(port: Annotated[int | None, typer.Option(help="Port on 127
     chosen = port or settings.dashboard_port
     if port_taken(chosen):
         raise UserError(f"port {chosen} on 127.0.0.1 is taken by another process; choose another with --port")
+    stopping: list[float] = []
+    # Installed before the child starts and before the address is printed: a supervisor that reads the line and
+    # stops us at once must not meet Python's default handler (exit -15, the child orphaned).
+    previous = signal.signal(signal.SIGTERM, lambda *_: stopping.append(time.monotonic()))
     try:
         process = launch(chosen, settings.resolved_database_url)
     except LaunchError as exc:
+        signal.signal(signal.SIGTERM, previous)
         raise UserError(str(exc)) from None
     render.console.print(f"dashboard: http://127.0.0.1:{chosen}/")
-    stopping: list[float] = []
-
-    def on_sigterm(*_: object) -> None:
-        # Only a signal here: waiting inside a handler would contend with the wait below for Popen's lock.
-        stopping.append(time.monotonic())
-        process.terminate()
-
-    signal.signal(signal.SIGTERM, on_sigterm)
+    terminated = False
     try:
+        # The handler only records the signal; terminating here, not inside it, keeps Popen's lock uncontended.
         while (code := process.poll()) is None:
+            if stopping and not terminated:
+                process.terminate()
+                terminated = True
             if stopping and time.monotonic() - stopping[0] > 10:
                 process.kill()
             time.sleep(0.2)
     except KeyboardInterrupt:
         stop_process(process)
         return
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if code != 0 and not stopping:
         raise Failed(f"the dashboard (streamlit) exited with status {code}; its output is above")
 
