@@ -2,7 +2,11 @@
 llama-server with the drafter; it starts, answers /health, completes one prompt, and its draft counters move.
 
 Only the program paths are filled in (the converter of the installed build, the installed llama-server) and the
-server is kept on a free loopback port with one thread; every flag of the launch command is passed unchanged."""
+server is kept on a free loopback port with one thread; every flag of the launch command is passed unchanged.
+
+The prompt is one the tiny pairs were trained for, sent as the verifier sends it (the target's chat template, as token
+ids): a raw "def fibonacci(n):" without the template is outside what the tiny EAGLE-3 head learned, and PyTorch's own
+EAGLE-3 loop accepts none of its drafts there either (the same 27 drafts, 0 accepted, as llama-server)."""
 
 from __future__ import annotations
 
@@ -22,8 +26,17 @@ from tests.tiny_models import cache_root
 from verifier.methods.eagle3.config import SPECULATORS_LAYOUT
 from verifier.engines.llamacpp.install import ServerBinary
 from verifier.engines.llamacpp.server import free_port
+from verifier.prompts import bundled_set, encode_prompt
 
 skip_unless_wanted()
+
+
+def _prompt_ids(target: Path) -> list[int]:
+    """The first chat prompt in the verifier's encoding (verifier.engines.llamacpp sends token ids, never text)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(target, local_files_only=True)
+    return encode_prompt(bundled_set("chat").prompts[0], tokenizer)
 
 
 def _run_launch(pair: PairFacts, draft_length: int, work: Path, binary: ServerBinary, source: Path) -> dict:
@@ -52,7 +65,7 @@ def _run_launch(pair: PairFacts, draft_length: int, work: Path, binary: ServerBi
             assert time.monotonic() < deadline, "llama-server was not ready in 300 s"
             time.sleep(0.1)
         answer = httpx.post(f"http://127.0.0.1:{port}/completion", timeout=300, json={
-            "prompt": "def fibonacci(n):", "n_predict": 32, "temperature": 0.0, "cache_prompt": False}).json()
+            "prompt": _prompt_ids(Path(pair.target)), "n_predict": 32, "temperature": 0.0, "cache_prompt": False}).json()
     finally:
         server.terminate()
         server.wait(timeout=30)
