@@ -15,6 +15,7 @@ from registry.domain import pricing
 from registry.domain.catalog import load_catalog_data
 from registry.domain.gpus import Gpu, find_gpu, load_gpus
 from registry.domain.launch import DraftLength, PairFacts
+from registry.domain.llama_commands import eagle3_converter_layers
 from registry.domain.names import COMMIT_SHA
 from registry.domain.run import Run
 from registry.store import Store
@@ -63,9 +64,16 @@ def exact_pairs(store: Store, target: str, drafter: str | None = None, *,
             block_size=block_size, built_in=verdict.drafter_repo_id in built_in,
             gguf=verdict.drafter_repo_id.lower().endswith("-gguf"),
             target_family=checkpoint.family if checkpoint is not None else None,
+            eagle3_layers=_eagle3_layers(revision.config if revision is not None else None),
         ))
     pairs.sort(key=lambda p: (p.method, p.drafter))
     return pairs
+
+
+def _eagle3_layers(config: Mapping[str, object] | None) -> tuple[int, ...] | None:
+    """What llama.cpp's converter must be told of an EAGLE-3 head's fused layers (None: nothing, or no config)."""
+    layers = eagle3_converter_layers(config) if config else None
+    return tuple(layers) if layers is not None else None
 
 
 def pick_gpu(name: str | None) -> Gpu:

@@ -15,22 +15,20 @@ import json
 import shlex
 from dataclasses import dataclass, field
 
+from registry.domain.llama_commands import (
+    CONVERTER,
+    EAGLE3_CONVERTER_KEY,
+    LLAMA_SPEC_TYPES,
+    NEEDS_TARGET_DIR,
+    converter_args,
+    eagle3_layers_step,
+    server_draft_args,
+)
+
 ENGINES = ("vllm", "sglang", "llamacpp")
 
 # The project's default for chain drafters (the verifier's DRAFT_LM_DEFAULT_LENGTH) when no run was measured.
 CHAIN_DEFAULT_LENGTH = 4
-
-# Drafter method → llama-server --spec-type (llama.cpp runs DFlash 2 through its DFlash path).
-LLAMA_SPEC_TYPES: dict[str, str] = {
-    "draft-lm": "draft-simple",
-    "dflash": "draft-dflash",
-    "dflash2": "draft-dflash",
-    "dspark": "draft-dspark",
-    "eagle3": "draft-eagle3",
-    "gemma4-assistant": "draft-mtp",
-}
-# Drafters with no embeddings or tokenizer of their own: llama.cpp converts them with --target-model-dir.
-NEEDS_TARGET_DIR = frozenset({"dflash", "dflash2", "dspark", "eagle3"})
 
 # Drafter method → vLLM `--speculative-config` "method" (SpeculativeMethod in vllm/config/speculative.py).
 VLLM_METHODS: dict[str, str] = {
@@ -100,6 +98,9 @@ class PairFacts:
     built_in: bool = False  # the drafter ships inside a full checkpoint (DeepSeek-V4 DSpark, MiMo FP4 DFlash)
     gguf: bool = False  # the drafter repo holds GGUF files already (…-GGUF)
     target_family: str | None = None
+    # EAGLE-3: the hidden-state indices llama.cpp's converter must be given (llama_commands.eagle3_converter_layers
+    # of the head's recorded config); None when it reads the right ones itself.
+    eagle3_layers: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -278,19 +279,24 @@ def _llamacpp(facts: PairFacts, measured: DraftLength | None, *, local: bool) ->
                                   (facts.drafter, facts.drafter_sha, drafter_dir)):
             steps.append(("hf", "download", repo, *(("--revision", sha) if sha else ()), "--local-dir", folder))
     target_gguf = f"{_folder_name(facts.target)}.gguf"
-    steps.append(("python", "convert_hf_to_gguf.py", target_dir, "--outtype", "bf16", "--outfile", target_gguf))
+    # The same converter and server arguments the verifier runs (registry.domain.llama_commands).
+    steps.append(("python", CONVERTER, *converter_args(target_dir, target_gguf, outtype="bf16")))
     if facts.gguf:
         drafter_gguf = f"{drafter_dir}/<the .gguf file of {facts.drafter}>"
         notes.append(f"{facts.drafter} ships GGUF files: pass the one you want with -md")
     else:
         drafter_gguf = f"{_folder_name(facts.drafter)}.gguf"
-        convert = ["python", "convert_hf_to_gguf.py", drafter_dir, "--outtype", "bf16", "--outfile", drafter_gguf]
-        if facts.method in NEEDS_TARGET_DIR:
-            # The drafter has no embeddings or tokenizer of its own: the converter takes them from the target.
-            convert += ["--target-model-dir", target_dir]
-        steps.append(tuple(convert))
-    argv = ("llama-server", "-m", target_gguf, "-md", drafter_gguf, "--spec-type", spec_type,
-            *(("--spec-draft-n-max", str(length.value)) if length.value is not None else ()))
+        if facts.method == "eagle3" and facts.eagle3_layers is not None:
+            layers = list(facts.eagle3_layers)
+            steps.append(eagle3_layers_step(drafter_dir, layers))
+            notes.append(f"llama.cpp's converter reads an EAGLE-3 head's fused target states only from a top-level "
+                         f"{EAGLE3_CONVERTER_KEY}; this head names them elsewhere, so the step before the conversion "
+                         f"writes them there ({layers}): without it the head reads EAGLE-3's default layers instead")
+        # A drafter without embeddings or tokenizer of its own takes them from the target (--target-model-dir).
+        steps.append(("python", CONVERTER, *converter_args(
+            drafter_dir, drafter_gguf, outtype="bf16",
+            target_dir=target_dir if facts.method in NEEDS_TARGET_DIR else None)))
+    argv = ("llama-server", "-m", target_gguf, *server_draft_args(drafter_gguf, spec_type, length.value))
     minimum = _with_minimum("llamacpp", facts.method)
     notes.append(f"checked by running it with llama.cpp {TESTED_LLAMA_BUILD} on the tiny pairs")
     return Launch("llamacpp", facts.target, facts.drafter, facts.method, True, None, tuple(steps), argv,

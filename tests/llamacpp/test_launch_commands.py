@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -21,11 +22,14 @@ import httpx
 import pytest
 
 from registry.domain.launch import DraftLength, PairFacts, launch_command
+from registry.domain.llama_commands import CONVERTER, eagle3_converter_layers
 from tests.llamacpp import skip_unless_wanted
 from tests.tiny_models import cache_root
-from verifier.methods.eagle3.config import SPECULATORS_LAYOUT
+from verifier.engines.llamacpp.gguf import read_gguf_metadata
 from verifier.engines.llamacpp.install import ServerBinary
 from verifier.engines.llamacpp.server import free_port
+from verifier.folders import read_config
+from verifier.methods.eagle3.config import SPECULATORS_LAYOUT, YUHUILI_LAYOUT, parse_eagle3_config
 from verifier.prompts import bundled_set, encode_prompt
 
 skip_unless_wanted()
@@ -44,9 +48,10 @@ def _run_launch(pair: PairFacts, draft_length: int, work: Path, binary: ServerBi
     assert launch.supported, launch.reason
     env = {**os.environ, "PYTHONPATH": str(source / "gguf-py"), "HF_HUB_OFFLINE": "1"}
     for step in launch.steps:
-        assert step[:2] == ("python", "convert_hf_to_gguf.py"), step  # local pairs: nothing to download
-        done = subprocess.run([sys.executable, str(source / "convert_hf_to_gguf.py"), *step[2:]], cwd=work, env=env,
-                              capture_output=True, text=True, timeout=900, check=False)
+        assert step[0] == "python" and step[1] in (CONVERTER, "-c"), step  # local pairs: nothing to download
+        program = [sys.executable, str(source / CONVERTER)] if step[1] == CONVERTER else [sys.executable, "-c"]
+        done = subprocess.run([*program, *step[2:]], cwd=work, env=env, capture_output=True, text=True, timeout=900,
+                              check=False)
         assert done.returncode == 0, done.stderr[-2000:]
     assert launch.argv[0] == "llama-server"
     port = free_port()
@@ -83,28 +88,35 @@ def test_the_printed_draft_lm_command_serves_with_drafts(
     assert (tmp_path / f"{qwen3_target.name}.gguf").is_file() and (tmp_path / f"{draft_lm.name}.gguf").is_file()
 
 
-# The printed EAGLE-3 commands (documented conversion with --target-model-dir, --spec-type draft-eagle3) draft but
-# accept nothing on the tiny heads of either layout, in bf16 or f32, while the verifier's own conversion of the same
-# head accepts (tests/llamacpp/test_eagle3_agreement.py, τ 2.8): open in issue 23; strict, so a fix shows.
-EAGLE3_ACCEPTS_NOTHING = pytest.mark.xfail(strict=True, reason="printed llama.cpp EAGLE-3 commands accept no draft")
-
-
-@pytest.mark.parametrize("method", ["dflash", pytest.param("eagle3", marks=EAGLE3_ACCEPTS_NOTHING)])
+@pytest.mark.parametrize(("method", "layout"), [("dflash", None), ("eagle3", SPECULATORS_LAYOUT),
+                                               pytest.param("eagle3", YUHUILI_LAYOUT, id="eagle3-yuhuili")])
 def test_the_printed_block_and_head_commands_serve_with_drafts(
-    method: str, tmp_path: Path, server_binary: ServerBinary, llama_source: Path, qwen3_target: Path
+    method: str, layout: str | None, tmp_path: Path, server_binary: ServerBinary, llama_source: Path, qwen3_target: Path
 ) -> None:
-    """The methods whose conversion needs the target (`--target-model-dir`): DFlash and an EAGLE-3 head."""
+    """The methods whose conversion needs the target (`--target-model-dir`): DFlash and an EAGLE-3 head in either
+    layout (yuhuili's keeps its layer ids where llama.cpp's converter does not look: the printed commands pass them)."""
     from verifier.tiny.dflash import cached_dflash_drafter
     from verifier.tiny.eagle3 import cached_eagle3_head
 
     if method == "dflash":
         drafter = cached_dflash_drafter(cache_root(), qwen3_target, trained=True)
         block_size: int | None = int(json.loads((drafter / "config.json").read_text())["block_size"])
+        pair = PairFacts(str(qwen3_target), None, str(drafter), None, method, block_size=block_size)
     else:
-        drafter = cached_eagle3_head(cache_root(), qwen3_target, trained=True, layout=SPECULATORS_LAYOUT)
+        head = cached_eagle3_head(cache_root(), qwen3_target, trained=True, layout=layout)
+        # A copy, as `hf download --local-dir` makes one: the printed steps may write into the head's config.
+        drafter = Path(shutil.copytree(head, tmp_path / head.name))
         block_size = None
-    pair = PairFacts(str(qwen3_target), None, str(drafter), None, method, block_size=block_size)
+        # What the registry passes (registry.calibration.launch_inputs): the rule applied to the head's config.
+        layers = eagle3_converter_layers(read_config(head))
+        pair = PairFacts(str(qwen3_target), None, str(drafter), None, "eagle3",
+                         eagle3_layers=tuple(layers) if layers is not None else None)
     answer = _run_launch(pair, (block_size - 1) if block_size else 3, tmp_path, server_binary, llama_source)
     timings = answer["timings"]
     assert answer["content"] and timings["predicted_n"] > 0
     assert timings["draft_n"] > 0 and timings["draft_n_accepted"] > 0, timings
+    if method != "dflash":
+        # The head reads the target layers it was trained on (the verifier's conversion writes the same ones).
+        written = read_gguf_metadata(tmp_path / f"{drafter.name}.gguf", ("eagle3.target_layers",))
+        trained = parse_eagle3_config(read_config(head)).hidden_state_indices(read_config(qwen3_target)["num_hidden_layers"])
+        assert written["eagle3.target_layers"] == list(trained) == [1, 2, 3]

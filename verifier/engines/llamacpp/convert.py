@@ -15,16 +15,14 @@ import tempfile
 from pathlib import Path
 
 from registry.domain.drafter_facts import detect_method
+from registry.domain.llama_commands import CONVERTER, EAGLE3_CONVERTER_KEY, NEEDS_TARGET_DIR, converter_args, \
+    eagle3_converter_layers
 from registry.processes import killed_with_parent
 from verifier.build_cache import cached_build
 from verifier.engines.llamacpp.gguf import GGUF_ARCHITECTURE_METHODS, GgufInfo, gguf_info, read_gguf_metadata
 from verifier.engines.llamacpp.install import last_lines, llama_cpp_source
 from verifier.folders import LoadError, file_sha256, read_config, weight_files
-from verifier.methods.eagle3.config import Eagle3FormatError, parse_eagle3_config
 
-
-# Drafters without embeddings or a tokenizer of their own: converted with --target-model-dir.
-NEEDS_TARGET_DIR = frozenset({"dflash", "dflash2", "dspark", "eagle3"})
 # Hugging Face architectures llama.cpp converts with its Gemma-4 vocabulary reader (tokenizer.json only).
 GEMMA4_ARCHITECTURES = frozenset({"Gemma4ForCausalLM", "Gemma4ForConditionalGeneration",
                                   "Gemma4AssistantForCausalLM", "Gemma4UnifiedAssistantForCausalLM"})
@@ -57,10 +55,10 @@ def convert_to_gguf(
     with tempfile.TemporaryDirectory(prefix="gguf-convert-") as scratch:
         staged = with_eagle3_target_layers(with_tokenizer_json(Path(model_dir), Path(scratch) / "model"),
                                            Path(scratch) / "eagle3")
-        command = [sys.executable, str(source / "convert_hf_to_gguf.py"), str(staged), "--outtype", outtype,
-                   "--outfile", str(out_file)]
-        if target_dir is not None:
-            command += ["--target-model-dir", str(with_tokenizer_json(Path(target_dir), Path(scratch) / "target"))]
+        staged_target = None if target_dir is None else with_tokenizer_json(Path(target_dir), Path(scratch) / "target")
+        # The arguments `drafters launch` prints (registry.domain.llama_commands), with this machine's paths.
+        command = [sys.executable, str(source / CONVERTER), *converter_args(
+            str(staged), str(out_file), outtype=outtype, target_dir=None if staged_target is None else str(staged_target))]
         try:
             # The converter goes with us, even when we are killed with SIGKILL (`up`'s worker runs it too).
             result = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=environment,
@@ -124,23 +122,13 @@ def with_tokenizer_json(folder: Path, scratch: Path) -> Path:
 
 
 def eagle3_target_layers(folder: Path) -> list[int] | None:
-    """The fused hidden-state indices llama.cpp must be told for an EAGLE-3 head whose config keeps them where its
-    converter does not look; None when the converter already reads the same ones (or the folder is not EAGLE-3).
-
-    llama.cpp's `{arch}.target_layers` are hidden-state indices (the input of that target layer), read by the
-    converter from a top-level `eagle_aux_hidden_state_layer_ids` only (the speculators layout, which counts the same
-    way). yuhuili's / SpecForge's layout keeps layer OUTPUT ids under `eagle_config`, which the converter ignores and
-    replaces by EAGLE-3's default [2, N/2, N-3]: the head would then read other layers than it was trained on."""
+    """The fused hidden-state indices llama.cpp's converter must be told for an EAGLE-3 head whose config keeps them
+    where the converter does not look; None when it already reads the same ones (or the folder is not EAGLE-3).
+    The rule is `registry.domain.llama_commands.eagle3_converter_layers`, the one `drafters launch` prints."""
     try:
-        raw = read_config(folder)
-        if detect_method(raw) != "eagle3":
-            return None
-        indices = parse_eagle3_config(raw).aux_hidden_state_indices
-    except (LoadError, Eagle3FormatError):
+        return eagle3_converter_layers(read_config(folder))
+    except LoadError:
         return None  # the converter refuses an unreadable config with its own message
-    if indices is None or raw.get("eagle_aux_hidden_state_layer_ids") == list(indices):
-        return None
-    return list(indices)
 
 
 def with_eagle3_target_layers(folder: Path, scratch: Path) -> Path:
@@ -155,7 +143,7 @@ def with_eagle3_target_layers(folder: Path, scratch: Path) -> Path:
         if path.is_file() and path.name != "config.json":
             (staged / path.name).symlink_to(path.resolve())
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    config["eagle_aux_hidden_state_layer_ids"] = layers
+    config[EAGLE3_CONVERTER_KEY] = layers
     (staged / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     return staged
 

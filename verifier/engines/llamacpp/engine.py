@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from registry.domain.engines import VERIFIER_ENGINES
+from registry.domain.llama_commands import LLAMA_SPEC_TYPES, NEEDS_TARGET_DIR
 from registry.settings import get_settings
 from verifier.counters import NO_COUNTS, SpecCounters
-from verifier.engines.llamacpp.convert import NEEDS_TARGET_DIR, OUTTYPES, cached_gguf, method_of
+from verifier.engines.llamacpp.convert import OUTTYPES, cached_gguf, method_of
 from verifier.engines.llamacpp.gguf import GgufInfo, gguf_info
 from verifier.engines.llamacpp.install import ServerBinary, find_server, llama_cpp_source
 from verifier.engines.llamacpp.server import Draft, LlamaCppOptions, LlamaServer, ServerFailed
@@ -35,15 +36,8 @@ from verifier.metrics import StepCounts
 from verifier.prompts import encode_prompt
 
 ENGINE_NAME = VERIFIER_ENGINES["llamacpp"]
-# Drafter method (registry.domain.drafter_facts.detect_method) → llama-server --spec-type.
-SPEC_TYPES = {
-    "draft-lm": "draft-simple",
-    "dflash": "draft-dflash",
-    "dflash2": "draft-dflash",  # llama.cpp runs DFlash 2 through the DFlash path when the selector is present
-    "dspark": "draft-dspark",
-    "eagle3": "draft-eagle3",
-    "gemma4-assistant": "draft-mtp",
-}
+# Drafter method → llama-server --spec-type: the table `drafters launch` prints from.
+SPEC_TYPES = LLAMA_SPEC_TYPES
 LLAMA_SERVER_DEFAULT_DRAFT_MAX = 3
 
 

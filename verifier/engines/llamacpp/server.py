@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from registry.domain.llama_commands import server_draft_args
 from registry.processes import killed_with_parent
 from verifier.counters import LLAMACPP_PREFIX, NO_COUNTS, SpecCounters, parse_prometheus, spec_counters
 from verifier.engines.llamacpp.install import ServerBinary, last_lines
@@ -149,8 +150,8 @@ class LlamaServer:
         if self.options.threads is not None:
             args += ["-t", str(self.options.threads)]
         if self.draft is not None:
-            args += ["-md", str(self.draft.gguf), "--spec-type", self.draft.spec_type,
-                     "--spec-draft-n-max", str(self.draft.draft_length)]
+            # The drafter arguments `drafters launch` prints (registry.domain.llama_commands).
+            args += server_draft_args(str(self.draft.gguf), self.draft.spec_type, self.draft.draft_length)
             if self.options.threads is not None:
                 args += ["-td", str(self.options.threads)]
         # Loopback and the key come last as well: the last occurrence of an option wins.
