@@ -65,6 +65,7 @@ def exact_pairs(store: Store, target: str, drafter: str | None = None, *,
             gguf=verdict.drafter_repo_id.lower().endswith("-gguf"),
             target_family=checkpoint.family if checkpoint is not None else None,
             eagle3_layers=_eagle3_layers(revision.config if revision is not None else None),
+            drafter_config_read=revision is not None and revision.config is not None,
         ))
     pairs.sort(key=lambda p: (p.method, p.drafter))
     return pairs

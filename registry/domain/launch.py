@@ -101,6 +101,7 @@ class PairFacts:
     # EAGLE-3: the hidden-state indices llama.cpp's converter must be given (llama_commands.eagle3_converter_layers
     # of the head's recorded config); None when it reads the right ones itself.
     eagle3_layers: tuple[int, ...] | None = None
+    drafter_config_read: bool = False  # the registry holds the drafter's config.json (eagle3_layers follow from it)
 
 
 @dataclass(frozen=True)
@@ -292,6 +293,11 @@ def _llamacpp(facts: PairFacts, measured: DraftLength | None, *, local: bool) ->
             notes.append(f"llama.cpp's converter reads an EAGLE-3 head's fused target states only from a top-level "
                          f"{EAGLE3_CONVERTER_KEY}; this head names them elsewhere, so the step before the conversion "
                          f"writes them there ({layers}): without it the head reads EAGLE-3's default layers instead")
+        elif facts.method == "eagle3" and not facts.drafter_config_read:
+            notes.append(f"the registry has not read this head's config.json: llama.cpp's converter reads the fused "
+                         f"target states only from a top-level {EAGLE3_CONVERTER_KEY} (hidden-state indices); a head "
+                         "that names them under eagle_config (yuhuili / SpecForge: layer ids, one less) or as "
+                         "target_layer_ids needs them written there first, or it reads EAGLE-3's default layers")
         # A drafter without embeddings or tokenizer of its own takes them from the target (--target-model-dir).
         steps.append(("python", CONVERTER, *converter_args(
             drafter_dir, drafter_gguf, outtype="bf16",

@@ -110,7 +110,7 @@ def test_the_printed_block_and_head_commands_serve_with_drafts(
         # What the registry passes (registry.calibration.launch_inputs): the rule applied to the head's config.
         layers = eagle3_converter_layers(read_config(head))
         pair = PairFacts(str(qwen3_target), None, str(drafter), None, "eagle3",
-                         eagle3_layers=tuple(layers) if layers is not None else None)
+                         eagle3_layers=tuple(layers) if layers is not None else None, drafter_config_read=True)
     answer = _run_launch(pair, (block_size - 1) if block_size else 3, tmp_path, server_binary, llama_source)
     timings = answer["timings"]
     assert answer["content"] and timings["predicted_n"] > 0

@@ -15,8 +15,10 @@ import pytest
 
 from registry.calibration.launch_inputs import exact_pairs
 from registry.domain.launch import ENGINES, DraftLength, PairFacts, launch_command
+from registry.domain.llama_commands import CONVERTER, EAGLE3_CONVERTER_KEY, eagle3_converter_layers
 from registry.store import Store
 from registry.store.catalog_import import load_catalog
+from registry.store.records import RevisionSpec
 
 SOURCES = json.loads((Path(__file__).resolve().parents[1] / "data" / "engine_sources.json").read_text())
 VLLM = SOURCES["vllm"]
@@ -159,3 +161,56 @@ def test_launch_cli(database_url: str) -> None:
     assert drafters("launch", "Qwen/Qwen3-8B", "--engine", "tensorrt").returncode == 2
     missing = drafters("launch", "nobody/nothing", "--engine", "vllm")
     assert missing.returncode == 1 and "not in the registry" in missing.stderr
+
+
+YUHUILI_HEAD = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 4096,
+                "num_hidden_layers": 1, "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 12288,
+                "vocab_size": 151936, "draft_vocab_size": 32000,
+                "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 17, 32]}}
+
+
+def test_the_eagle3_layers_llama_cpp_must_be_given() -> None:
+    # yuhuili / SpecForge: layer OUTPUT ids under eagle_config, which llama.cpp's converter never reads.
+    assert eagle3_converter_layers(YUHUILI_HEAD) == [2, 18, 33]
+    # speculators: hidden-state indices top-level, where the converter reads them: nothing to add.
+    speculators = {"speculators_model_type": "eagle3", "draft_vocab_size": 32000,
+                   "transformer_layer_config": {"num_hidden_layers": 1, "hidden_size": 4096},
+                   "eagle_aux_hidden_state_layer_ids": [2, 18, 33]}
+    assert eagle3_converter_layers(speculators) is None
+    # Written top-level once, the same head needs nothing more (the printed step converges).
+    assert eagle3_converter_layers({**YUHUILI_HEAD, EAGLE3_CONVERTER_KEY: [2, 18, 33]}) is None
+    # No layer ids named: the converter's default is EAGLE-3's default, which the head was trained on.
+    assert eagle3_converter_layers({k: v for k, v in YUHUILI_HEAD.items() if k != "eagle_config"}) is None
+    assert eagle3_converter_layers({"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 2}) is None
+
+
+def test_the_printed_eagle3_step_writes_the_layers_the_converter_reads(tmp_path: Path) -> None:
+    head = tmp_path / "EAGLE3-Qwen3-8B"
+    head.mkdir()
+    (head / "config.json").write_text(json.dumps(YUHUILI_HEAD))
+    pair = PairFacts("Qwen/Qwen3-8B", SHA, str(head), None, "eagle3", eagle3_layers=(2, 18, 33),
+                     drafter_config_read=True)
+    launch = launch_command(pair, "llamacpp", local=True)
+    (step,) = [s for s in launch.steps if s[:2] == ("python", "-c")]
+    convert = launch.steps.index(next(s for s in launch.steps if s[1] == CONVERTER and str(head) in s))
+    assert launch.steps.index(step) < convert  # before the head's conversion
+    subprocess.run([sys.executable, *step[1:]], check=True, timeout=60)
+    written = json.loads((head / "config.json").read_text())
+    assert written == {**YUHUILI_HEAD, EAGLE3_CONVERTER_KEY: [2, 18, 33]}
+    assert any(EAGLE3_CONVERTER_KEY in note for note in launch.notes)
+    # A head whose config the registry never read: no step, but the user is told what to check.
+    unread = launch_command(PairFacts("Qwen/Qwen3-8B", SHA, "yuhuili/EAGLE3-Qwen3-8B", None, "eagle3"), "llamacpp")
+    assert not [s for s in unread.steps if s[:2] == ("python", "-c")]
+    assert any("has not read this head's config.json" in note for note in unread.notes)
+
+
+def test_launch_reads_the_eagle3_layers_from_the_recorded_config(tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'registry.db'}")
+    load_catalog(store)
+    drafter = "RedHatAI/Qwen3-8B-speculator.eagle3"
+    store.add_drafter_revision(drafter, RevisionSpec(sha="a" * 40, config_raw=json.dumps(YUHUILI_HEAD).encode()))
+    store.recompute_compatibility(checkpoint_repo_id="Qwen/Qwen3-8B")
+    (pair,) = exact_pairs(store, "Qwen/Qwen3-8B", drafter)
+    assert pair.eagle3_layers == (2, 18, 33) and pair.drafter_config_read
+    printed = launch_command(pair, "llamacpp").shell()
+    assert '[2,18,33]' in printed and printed.index("[2,18,33]") < printed.index("--target-model-dir")
