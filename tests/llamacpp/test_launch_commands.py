@@ -70,7 +70,8 @@ def _run_launch(pair: PairFacts, draft_length: int, work: Path, binary: ServerBi
             assert time.monotonic() < deadline, "llama-server was not ready in 300 s"
             time.sleep(0.1)
         answer = httpx.post(f"http://127.0.0.1:{port}/completion", timeout=300, json={
-            "prompt": _prompt_ids(Path(pair.target)), "n_predict": 32, "temperature": 0.0, "cache_prompt": False}).json()
+            "prompt": _prompt_ids(Path(pair.target)), "n_predict": 32, "temperature": 0.0,
+            "cache_prompt": False}).json()
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -118,5 +119,6 @@ def test_the_printed_block_and_head_commands_serve_with_drafts(
     if method != "dflash":
         # The head reads the target layers it was trained on (the verifier's conversion writes the same ones).
         written = read_gguf_metadata(tmp_path / f"{drafter.name}.gguf", ("eagle3.target_layers",))
-        trained = parse_eagle3_config(read_config(head)).hidden_state_indices(read_config(qwen3_target)["num_hidden_layers"])
+        target_layers = read_config(qwen3_target)["num_hidden_layers"]
+        trained = parse_eagle3_config(read_config(head)).hidden_state_indices(target_layers)
         assert written["eagle3.target_layers"] == list(trained) == [1, 2, 3]

@@ -55,10 +55,12 @@ def convert_to_gguf(
     with tempfile.TemporaryDirectory(prefix="gguf-convert-") as scratch:
         staged = with_eagle3_target_layers(with_tokenizer_json(Path(model_dir), Path(scratch) / "model"),
                                            Path(scratch) / "eagle3")
-        staged_target = None if target_dir is None else with_tokenizer_json(Path(target_dir), Path(scratch) / "target")
+        staged_target = None
+        if target_dir is not None:
+            staged_target = str(with_tokenizer_json(Path(target_dir), Path(scratch) / "target"))
         # The arguments `drafters launch` prints (registry.domain.llama_commands), with this machine's paths.
-        command = [sys.executable, str(source / CONVERTER), *converter_args(
-            str(staged), str(out_file), outtype=outtype, target_dir=None if staged_target is None else str(staged_target))]
+        command = [sys.executable, str(source / CONVERTER),
+                   *converter_args(str(staged), str(out_file), outtype=outtype, target_dir=staged_target)]
         try:
             # The converter goes with us, even when we are killed with SIGKILL (`up`'s worker runs it too).
             result = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=environment,
