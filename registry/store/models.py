@@ -422,6 +422,9 @@ class BenchmarkRun(Base):
     provenance: Mapped[dict[str, Any]] = mapped_column(JSON)
 
     set_results: Mapped[list[RunSetResult]] = relationship(back_populates="run", cascade="all, delete-orphan")
+    # Loaded with every run read (one query per read, not per run): a Run carries its prediction.
+    prediction: Mapped[RunPredictionRow | None] = relationship(back_populates="run", cascade="all, delete-orphan",
+                                                               lazy="selectin")
 
 
 class RunSetResult(Base):
@@ -446,3 +449,17 @@ class RunSetResult(Base):
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON)
 
     run: Mapped[BenchmarkRun] = relationship(back_populates="set_results")
+
+
+class RunPredictionRow(Base):
+    """The pricing model's forecast of one run (registry.calibration), kept apart from the measurement: the run is
+    what was measured and never changes, the prediction is rewritten when the model is recalibrated."""
+
+    __tablename__ = "run_prediction"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_pk: Mapped[int] = mapped_column(ForeignKey("benchmark_run.id", ondelete="CASCADE"), unique=True)
+    model_version: Mapped[int] = mapped_column(Integer)
+    prediction: Mapped[dict[str, Any]] = mapped_column(JSON)  # the RunPrediction (registry.domain.stored_json)
+
+    run: Mapped[BenchmarkRun] = relationship(back_populates="prediction")
