@@ -1,4 +1,5 @@
-"""run predictions in their own table: the pricing model's forecast of a run moves out of the run's metrics JSON
+"""run predictions in their own table: the pricing model's forecast of a run moves out of the run's metrics JSON;
+an index on a run's series (target, drafter, hardware, created_at) for the regression check
 
 The prediction is rewritten whenever the model is recalibrated while the measurement never changes, so it gets its
 own row (one per run); existing predictions move over unchanged and move back on downgrade.
@@ -36,6 +37,8 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_run_prediction")),
         sa.UniqueConstraint("run_pk", name=op.f("uq_run_prediction_run_pk")),
     )
+    # A run's series, for the regression check's newest comparable runs (one index walk, not the whole table).
+    op.create_index("ix_benchmark_run_series", "benchmark_run", ["target", "drafter", "hardware", "created_at"])
     connection = op.get_bind()
     moved: list[dict[str, Any]] = []
     for pk, metrics in connection.execute(sa.select(runs.c.id, runs.c.metrics)).all():
@@ -57,3 +60,4 @@ def downgrade() -> None:
         metrics = {**(metrics if isinstance(metrics, dict) else {}), "prediction": stored[pk]}
         connection.execute(runs.update().where(runs.c.id == pk).values(metrics=metrics))
     op.drop_table("run_prediction")
+    op.drop_index("ix_benchmark_run_series", table_name="benchmark_run")

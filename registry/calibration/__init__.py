@@ -230,9 +230,21 @@ def _fit_group(store: Store, run: Run, gpus: tuple[Gpu, ...]) -> list[Run]:
     """The stored runs fitted_device can fit this run's constants from, in predict_runs' order (the fits' sums
     and `fitted_from` follow it): a run on a catalog GPU is fitted from the runs on any catalog GPU, any other run
     from the runs on its own hardware (None included); no other run can change its prediction."""
-    if run.hardware and find_gpu(gpus, run.hardware) is not None:
-        return ok_runs_on_hardware(store, [h for h in hardware_names(store) if find_gpu(gpus, h) is not None])
+    if run.hardware and _names_catalog_gpu(gpus, run.hardware):
+        return ok_runs_on_hardware(store, [h for h in hardware_names(store) if _names_catalog_gpu(gpus, h)])
     return ok_runs_on_hardware(store, [run.hardware])
+
+
+# Hardware name -> whether it names a card of the packaged GPU catalog, which does not change while the process
+# runs: matching a name is a fuzzy search of the catalog, repeated for every machine's name on every record.
+_CATALOG_GPU_NAMES: dict[str, bool] = {}
+
+
+def _names_catalog_gpu(gpus: tuple[Gpu, ...], hardware: str) -> bool:
+    """`gpus`: the packaged catalog (load_gpus()), the only one predict_one prices with."""
+    if hardware not in _CATALOG_GPU_NAMES:
+        _CATALOG_GPU_NAMES[hardware] = find_gpu(gpus, hardware) is not None
+    return _CATALOG_GPU_NAMES[hardware]
 
 
 def _missing(run: Run, reason: str) -> RunPrediction:

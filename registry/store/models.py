@@ -9,7 +9,8 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, Date, DateTime, Double, ForeignKey, Integer, MetaData, String, Text, UniqueConstraint
+from sqlalchemy import (JSON, BigInteger, Boolean, Date, DateTime, Double, ForeignKey, Index, Integer, MetaData, String,
+                        Text, UniqueConstraint)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 NAMING_CONVENTION = {
@@ -386,6 +387,9 @@ class BenchmarkRun(Base):
     """One measured (target, drafter) run with its provenance; failed runs are kept with their reason."""
 
     __tablename__ = "benchmark_run"
+    # A run's series (regression_event reads its newest 20): found by index and walked newest first, whatever the
+    # number of runs stored.
+    __table_args__ = (Index("ix_benchmark_run_series", "target", "drafter", "hardware", "created_at"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[str] = mapped_column(String(40), unique=True)

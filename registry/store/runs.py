@@ -13,7 +13,7 @@ from registry.domain.regression import regression
 from registry.domain.run import Run, RunPrediction
 from registry.domain.stored_json import from_json, to_json
 from registry.store import Store
-from registry.store.core import utcnow
+from registry.store.core import aware, utcnow
 from registry.store.mappers import prediction_row, run_record, run_values, set_values
 from registry.store.models import BenchmarkRun, RunSetResult
 from registry.store.records import EventSpec
@@ -131,7 +131,8 @@ def set_predictions(store: Store, predictions: Mapping[str, RunPrediction]) -> i
 def ok_runs_on_hardware(store: Store, hardware: Collection[str | None]) -> list[Run]:
     """The successful runs on any of these hardware names (None: the runs that name none), newest first as
     list_runs orders them: the runs the pricing model fits one run's constants from, read through the hardware
-    index so that predicting a run reads its group, not the registry."""
+    index so that predicting a run reads its group, not the registry. Status and order are applied here, not in
+    SQL: SQLite (without ANALYZE statistics) would otherwise walk the status or created_at index over every run."""
     names = [h for h in hardware if h is not None]
     matches = [BenchmarkRun.hardware.in_(names)] if names else []
     if None in hardware:
@@ -139,13 +140,10 @@ def ok_runs_on_hardware(store: Store, hardware: Collection[str | None]) -> list[
     if not matches:
         return []
     with store.session() as session:
-        query = (
-            select(BenchmarkRun)
-            .options(selectinload(BenchmarkRun.set_results))
-            .where(BenchmarkRun.status == "ok", or_(*matches))
-            .order_by(BenchmarkRun.created_at.desc(), BenchmarkRun.id.desc())
-        )
-        return [run_record(row) for row in session.scalars(query)]
+        query = select(BenchmarkRun).options(selectinload(BenchmarkRun.set_results)).where(or_(*matches))
+        rows = [row for row in session.scalars(query) if row.status == "ok"]
+        rows.sort(key=lambda row: (aware(row.created_at), row.id), reverse=True)
+        return [run_record(row) for row in rows]
 
 
 # The distinct hardware names by a loose index scan: one index probe per name (each the smallest name above the
