@@ -10,6 +10,7 @@ Revises: 0010_autoverify
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -40,17 +41,30 @@ def upgrade() -> None:
     # A run's series, for the regression check's newest comparable runs (one index walk, not the whole table).
     op.create_index("ix_benchmark_run_series", "benchmark_run", ["target", "drafter", "hardware", "created_at"])
     connection = op.get_bind()
-    moved: list[dict[str, Any]] = []
-    for pk, metrics in connection.execute(sa.select(runs.c.id, runs.c.metrics)).all():
-        if not isinstance(metrics, dict) or "prediction" not in metrics:
-            continue
-        prediction = metrics.pop("prediction")
-        connection.execute(runs.update().where(runs.c.id == pk).values(metrics=metrics))
-        if isinstance(prediction, dict):
-            moved.append({"run_pk": pk, "model_version": int(prediction.get("model_version") or 0),
-                          "prediction": prediction})
-    if moved:
-        connection.execute(predictions.insert(), moved)
+    for rows in _pages(connection):
+        moved: list[dict[str, Any]] = []
+        for pk, metrics in rows:
+            if not isinstance(metrics, dict) or "prediction" not in metrics:
+                continue
+            prediction = metrics.pop("prediction")
+            connection.execute(runs.update().where(runs.c.id == pk).values(metrics=metrics))
+            if isinstance(prediction, dict):
+                moved.append({"run_pk": pk, "model_version": int(prediction.get("model_version") or 0),
+                              "prediction": prediction})
+        if moved:
+            connection.execute(predictions.insert(), moved)
+
+
+def _pages(connection: sa.Connection, size: int = 1000) -> Iterator[list[tuple[int, Any]]]:
+    """The runs' (id, metrics) a thousand at a time, by id: a registry of 100,000 runs is never all in memory."""
+    last = 0
+    while True:
+        rows = [(pk, metrics) for pk, metrics in connection.execute(
+            sa.select(runs.c.id, runs.c.metrics).where(runs.c.id > last).order_by(runs.c.id).limit(size))]
+        if not rows:
+            return
+        yield rows
+        last = rows[-1][0]
 
 
 def downgrade() -> None:
