@@ -7,13 +7,13 @@ pricing model's prediction of it, in one transaction. The prediction reads the r
 its hardware; for a catalog GPU, the runs on any catalog GPU), so the registry is seeded as a fleet: runs on
 machines of 20 runs each (`host-N`, more machines as the registry grows) and a fixed 200 runs on catalog GPUs,
 copies of one measured run made by bulk inserts (the bench measures recording, not loading). Each round records
---records new runs (after one untimed), each on another seeded machine (20 peers: bandwidth and overhead fitted by least squares),
-then as many on a catalog GPU (200 peers and growing by one per record).
+--records new runs (after one untimed), each on another seeded machine (20 peers: bandwidth and overhead fitted by
+least squares), then as many on a catalog GPU (200 peers and growing by one per record).
 
 The reference, measured in the same run on the same database: the sequence before issue 25 (record_run,
 regression_event, record_event, then a prediction from every stored run, each in its own session), up to
---reference-max stored runs (it reads every run per record: ~25 s per record at 100,000). Ratio = ms per
-record / the smallest registry's ms of the same kind.
+--reference-max stored runs (it reads every run per record: 79 s per record at 100,000 in bench/RESULTS.md).
+Ratio = ms per record / the smallest registry's ms of the same kind.
 """
 
 from __future__ import annotations
@@ -128,7 +128,8 @@ def main() -> int:
             host_ms, host_done = timed(record_measurement, store, host_runs)
             gpu_ms, gpu_done = timed(record_measurement, store, gpu_runs)
             assert all(r.prediction is not None and r.prediction.predicted for r in host_done + gpu_done)
-            peers = (len(host_done[0].prediction.fitted_from), len(gpu_done[0].prediction.fitted_from))  # type: ignore[union-attr]
+            peers = tuple(len(done[0].prediction.fitted_from)  # type: ignore[union-attr]
+                          for done in (host_done, gpu_done))
             old_ms = None
             if size <= args.reference_max:
                 old_runs = [template(f"host-{i * hosts // args.records}", minute + 200 + i) for i in range(3)]

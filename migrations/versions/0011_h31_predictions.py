@@ -70,7 +70,8 @@ def _pages(connection: sa.Connection, size: int = 1000) -> Iterator[list[tuple[i
 def downgrade() -> None:
     connection = op.get_bind()
     stored = dict(connection.execute(sa.select(predictions.c.run_pk, predictions.c.prediction)).all())
-    for pk, metrics in connection.execute(sa.select(runs.c.id, runs.c.metrics).where(runs.c.id.in_(list(stored)))).all():
+    query = sa.select(runs.c.id, runs.c.metrics).where(runs.c.id.in_(list(stored)))
+    for pk, metrics in connection.execute(query).all():
         metrics = {**(metrics if isinstance(metrics, dict) else {}), "prediction": stored[pk]}
         connection.execute(runs.update().where(runs.c.id == pk).values(metrics=metrics))
     op.drop_table("run_prediction")

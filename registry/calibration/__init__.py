@@ -7,10 +7,11 @@ itself, and a fitted constant always comes from at least two other runs (one run
 Stored, with the model version, rather than only computed on read: storing a run (`drafters verify`, llama.cpp,
 `drafters ingest`, all through recording.py) predicts it from the runs already stored and keeps that prediction
 with it (its run_prediction row), so the number shown is the forecast the model made before it could have been
-adjusted to this run, and it does not move when later runs arrive. The prediction carries MODEL_VERSION; a read (`drafters runs`, the dashboard) shows a stored
-prediction only when the current model made it, and otherwise computes one on read (from all other runs,
-writing nothing) until `drafters price --calibration` or `bench/price.py` stores the current model's
-predictions again. Bump MODEL_VERSION whenever the model's arithmetic or its fitting rules change.
+adjusted to this run, and it does not move when later runs arrive. The prediction carries MODEL_VERSION; a read
+(`drafters runs`, the dashboard) shows a stored prediction only when the current model made it, and otherwise
+computes one on read (from all other runs, writing nothing) until `drafters price --calibration` or
+`bench/price.py` stores the current model's predictions again. Bump MODEL_VERSION whenever the model's arithmetic
+or its fitting rules change.
 
 The fitting arithmetic (bytes per forward, fitted devices) is in fit.py; this module reads the store.
 """

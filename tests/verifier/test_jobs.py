@@ -80,8 +80,9 @@ def test_a_stored_run_reads_back_and_prints_as_it_was_measured(store: Store, dat
     assert printed["run_id"] == record.run_id and printed["overall"]["acceptance"]["tau"] == record.tau
 
 
-def test_a_run_whose_prediction_fails_is_not_half_stored(store: Store, tiny_target_dir: Path,
-                                                         tiny_draft_lm_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_whose_prediction_fails_is_not_half_stored(
+    store: Store, tiny_target_dir: Path, tiny_draft_lm_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """verify_now records through registry.calibration.recording: when the prediction step fails after the run was
     written, the run goes too and the error names the step; the job's retry stores it whole."""
     def broken(*args: object, **kwargs: object) -> None:
