@@ -66,6 +66,7 @@ ALLOWED = {
                                    "goes with its Engine, above",
     ("bench/api.py", "orm"): "copies 10,000 targets and 100,000 runs straight into the tables, as bench/dashboard.py",
     ("bench/api.py", "session"): "the session of that copy",
+    ("bench/record.py", "orm"): "copies one run 100,000 times straight into the table, as bench/api.py",
     ("dashboard/plan_queries.py", "engine"): "the dashboard's Engine goes with its read-only query object (issue 25 "
                                              "item 2)",
     ("drafters/api/app.py", "engine"): "the API holds the read-only Engine the dashboard's query object will replace "

@@ -18,12 +18,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from registry import calibration
+from registry.calibration.recording import record_measurement
 from registry.domain.engines import SERVER_ENGINE_NAMES, SERVER_KINDS
 from registry.domain.measurement import SetMeasurement, spread
 from registry.domain.run import Run
 from registry.store import Store
-from registry.store.runs import record_run, regression_event
 from verifier.counters import (
     LLAMACPP_PREFIX,
     VLLM_PREFIX,
@@ -230,8 +229,5 @@ def ingest_server(
         hardware=hardware,
         provenance=source,
     )
-    record = record_run(store, run)
-    event = regression_event(store, record)
-    if event is not None:
-        store.record_event(event)
-    return calibration.record_prediction(store, record)  # the pricing model's forecast of it, stored with it
+    # With its regression event and the pricing model's forecast of it, in one transaction.
+    return record_measurement(store, run)

@@ -15,14 +15,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from registry import calibration
+from registry.calibration.recording import record_measurement
 from registry.domain.engines import VERIFIER_ENGINES
 from registry.domain.measurement import RunSettings
 from registry.domain.run import Run
 from registry.domain.stored_json import from_json, to_json
 from registry.store import Store
 from registry.store import jobs as queue
-from registry.store.runs import record_run, regression_event
 from verifier.engines.llamacpp.engine import run_llamacpp_pair
 from verifier.folders import LoadError, cached_snapshot
 from verifier.harness.record import failed_run, named_run
@@ -127,16 +126,12 @@ def verify_now(
             reason = f"crashed ({error.__class__.__name__}), a bug in the verifier: {reason}"
         else:
             log.warning("run %s failed: %s", run_id, error)
-        return record_run(store, failed_run(request, reason, job_id=job_id, run_id=run_id))
+        return record_measurement(store, failed_run(request, reason, job_id=job_id, run_id=run_id))
     if provenance:
         run = replace(run, provenance={**run.provenance, **provenance})
-    record = record_run(store, named_run(request, run, job_id=job_id, run_id=run_id))
-    event = regression_event(store, record)
-    if event is not None:
-        store.record_event(event)
-    # The pricing model's forecast of this run, from the runs stored before it, kept with it (its error is shown
-    # by `drafters runs` and the dashboard).
-    return calibration.record_prediction(store, record)
+    # With its regression event and the pricing model's forecast (shown by `drafters runs` and the dashboard), in
+    # one transaction.
+    return record_measurement(store, named_run(request, run, job_id=job_id, run_id=run_id))
 
 
 def job_run_id(job_id: int) -> str:

@@ -5,12 +5,13 @@ Constants are fitted leave-one-out: a run is never predicted with a bandwidth, e
 itself, and a fitted constant always comes from at least two other runs (one run would be a copy of its speed).
 
 Stored, with the model version, rather than only computed on read: storing a run (`drafters verify`, llama.cpp,
-`drafters ingest`) predicts it from the runs already stored and keeps that prediction with it, so the number
-shown is the forecast the model made before it could have been adjusted to this run, and it does not move when
-later runs arrive. The prediction carries MODEL_VERSION; a read (`drafters runs`, the dashboard) shows a stored
-prediction only when the current model made it, and otherwise computes one on read (from all other runs,
-writing nothing) until `drafters price --calibration` or `bench/price.py` stores the current model's
-predictions again. Bump MODEL_VERSION whenever the model's arithmetic or its fitting rules change.
+`drafters ingest`, all through recording.py) predicts it from the runs already stored and keeps that prediction
+with it (its run_prediction row), so the number shown is the forecast the model made before it could have been
+adjusted to this run, and it does not move when later runs arrive. The prediction carries MODEL_VERSION; a read
+(`drafters runs`, the dashboard) shows a stored prediction only when the current model made it, and otherwise
+computes one on read (from all other runs, writing nothing) until `drafters price --calibration` or
+`bench/price.py` stores the current model's predictions again. Bump MODEL_VERSION whenever the model's arithmetic
+or its fitting rules change.
 
 The fitting arithmetic (bytes per forward, fitted devices) is in fit.py; this module reads the store.
 """
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -29,12 +29,12 @@ from registry.domain import pricing
 from registry.domain.catalog import load_catalog_data
 from registry.domain.configs import ConfigError, parse_config
 from registry.domain.drafter_facts import detect_method
-from registry.domain.gpus import Gpu, load_gpus
+from registry.domain.gpus import Gpu, find_gpu, load_gpus
 from registry.domain.memory import stored_bits_per_weight
 from registry.domain.run import Run, RunPrediction
 from registry.local import LocalRepoError, looks_like_folder, read_local_repo
 from registry.store import Store
-from registry.store.runs import list_runs, set_predictions
+from registry.store.runs import hardware_names, list_runs, ok_runs_on_hardware, set_predictions
 
 MODEL_VERSION = 2  # 2: a per-forward overhead fitted per hardware and engine; CPU fits need 2+ other runs
 
@@ -213,14 +213,39 @@ def predict_runs(store: Store, *, overhead: bool = True) -> list[RunPrediction]:
 
 
 def predict_one(store: Store, run: Run) -> RunPrediction:
-    """One run's prediction, from the other runs in the database."""
+    """One run's prediction, from the other runs in its fit group (`_fit_group`): the same prediction as from
+    every run in the database (predict_runs), at a cost that grows with the group, not the registry."""
     if run.status != "ok":
         return _missing(run, "the run failed: nothing was measured")
     if not (run.baseline_tokens_per_s or run.tokens_per_s):
         return _missing(run, "the run stored no tokens/s")
-    _, prepared = _prepare(store)
-    entry = prepared.get(run.run_id) or _run_bytes(store, run)
-    return _predict(run, entry, {**prepared, run.run_id: entry}, load_gpus(), overhead=True)
+    gpus = load_gpus()
+    known: dict[tuple[str, bool], SideFacts] = {}
+    prepared = {r.run_id: _run_bytes(store, r, known) for r in _fit_group(store, run, gpus)
+                if r.baseline_tokens_per_s or r.tokens_per_s}
+    entry = prepared.get(run.run_id) or _run_bytes(store, run, known)
+    return _predict(run, entry, {**prepared, run.run_id: entry}, gpus, overhead=True)  # type: ignore[dict-item]
+
+
+def _fit_group(store: Store, run: Run, gpus: tuple[Gpu, ...]) -> list[Run]:
+    """The stored runs fitted_device can fit this run's constants from, in predict_runs' order (the fits' sums
+    and `fitted_from` follow it): a run on a catalog GPU is fitted from the runs on any catalog GPU, any other run
+    from the runs on its own hardware (None included); no other run can change its prediction."""
+    if run.hardware and _names_catalog_gpu(gpus, run.hardware):
+        return ok_runs_on_hardware(store, [h for h in hardware_names(store) if _names_catalog_gpu(gpus, h)])
+    return ok_runs_on_hardware(store, [run.hardware])
+
+
+# Hardware name -> whether it names a card of the packaged GPU catalog, which does not change while the process
+# runs: matching a name is a fuzzy search of the catalog, repeated for every machine's name on every record.
+_CATALOG_GPU_NAMES: dict[str, bool] = {}
+
+
+def _names_catalog_gpu(gpus: tuple[Gpu, ...], hardware: str) -> bool:
+    """`gpus`: the packaged catalog (load_gpus()), the only one predict_one prices with."""
+    if hardware not in _CATALOG_GPU_NAMES:
+        _CATALOG_GPU_NAMES[hardware] = find_gpu(gpus, hardware) is not None
+    return _CATALOG_GPU_NAMES[hardware]
 
 
 def _missing(run: Run, reason: str) -> RunPrediction:
@@ -238,16 +263,6 @@ def stored_prediction(run: Run) -> RunPrediction | None:
 def store_predictions(store: Store, predictions: Sequence[RunPrediction]) -> int:
     """Store each prediction with its run; returns how many runs changed."""
     return set_predictions(store, {p.run_id: p for p in predictions})
-
-
-def record_prediction(store: Store, run: Run) -> Run:
-    """Predict a run that was just stored (from the runs stored before it) and store that with it; the run as
-    stored now. A failed run gets no prediction."""
-    if run.status != "ok":
-        return run
-    prediction = predict_one(store, run)
-    store_predictions(store, [prediction])
-    return replace(run, prediction=prediction)
 
 
 def current_predictions(store: Store, runs: Sequence[Run]) -> dict[str, RunPrediction]:

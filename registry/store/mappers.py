@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from registry.domain import configs
 from registry.domain.measurement import SetMeasurement
-from registry.domain.run import Run
+from registry.domain.run import Run, RunPrediction
 from registry.domain.stored_json import from_json, to_json
 from registry.store.core import aware
 from registry.store.models import (
@@ -23,6 +23,7 @@ from registry.store.models import (
     DrafterRevision,
     Event,
     Job,
+    RunPredictionRow,
     Subscription,
     WatchFailure,
 )
@@ -38,13 +39,14 @@ from registry.store.records import (
 )
 
 # A run's fields that have a column of their own (filtered, indexed or shown by SQL); the rest of the run (its
-# measurement: settings, overall, forward costs, divergence, prediction) is the `metrics` JSON, each prompt set a
-# run_set_result row whose `metrics` is its SetMeasurement, and the provenance its own JSON column.
+# measurement: settings, overall, forward costs, divergence) is the `metrics` JSON, each prompt set a
+# run_set_result row whose `metrics` is its SetMeasurement, the provenance its own JSON column, and the prediction a
+# run_prediction row.
 RUN_COLUMNS = ("run_id", "created_at", "status", "failure_reason", "job_id", "engine", "engine_version", "target",
                "target_revision", "drafter", "drafter_revision", "method", "draft_length", "device_name", "hardware",
                "torch_version", "transformers_version", "lossless", "peak_memory_bytes", "target_weight_bytes",
                "drafter_weight_bytes")
-_ELSEWHERE = {*RUN_COLUMNS, "per_set", "provenance"}
+_ELSEWHERE = {*RUN_COLUMNS, "per_set", "provenance", "prediction"}
 # Numbers copied out of the measurement into columns so SQL can filter and aggregate them; read back from the JSON.
 QUERY_COLUMNS = ("temperature", "seed", "dtype", "tau", "acceptance_rate", "baseline_tokens_per_s", "tokens_per_s",
                  "speedup", "efficiency")
@@ -129,6 +131,10 @@ def run_values(run: Run) -> dict[str, Any]:
     return values
 
 
+def prediction_row(prediction: RunPrediction) -> RunPredictionRow:
+    return RunPredictionRow(model_version=prediction.model_version, prediction=to_json(prediction))
+
+
 def set_values(result: SetMeasurement) -> dict[str, Any]:
     """One prompt set's run_set_result column values: query copies and the SetMeasurement as JSON."""
     return {
@@ -161,6 +167,7 @@ def run_record(row: BenchmarkRun) -> Run:
         **columns,
         per_set=tuple(from_json(SetMeasurement, r.metrics) for r in sorted(row.set_results, key=lambda r: r.id)),
         provenance=dict(row.provenance or {}),
+        prediction=from_json(RunPrediction, row.prediction.prediction) if row.prediction is not None else None,
     )
 
 

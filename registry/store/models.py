@@ -9,7 +9,8 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, Date, DateTime, Double, ForeignKey, Integer, MetaData, String, Text, UniqueConstraint
+from sqlalchemy import (JSON, BigInteger, Boolean, Date, DateTime, Double, ForeignKey, Index, Integer, MetaData, String,
+                        Text, UniqueConstraint)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 NAMING_CONVENTION = {
@@ -386,6 +387,9 @@ class BenchmarkRun(Base):
     """One measured (target, drafter) run with its provenance; failed runs are kept with their reason."""
 
     __tablename__ = "benchmark_run"
+    # A run's series (regression_event reads its newest 20): found by index and walked newest first, whatever the
+    # number of runs stored.
+    __table_args__ = (Index("ix_benchmark_run_series", "target", "drafter", "hardware", "created_at"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[str] = mapped_column(String(40), unique=True)
@@ -422,6 +426,9 @@ class BenchmarkRun(Base):
     provenance: Mapped[dict[str, Any]] = mapped_column(JSON)
 
     set_results: Mapped[list[RunSetResult]] = relationship(back_populates="run", cascade="all, delete-orphan")
+    # Loaded with every run read (one query per read, not per run): a Run carries its prediction.
+    prediction: Mapped[RunPredictionRow | None] = relationship(back_populates="run", cascade="all, delete-orphan",
+                                                               lazy="selectin")
 
 
 class RunSetResult(Base):
@@ -446,3 +453,17 @@ class RunSetResult(Base):
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON)
 
     run: Mapped[BenchmarkRun] = relationship(back_populates="set_results")
+
+
+class RunPredictionRow(Base):
+    """The pricing model's forecast of one run (registry.calibration), kept apart from the measurement: the run is
+    what was measured and never changes, the prediction is rewritten when the model is recalibrated."""
+
+    __tablename__ = "run_prediction"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_pk: Mapped[int] = mapped_column(ForeignKey("benchmark_run.id", ondelete="CASCADE"), unique=True)
+    model_version: Mapped[int] = mapped_column(Integer)
+    prediction: Mapped[dict[str, Any]] = mapped_column(JSON)  # the RunPrediction (registry.domain.stored_json)
+
+    run: Mapped[BenchmarkRun] = relationship(back_populates="prediction")

@@ -3,27 +3,30 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 
-from sqlalchemy import select
+from sqlalchemy import or_, select, text
 from sqlalchemy.orm import selectinload
 
 from registry.domain.regression import regression
 from registry.domain.run import Run, RunPrediction
+from registry.domain.stored_json import from_json, to_json
 from registry.store import Store
-from registry.store.core import utcnow
-from registry.store.mappers import run_measurement, run_record, run_values, set_values
+from registry.store.core import aware, utcnow
+from registry.store.mappers import prediction_row, run_record, run_values, set_values
 from registry.store.models import BenchmarkRun, RunSetResult
 from registry.store.records import EventSpec
 
-__all__ = ["Run", "get_run", "list_runs", "record_run", "regression_event", "set_predictions"]
+__all__ = ["Run", "get_run", "hardware_names", "list_runs", "ok_runs_on_hardware", "record_run", "regression_event",
+           "set_predictions"]
 
 
 def record_run(store: Store, run: Run) -> Run:
     """Store a run once per run_id; recording the same run_id again returns the stored run. A drafter or target
     named by an old id (a job queued before the repo was renamed) is stored under its current id, as its earlier
-    runs are.
+    runs are. A measured run is recorded by registry.calibration.recording.record_measurement (with its event and
+    prediction, in one transaction); this is its first write.
     Returns the run as it reads back (its id and time set, JSON values as stored)."""
     run = replace(run, run_id=run.run_id or uuid.uuid4().hex, created_at=run.created_at or utcnow(),
                   target=store.canonical_repo_id(run.target), drafter=_current_drafter_id(store, run.drafter))
@@ -33,6 +36,7 @@ def record_run(store: Store, run: Run) -> Run:
             return run_record(existing)
         row = BenchmarkRun(**run_values(run))
         row.set_results.extend(RunSetResult(**set_values(result)) for result in run.per_set)
+        row.prediction = prediction_row(run.prediction) if run.prediction is not None else None
         session.add(row)
         session.flush()
         return run_record(row)
@@ -108,13 +112,55 @@ def regression_event(store: Store, run: Run) -> EventSpec | None:
 
 
 def set_predictions(store: Store, predictions: Mapping[str, RunPrediction]) -> int:
-    """Store each run's prediction (by run id) with it; returns how many runs changed. Unknown run ids are
-    skipped."""
+    """Store each run's prediction (by run id) in its run_prediction row, replacing the one it had; returns how
+    many runs changed. Unknown run ids are skipped."""
     changed = 0
     with store.session() as session:
         for row in session.scalars(select(BenchmarkRun).where(BenchmarkRun.run_id.in_(list(predictions)))):
-            stored = run_measurement(row)  # the set rows are not needed (nor loaded) to rewrite the JSON
-            if stored.prediction != predictions[row.run_id]:
-                row.metrics = run_values(replace(stored, prediction=predictions[row.run_id]))["metrics"]
-                changed += 1
+            new = predictions[row.run_id]
+            if row.prediction is None:
+                row.prediction = prediction_row(new)
+            elif from_json(RunPrediction, row.prediction.prediction) != new:
+                row.prediction.model_version, row.prediction.prediction = new.model_version, to_json(new)
+            else:
+                continue
+            changed += 1
     return changed
+
+
+def ok_runs_on_hardware(store: Store, hardware: Collection[str | None]) -> list[Run]:
+    """The successful runs on any of these hardware names (None: the runs that name none), newest first as
+    list_runs orders them: the runs the pricing model fits one run's constants from, read through the hardware
+    index so that predicting a run reads its group, not the registry. Status and order are applied here, not in
+    SQL: SQLite (without ANALYZE statistics) would otherwise walk the status or created_at index over every run."""
+    names = [h for h in hardware if h is not None]
+    matches = [BenchmarkRun.hardware.in_(names)] if names else []
+    if None in hardware:
+        matches.append(BenchmarkRun.hardware.is_(None))
+    if not matches:
+        return []
+    with store.session() as session:
+        query = select(BenchmarkRun).options(selectinload(BenchmarkRun.set_results)).where(or_(*matches))
+        rows = [row for row in session.scalars(query) if row.status == "ok"]
+        rows.sort(key=lambda row: (aware(row.created_at), row.id), reverse=True)
+        return [run_record(row) for row in rows]
+
+
+# The distinct hardware names by a loose index scan: one index probe per name (each the smallest name above the
+# last), so reading a few dozen names costs the same with a thousand runs stored as with a hundred thousand, where
+# SELECT DISTINCT walks the whole index. Plain SQL that SQLite and PostgreSQL both run.
+_HARDWARE_NAMES = text("""
+WITH RECURSIVE names(hardware) AS (
+    SELECT MIN(hardware) FROM benchmark_run
+    UNION ALL
+    SELECT (SELECT MIN(b.hardware) FROM benchmark_run AS b WHERE b.hardware > names.hardware)
+    FROM names WHERE names.hardware IS NOT NULL
+)
+SELECT hardware FROM names WHERE hardware IS NOT NULL
+""")
+
+
+def hardware_names(store: Store) -> list[str]:
+    """Every hardware name some stored run names (failed runs' included), in order."""
+    with store.session() as session:
+        return [name for (name,) in session.execute(_HARDWARE_NAMES)]

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from registry import calibration
+from registry.calibration.recording import record_measurement
 from registry.domain.gpus import load_gpus
 from registry.domain.measurement import RunSettings
 from registry.store.runs import Run, record_run
@@ -45,7 +46,7 @@ def test_runs_show_the_pricing_models_prediction_and_error(dashboard_db: Seeded)
                                 tokens_per_s=baseline * 2, speedup=2.0),
             per_set=(measurement("gsm8k", "digest-gsm8k", speedup=2.0, tau=3.0, marginal=(0.8, 0.6, 0.4, 0.2)),),
             created_at=datetime(2026, 12, 1 + day, tzinfo=UTC)))
-        measured.append(calibration.record_prediction(store, record))
+        measured.append(record_measurement(store, record))
     stored = {r.run_id: r.prediction for r in measured}
     assert all(p is not None and p == calibration.stored_prediction(r) for r, p in zip(measured, stored.values()))
     # The first is priced at the assumed efficiency (no other GPU run yet); the third from the two before it.

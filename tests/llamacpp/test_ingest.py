@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from registry import calibration
+from registry.calibration.recording import RecordingFailed
 from registry.store.runs import list_runs
 from registry.store import Store
 from tests.llamacpp import SKIP_VARIABLE
@@ -123,6 +125,24 @@ def test_vllm_counters_become_a_run_on_the_users_hardware(recorded_server: Calla
     assert prediction == record.prediction and prediction.hardware == "RTX 3060 12GB"
     assert prediction.predicted_tokens_per_s is None and prediction.tokens_per_s_error is None
     assert prediction.note == "not predicted: the drafter's size is unknown: no weight bytes or usable config"
+
+
+def test_an_ingested_run_whose_prediction_fails_is_not_half_stored(
+    recorded_server: Callable, sqlite_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ingest records through the same one transaction as verify_now: a failing prediction step stores nothing."""
+    url = recorded_server({
+        "/metrics": (200, "text/plain; version=0.0.4", VLLM_METRICS),
+        "/version": (200, "application/json", json.dumps({"version": "0.21.1"})),
+    })
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(calibration, "predict_one", broken)
+    with pytest.raises(RecordingFailed, match="the prediction failed .RuntimeError: boom"):
+        ingest_server(sqlite_store, "vllm", url, hardware="RTX 3060 12GB", drafter="z-lab/Qwen3-8B-DFlash")
+    assert list_runs(sqlite_store) == []
 
 
 def test_sglang_mean_acceptance_length(recorded_server: Callable, sqlite_store: Store) -> None:

@@ -13,7 +13,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, select
 
 from registry.store import Store, db
-from registry.store.models import Base, BenchmarkRun, RunSetResult
+from registry.store.models import Base, BenchmarkRun, RunPredictionRow, RunSetResult
 from registry.store.runs import get_run
 from tests.conftest import REPO_ROOT
 
@@ -227,6 +227,44 @@ def _stored_json(engine: Engine) -> tuple[dict[str, dict[str, Any]], dict[str, l
     return metrics, set_metrics
 
 
+def _stored_predictions(engine: Engine) -> dict[str, dict[str, Any]]:
+    """Each run's run_prediction JSON, by run id."""
+    runs, predictions = BenchmarkRun.__table__, RunPredictionRow.__table__
+    with engine.connect() as connection:
+        return {row.run_id: row.prediction for row in connection.execute(
+            select(runs.c.run_id, predictions.c.prediction).join(predictions, predictions.c.run_pk == runs.c.id))}
+
+
+def test_0011_moves_predictions_into_their_own_table_and_back(database_url: str) -> None:
+    """A prediction stored in the run's metrics JSON (before 0011) moves to run_prediction unchanged and reads back
+    as the run's prediction; a null one leaves no row; the downgrade puts it back where the old code reads it."""
+    engine = db.make_engine(database_url)
+    db.upgrade(engine, "0010_autoverify")
+    prediction = _legacy_verifier_metrics(version=2)["prediction"]
+    runs = BenchmarkRun.__table__
+    common = {"status": "ok", "engine": "pytorch", "target": "Qwen/Qwen3-8B", "created_at": CREATED,
+              "provenance": {}}
+    with engine.begin() as connection:
+        connection.execute(runs.insert().values(id=1, run_id="legacy-v2", **common,
+                                                metrics={"metric_version": 2, "prediction": prediction}))
+        connection.execute(runs.insert().values(id=2, run_id="unpredicted", **common,
+                                                metrics={"metric_version": 2, "prediction": None}))
+    db.upgrade(engine)
+    assert _stored_predictions(engine) == {"legacy-v2": prediction}
+    metrics, _ = _stored_json(engine)
+    assert metrics == {"legacy-v2": {"metric_version": 2}, "unpredicted": {"metric_version": 2}}
+    store = Store(engine)
+    moved, unpredicted = get_run(store, "legacy-v2"), get_run(store, "unpredicted")
+    assert moved is not None and moved.prediction is not None and moved.prediction.fitted_from == ("r1", "r2")
+    assert moved.prediction.predicted_tokens_per_s == 99.0 and moved.prediction.model_version == 2
+    assert unpredicted is not None and unpredicted.prediction is None
+    db.downgrade(engine, "0010_autoverify")
+    metrics, _ = _stored_json(engine)
+    assert metrics["legacy-v2"] == {"metric_version": 2, "prediction": prediction}
+    assert "run_prediction" not in inspect(engine).get_table_names()
+    engine.dispose()
+
+
 def test_0007_rewrites_legacy_runs_into_the_one_shape_and_back(database_url: str) -> None:
     engine = db.make_engine(database_url)
     db.upgrade(engine, BEFORE_0007)
@@ -294,7 +332,9 @@ def test_0007_rewrites_legacy_runs_into_the_one_shape_and_back(database_url: str
     for run_id, metrics in after.items():
         assert not set(metrics) & set(REPEATED_BEFORE_0007), (run_id, sorted(metrics))
     assert after["legacy-v2"]["overall"] == before["legacy-v2"]["overall"]
-    assert after["legacy-v2"]["prediction"] == before["legacy-v2"]["prediction"]
+    # The prediction moved to its own table (0011), unchanged.
+    assert "prediction" not in after["legacy-v2"]
+    assert _stored_predictions(engine) == {"legacy-v2": before["legacy-v2"]["prediction"]}
     assert after["legacy-v1"]["metric_version"] == 1 and after["legacy-failed"] == {"metric_version": 1}
     assert sets_after["legacy-v2"] == sets_before["legacy-v2"] and sets_after["legacy-v1"] == sets_before["legacy-v1"]
     assert sets_after["legacy-llamacpp"] == [after["legacy-llamacpp"]["overall"]]

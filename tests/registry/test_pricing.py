@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from registry import calibration
+from registry.calibration.recording import record_measurement
 from registry.domain import pricing
 from registry.domain.catalog import load_catalog_data
 from registry.domain.gpus import load_gpus
@@ -276,7 +277,7 @@ def test_storing_a_run_stores_its_prediction_and_reads_recompute_an_older_models
     runs = [_run(store, hardware="cpu (test)", baseline=b, minutes=i) for i, b in enumerate((10.0, 12.0))]
     newest = get_run(store, _run(store, hardware="cpu (test)", baseline=11.0, minutes=3))
     assert newest is not None
-    recorded = calibration.record_prediction(store, newest)
+    recorded = record_measurement(store, newest)
     stored = get_run(store, newest.run_id)
     assert stored is not None and stored.prediction is not None and stored.prediction == recorded.prediction
     assert stored.prediction.model_version == calibration.MODEL_VERSION
@@ -290,12 +291,13 @@ def test_storing_a_run_stores_its_prediction_and_reads_recompute_an_older_models
     with store.session() as session:
         row = session.scalar(select(BenchmarkRun).where(BenchmarkRun.run_id == newest.run_id))
         assert row is not None
-        row.metrics = {**row.metrics, "prediction": {**row.metrics["prediction"], "model_version": 0}}
+        assert row.prediction is not None
+        row.prediction.prediction = {**row.prediction.prediction, "model_version": 0}
     old = get_run(store, newest.run_id)
     assert old is not None and calibration.stored_prediction(old) is None
     recomputed = calibration.current_predictions(store, [old])[newest.run_id]
     assert recomputed.predicted_baseline_tokens_per_s == pytest.approx(12.0)  # median(10, 12, 100)
     failed = record_run(store, Run(target="Qwen/Qwen3-8B", drafter=None, status="failed", failure_reason="oom"))
-    assert calibration.record_prediction(store, failed).prediction is None
+    assert record_measurement(store, failed).prediction is None
     assert get_run(store, failed.run_id).prediction is None  # type: ignore[union-attr]
     assert "failed" in calibration.current_predictions(store, [failed])[failed.run_id].note

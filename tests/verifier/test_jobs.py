@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
+from registry import calibration
+from registry.calibration.recording import RecordingFailed
 from registry.domain.measurement import ForwardCosts
 from registry.domain.run import Run, RunPrediction
 from registry.domain.stored_json import from_json, to_json
@@ -76,6 +78,25 @@ def test_a_stored_run_reads_back_and_prints_as_it_was_measured(store: Store, dat
     assert printed == {**json.loads(json.dumps(encoded)), "prediction_source": "stored with the run"}
     assert from_json(RunPrediction, printed["prediction"]) == record.prediction
     assert printed["run_id"] == record.run_id and printed["overall"]["acceptance"]["tau"] == record.tau
+
+
+def test_a_run_whose_prediction_fails_is_not_half_stored(
+    store: Store, tiny_target_dir: Path, tiny_draft_lm_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """verify_now records through registry.calibration.recording: when the prediction step fails after the run was
+    written, the run goes too and the error names the step; the job's retry stores it whole."""
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the GPU catalog cannot be read")
+
+    monkeypatch.setattr(calibration, "predict_one", broken)
+    request = VerifyRequest(target=str(tiny_target_dir), drafter=str(tiny_draft_lm_dir), prompt_sets=("code",),
+                            settings=FAST)
+    with pytest.raises(RecordingFailed, match="the prediction failed .RuntimeError: the GPU catalog cannot be read"):
+        verify_now(store, request, run_id="job7")
+    assert list_runs(store) == []
+    monkeypatch.undo()
+    record = verify_now(store, request, run_id="job7")
+    assert record.prediction is not None and [r.run_id for r in list_runs(store)] == ["job7"]
 
 
 def test_failed_run_is_stored_with_one_line_reason(store: Store, tiny_target_dir: Path, tmp_path: Path) -> None:

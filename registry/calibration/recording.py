@@ -1,0 +1,59 @@
+"""Recording a measured run: the run, its regression event and the pricing model's prediction of it, as one unit
+of work. Both runners (verifier/jobs.py's verify_now and verifier/ingest.py) store their runs here and nowhere
+else, so a measurement is never found without its event or its prediction, and the sequence exists once.
+
+It lives beside the prediction rather than in the store because predicting a run reads the store (the run's fit
+group, its target's and drafter's sizes); the store's `unit()` makes every read and write in it one transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sqlalchemy.exc import IntegrityError
+
+from registry import calibration
+from registry.domain.run import Run
+from registry.store import Store
+from registry.store.runs import get_run, record_run, regression_event, set_predictions
+
+
+class RecordingFailed(RuntimeError):
+    """A measured run could not be stored with its event and prediction; nothing of it was stored (the message
+    says which step failed and why), so recording it again starts from nothing."""
+
+
+def record_measurement(store: Store, run: Run) -> Run:
+    """Store a run, its `acceptance_regressed` event when τ fell, and the current pricing model's prediction of
+    it (from the runs stored before it), in one transaction: all three land or none does. A failed run gets
+    neither. Recording the same run_id again (a job retried after its worker died) returns the stored run and
+    writes nothing new; a stored run without a current-model prediction gets one. Returns the run as stored."""
+    step = "storing the run"
+    try:
+        with store.unit():
+            record = record_run(store, run)
+            step = "the regression check"
+            event = regression_event(store, record)
+            if event is not None:
+                store.record_event(event)  # once per dedupe key: a rerun records nothing
+            if record.status != "ok" or calibration.stored_prediction(record) is not None:
+                return record
+            step = "the prediction"
+            prediction = calibration.predict_one(store, record)
+            set_predictions(store, {record.run_id: prediction})
+            return replace(record, prediction=prediction)
+    except IntegrityError as exc:
+        # Another worker stored the same run_id (with its event and prediction) between our read and our insert.
+        stored = get_run(store, run.run_id) if run.run_id else None
+        if stored is not None and step == "storing the run":
+            return stored
+        raise _failed(run, step, exc) from exc
+    except Exception as exc:
+        raise _failed(run, step, exc) from exc
+
+
+def _failed(run: Run, step: str, error: Exception) -> RecordingFailed:
+    first_line = (str(error).splitlines() or [""])[0]
+    pair = f"{run.drafter} on {run.target}" if run.drafter else run.target
+    return RecordingFailed(f"run {run.run_id or '(new)'} of {pair} was not stored, nothing of it was written: "
+                           f"{step} failed ({type(error).__name__}: {first_line})")
