@@ -4,7 +4,7 @@ an index on a run's series (target, drafter, hardware, created_at) for the regre
 The prediction is rewritten whenever the model is recalibrated while the measurement never changes, so it gets its
 own row (one per run); existing predictions move over unchanged and move back on downgrade.
 
-Revision ID: 0011_h31_predictions
+Revision ID: 0011_predictions
 Revises: 0010_autoverify
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011_h31_predictions"
+revision = "0011_predictions"
 down_revision = "0010_autoverify"
 branch_labels = None
 depends_on = None
