@@ -11,24 +11,10 @@ from pathlib import Path
 import pytest
 
 from registry.domain.catalog import load_catalog_data
+from tests.support.cli import drafters
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "tests" / "data" / "configs"
-
-
-def drafters(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "drafters.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
-        timeout=120,
-    )
-
-
-@pytest.fixture
-def db_env(database_url: str) -> dict[str, str]:
-    return {"DRAFTERS_DATABASE_URL": database_url}
 
 
 def test_catalog_find_lag(db_env: dict[str, str]) -> None:
