@@ -71,7 +71,7 @@ def release_to_dashboard(interval_s: float) -> dict[str, float]:
             files = folder_files(dflash_dir)
             files["README.md"] = readme_with_card({"base_model": TARGET}, "# tiny DFlash drafter\n")
             released = day + timedelta(days=1)
-            dashboard = queries.open_read_only(f"sqlite:///{home}/registry.db")
+            dashboard = queries.ReadOnlyQueries(f"sqlite:///{home}/registry.db")
             start = time.monotonic()
             state.add_repo(DRAFTER, files=files, date=released, created_at=released, tags=("dflash",))
             seen = queued = None
@@ -92,7 +92,7 @@ def release_to_dashboard(interval_s: float) -> dict[str, float]:
             assert run is not None and run.status == "ok", run
             download_s = float(run.provenance["download"]["seconds"])
             measured_s = (job.finished_at - job.started_at).total_seconds() - download_s  # type: ignore[operator]
-            dashboard.dispose()
+            dashboard.close()
         finally:
             service.close()
             store.engine.dispose()

@@ -1,7 +1,7 @@
-"""What the pages read: dashboard.queries behind Streamlit's caches, over one read-only engine per database.
+"""What the pages read: dashboard.queries behind Streamlit's caches, over one read-only query object per database.
 
 Every cached function takes the database URL (so two databases never share a cache entry) and fetches the
-engine from `st.cache_resource`. The dashboard never writes: the engine refuses writes (see
+`ReadOnlyQueries` from `st.cache_resource`. The dashboard never writes: its connections refuse writes (see
 registry.store.read_only.open_read_only), and nothing here calls a Store command.
 """
 
@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pandas as pd
 import streamlit as st
-from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from dashboard import plan_queries, queries
@@ -25,6 +24,7 @@ from registry.local import LocalRepoError, read_local_repo
 from registry.redact import mask_url
 from registry.settings import get_settings
 from registry.store.db import DatabaseError
+from registry.store.read_queries import ReadOnlyQueries
 
 # Long enough that moving between pages and widgets is instant, short enough that a watcher's news shows soon.
 TTL_S = 60
@@ -49,15 +49,15 @@ def today() -> date:
 
 
 @st.cache_resource(show_spinner=False)
-def _engine(url: str) -> Engine:
-    return queries.open_read_only(url)
+def _reader(url: str) -> ReadOnlyQueries:
+    return ReadOnlyQueries(url)
 
 
 def require_database() -> str:
     """The database URL once the database exists at the current schema; otherwise say how to make it, and stop."""
     url = database_url()
     try:
-        problem = queries.schema_problem(_engine(url))
+        problem = _reader(url).schema_problem()
     except DatabaseError as exc:
         problem = str(exc)
     except SQLAlchemyError as exc:
@@ -166,22 +166,22 @@ def empty_hint(what: str) -> None:
 
 @st.cache_data(ttl=10, show_spinner=False)  # downloads move: a short cache
 def plan(url: str) -> plan_queries.PlanView:
-    return plan_queries.plan_view(_engine(url), structural=get_settings().autoverify_structural)
+    return plan_queries.plan_view(_reader(url), structural=get_settings().autoverify_structural)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def counts(url: str) -> queries.Counts:
-    return queries.counts(_engine(url))
+    return queries.counts(_reader(url))
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def dflash_v1(url: str, on: date) -> pd.DataFrame:
-    return queries.dflash_v1(_engine(url), on)
+    return queries.dflash_v1(_reader(url), on)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def latest_speedups(url: str) -> pd.DataFrame:
-    return queries.latest_speedups(_engine(url))
+    return queries.latest_speedups(_reader(url))
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -189,109 +189,109 @@ def events(
     url: str, types: Sequence[str] = (), orgs: Sequence[str] = (), families: Sequence[str] = (),
     since: date | None = None, limit: int = 500,
 ) -> pd.DataFrame:
-    return queries.events(_engine(url), types=types, orgs=orgs, families=families, since=since, limit=limit)
+    return queries.events(_reader(url), types=types, orgs=orgs, families=families, since=since, limit=limit)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def event_options(url: str) -> queries.EventOptions:
-    return queries.event_options(_engine(url))
+    return queries.event_options(_reader(url))
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def checkpoint_options(url: str) -> queries.CheckpointOptions:
-    return queries.checkpoint_options(_engine(url))
+    return queries.checkpoint_options(_reader(url))
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def availability(url: str, orgs: Sequence[str] = (), families: Sequence[str] = (), sizes: Sequence[str] = ()) -> pd.DataFrame:
-    return queries.availability(_engine(url), orgs=orgs, families=families, sizes=sizes)
+    return queries.availability(_reader(url), orgs=orgs, families=families, sizes=sizes)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def resolve_checkpoint(url: str, repo_id: str) -> str | None:
-    return queries.resolve_checkpoint(_engine(url), repo_id)
+    return _reader(url).resolve_checkpoint(repo_id)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def search_checkpoints(url: str, text: str) -> list[str]:
-    return queries.search_checkpoints(_engine(url), text)
+    return _reader(url).search_checkpoints(text)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def drafters_for(url: str, repo_id: str) -> pd.DataFrame:
-    return queries.drafters_for(_engine(url), repo_id)
+    return queries.drafters_for(_reader(url), repo_id)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def lag_report(url: str, on: date) -> queries.LagReport:
-    return queries.lag_report(_engine(url), on)
+    return queries.lag_report(_reader(url), on)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def upgrades(url: str, on: date) -> pd.DataFrame:
-    return queries.upgrades(_engine(url), on)
+    return queries.upgrades(_reader(url), on)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def benchmark_pairs(url: str) -> pd.DataFrame:
-    return queries.benchmark_pairs(_engine(url))
+    return queries.benchmark_pairs(_reader(url))
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def benchmark_summary(url: str, target: str | None = None, drafter: str | None = None) -> pd.DataFrame:
-    return queries.benchmark_summary(_engine(url), target=target, drafter=drafter)
+    return queries.benchmark_summary(_reader(url), target=target, drafter=drafter)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def benchmark_history(url: str, target: str, drafter: str | None) -> pd.DataFrame:
-    return queries.benchmark_history(_engine(url), target, drafter)
+    return queries.benchmark_history(_reader(url), target, drafter)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def acceptance_by_position(url: str, run_id: str) -> pd.DataFrame:
-    return queries.acceptance_by_position(_engine(url), run_id)
+    return queries.acceptance_by_position(_reader(url), run_id)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def runs(url: str, target: str | None = None, drafter: str | None = None, status: str | None = None) -> pd.DataFrame:
-    return queries.runs(_engine(url), target=target, drafter=drafter, status=status)
+    return queries.runs(_reader(url), target=target, drafter=drafter, status=status)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def run_predictions(url: str, target: str | None = None, drafter: str | None = None) -> pd.DataFrame:
-    return queries.run_predictions(_engine(url), target=target, drafter=drafter)
+    return queries.run_predictions(_reader(url), target=target, drafter=drafter)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def pair_choices(url: str) -> pd.DataFrame:
-    return queries.pair_choices(_engine(url))
+    return queries.pair_choices(_reader(url))
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def pair_verdict(url: str, target: str, drafter: str) -> queries.PairVerdict | None:
-    return queries.pair_verdict(_engine(url), target, drafter)
+    return queries.pair_verdict(_reader(url), target, drafter)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def gone_notes(url: str, target: str, drafter: str) -> tuple[str, ...]:
-    return queries.gone_notes(_engine(url), target, drafter)
+    return queries.gone_notes(_reader(url), target, drafter)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def checkpoint_revisions(url: str, repo_id: str) -> pd.DataFrame:
-    return queries.checkpoint_revisions(_engine(url), repo_id)
+    return queries.checkpoint_revisions(_reader(url), repo_id)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def drafter_revisions(url: str, repo_id: str) -> pd.DataFrame:
-    return queries.drafter_revisions(_engine(url), repo_id)
+    return queries.drafter_revisions(_reader(url), repo_id)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def checkpoint_weights(url: str, repo_id: str) -> queries.WeightFacts | None:
-    return queries.checkpoint_weights(_engine(url), repo_id)
+    return queries.checkpoint_weights(_reader(url), repo_id)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def drafter_weights(url: str, repo_id: str) -> queries.WeightFacts | None:
-    return queries.drafter_weights(_engine(url), repo_id)
+    return queries.drafter_weights(_reader(url), repo_id)

@@ -14,6 +14,7 @@ from typing import IO
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from registry.errors import UserError
 from registry.processes import die_with_parent
 
 
@@ -22,7 +23,7 @@ def app_path() -> Path:
     return Path(str(resources.files("dashboard").joinpath("app.py")))
 
 
-class LaunchError(ValueError):
+class LaunchError(UserError, ValueError):
     """A port or database URL the dashboard cannot start with; the message is one line for the user."""
 
 

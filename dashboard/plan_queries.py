@@ -1,18 +1,17 @@
 """The plan page's DataFrames: every exact pair as the live workers see it (measured, queued, downloading, needs N
 GB, gated, no engine — with the reason), and the service's downloads. Read-only: the store's reads over the
-dashboard's read-only engine, planned with the pure `registry.domain.plan`."""
+dashboard's read-only queries, planned with the pure `registry.domain.plan`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import pandas as pd
-from sqlalchemy import Engine
 
 from registry.domain.plan import WorkerCapability, counts
-from registry.store import Store
 from registry.store.downloads import list_downloads
 from registry.store.plan_facts import live_plan
+from registry.store.read_queries import ReadOnlyQueries
 
 PLAN_COLUMNS = ["state", "drafter", "target", "reason", "link", "memory_gb", "download_gb", "engine",
                 "drafter_sha", "target_sha", "source"]
@@ -32,8 +31,8 @@ def _gb(value: object) -> float | None:
     return None if value is None else round(float(value) / 2**30, 2)  # type: ignore[arg-type]
 
 
-def plan_view(engine: Engine, *, structural: bool = False) -> PlanView:
-    store = Store(engine)
+def plan_view(db: ReadOnlyQueries, *, structural: bool = False) -> PlanView:
+    store = db.store
     workers, rows = live_plan(store, structural=structural)
     downloads = pd.DataFrame(
         [{"repo_id": d.repo_id, "revision": d.revision[:12], "status": d.status, "done_gb": _gb(d.bytes_done),

@@ -1,6 +1,7 @@
 """The dashboard's tables: the read-only aggregates of registry/store/aggregates.py as DataFrames, with UI labels.
 
-Nothing here writes or speaks SQL; the engine comes from `open_read_only`, whose connections refuse writes.
+Nothing here writes or speaks SQL: every read goes through `ReadOnlyQueries` (registry/store/read_queries.py),
+whose connections refuse writes, and comes back as plain rows and records.
 It is over 400 lines because it is the one place the pages (and their tests) get every table from: one short
 function per table, the frame shaping and labels that go with it.
 """
@@ -15,19 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine
 
 from registry import calibration, reports
 from registry.domain import hub_presence
-from registry.store import Store, aggregates, aware, run_aggregates
-from registry.store.aggregates import resolve_checkpoint, search_checkpoints  # noqa: F401 - for the pages
-from registry.store.read_only import (  # noqa: F401 - the pages open the database through these
-    FILL_COMMANDS,
-    DatabaseMissing,
-    Rows,
-    open_read_only,
-    schema_problem,
-)
+from registry.store import aware
+from registry.store.read_only import FILL_COMMANDS, DatabaseMissing, Rows  # noqa: F401 - for the pages
+from registry.store.read_queries import ReadOnlyQueries
 from registry.store.runs import list_runs
 
 METHOD_LABELS: dict[str, str] = {
@@ -82,8 +76,8 @@ class Counts:
     dflash_v1: int  # z-lab's DFlash v1 drafters counted in "21 checkpoints across 10 families"
 
 
-def counts(engine: Engine) -> Counts:
-    return Counts(**{key: int(value or 0) for key, value in aggregates.counts_row(engine).items()})
+def counts(db: ReadOnlyQueries) -> Counts:
+    return Counts(**{key: int(value or 0) for key, value in db.counts_row().items()})
 
 
 # ---- events -------------------------------------------------------------------------------------
@@ -92,7 +86,7 @@ EVENT_COLUMNS = ["id", "created_at", "type", "message", "subject", "org", "famil
 
 
 def events(
-    engine: Engine,
+    db: ReadOnlyQueries,
     *,
     types: Sequence[str] = (),
     orgs: Sequence[str] = (),
@@ -101,7 +95,7 @@ def events(
     limit: int = 500,
 ) -> pd.DataFrame:
     """Newest first, each with its payload's one-line message."""
-    frame = _frame(aggregates.event_rows(engine, types=types, orgs=orgs, families=families, since=since, limit=limit))
+    frame = _frame(db.event_rows(types=types, orgs=orgs, families=families, since=since, limit=limit))
     frame["message"] = [_message(payload) for payload in frame["payload"]]
     return _utc(frame[EVENT_COLUMNS], "created_at")
 
@@ -119,8 +113,8 @@ class EventOptions:
     families: tuple[str, ...]
 
 
-def event_options(engine: Engine) -> EventOptions:
-    types, orgs, families = aggregates.event_option_rows(engine)
+def event_options(db: ReadOnlyQueries) -> EventOptions:
+    types, orgs, families = db.event_option_rows()
     return EventOptions(types=types, orgs=orgs, families=families)
 
 
@@ -134,8 +128,8 @@ class CheckpointOptions:
     sizes: tuple[str, ...]
 
 
-def checkpoint_options(engine: Engine) -> CheckpointOptions:
-    orgs, families, sizes = aggregates.checkpoint_option_rows(engine)
+def checkpoint_options(db: ReadOnlyQueries) -> CheckpointOptions:
+    orgs, families, sizes = db.checkpoint_option_rows()
     return CheckpointOptions(orgs=orgs, families=families, sizes=sizes)
 
 
@@ -146,7 +140,7 @@ AVAILABILITY_COLUMNS = [
 
 
 def availability(
-    engine: Engine, *, orgs: Sequence[str] = (), families: Sequence[str] = (), sizes: Sequence[str] = ()
+    db: ReadOnlyQueries, *, orgs: Sequence[str] = (), families: Sequence[str] = (), sizes: Sequence[str] = ()
 ) -> pd.DataFrame:
     """One row per (checkpoint, drafter method): the best head verdict and the drafter that holds it.
 
@@ -155,7 +149,7 @@ def availability(
     drafter's release − the checkpoint's, 0 when the dates put the drafter first (registry.lag's rule).
     drafter_gone and checkpoint_gone say "gone from the Hub since …" for a repo deleted or made private.
     """
-    target_rows, best_rows = aggregates.availability_rows(engine, orgs=orgs, families=families, sizes=sizes)
+    target_rows, best_rows = db.availability_rows(orgs=orgs, families=families, sizes=sizes)
     targets, best = _frame(target_rows), _frame(best_rows)
 
     methods = pd.DataFrame({"method": list(METHOD_LABELS)})
@@ -210,10 +204,10 @@ def availability_matrix(cells: pd.DataFrame) -> pd.DataFrame:
 FIT_COLUMNS = ["drafter", "method", "publisher", "verdict", "hub", "reasons", "drafter_released", "lag_days"]
 
 
-def drafters_for(engine: Engine, repo_id: str) -> pd.DataFrame:
+def drafters_for(db: ReadOnlyQueries, repo_id: str) -> pd.DataFrame:
     """What can I use with this checkpoint: every head verdict, best first (within a verdict, drafters still on
     the Hub first), with its reasons; `hub` says "gone from the Hub since …" of one deleted or made private."""
-    frame = _frame(aggregates.drafters_for_rows(engine, repo_id))
+    frame = _frame(db.drafters_for_rows(repo_id))
     frame["reasons"] = ["; ".join(reasons or ()) for reasons in frame["reasons"]]
     frame["drafter_released"] = [_release(a, b) for a, b in zip(frame["released"], frame["first_seen"])]
     released = [_release(a, b) for a, b in zip(frame["checkpoint_released"], frame["created_at_hub"])]
@@ -238,9 +232,9 @@ class LagReport:
     by_publisher: pd.DataFrame  # … per publisher of the first exact drafter
 
 
-def lag_report(engine: Engine, today: date) -> LagReport:
+def lag_report(db: ReadOnlyQueries, today: date) -> LagReport:
     """The lag tables of registry.reports (open lags measured up to today) as frames."""
-    store = Store(engine)
+    store = db.store
     rows = reports.lag_table(store, today)
     drafters = {d.repo_id: d for d in store.drafters()}
     targets = pd.DataFrame(
@@ -274,17 +268,17 @@ def lag_report(engine: Engine, today: date) -> LagReport:
     )
 
 
-def dflash_v1(engine: Engine, today: date) -> pd.DataFrame:
+def dflash_v1(db: ReadOnlyQueries, today: date) -> pd.DataFrame:
     """z-lab's DFlash v1 drafters (the 21), each with its target, release date and the target's lag."""
-    frame = _frame(aggregates.dflash_v1_rows(engine))
-    lags = {row.target_repo_id: row.lag_days for row in reports.lag_table(Store(engine), today)}
+    frame = _frame(db.dflash_v1_rows())
+    lags = {row.target_repo_id: row.lag_days for row in reports.lag_table(db.store, today)}
     frame["target_lag_days"] = pd.array([lags.get(t) for t in frame["target"]], dtype="Int64")
     return frame
 
 
-def latest_speedups(engine: Engine, limit: int = 20) -> pd.DataFrame:
+def latest_speedups(db: ReadOnlyQueries, limit: int = 20) -> pd.DataFrame:
     """The newest successful run of each (target, drafter, engine, hardware): τ, speedup, losslessness."""
-    frame = _frame(run_aggregates.latest_speedup_rows(engine, limit * 10))
+    frame = _frame(db.latest_speedup_rows(limit * 10))
     frame = frame.drop_duplicates(["target", "drafter", "engine", "hardware"]).head(limit)
     for column in ("target", "drafter"):
         frame[column] = [Path(v).name if isinstance(v, str) and v.startswith("/") else v for v in frame[column]]
@@ -295,9 +289,9 @@ def _group_frame(groups: dict[str, Any], key: str) -> pd.DataFrame:
     return pd.DataFrame([{key: name, **asdict(summary)} for name, summary in groups.items()])
 
 
-def upgrades(engine: Engine, today: date) -> pd.DataFrame:
+def upgrades(db: ReadOnlyQueries, today: date) -> pd.DataFrame:
     """registry.reports.upgrade_table: base upgrades still waiting for a drafter first, longest wait first."""
-    rows = reports.upgrade_table(Store(engine), today)
+    rows = reports.upgrade_table(db.store, today)
     frame = pd.DataFrame(
         [{**asdict(row), "predecessor_drafters": ", ".join(row.predecessor_drafters)} for row in rows],
         columns=["successor_repo_id", "predecessor_repo_id", "predecessor_drafters", "released", "lag_days", "open"],
@@ -308,18 +302,18 @@ def upgrades(engine: Engine, today: date) -> pd.DataFrame:
 
 # ---- benchmarks ---------------------------------------------------------------------------------
 
-def benchmark_pairs(engine: Engine) -> pd.DataFrame:
+def benchmark_pairs(db: ReadOnlyQueries) -> pd.DataFrame:
     """(target, drafter) pairs with runs, most runs first."""
-    return _utc(_frame(run_aggregates.benchmark_pair_rows(engine)), "last_run")
+    return _utc(_frame(db.benchmark_pair_rows()), "last_run")
 
 
-def benchmark_summary(engine: Engine, *, target: str | None = None, drafter: str | None = None) -> pd.DataFrame:
+def benchmark_summary(db: ReadOnlyQueries, *, target: str | None = None, drafter: str | None = None) -> pd.DataFrame:
     """Speedup and τ per pair, hardware, engine and prompt set over successful runs: mean, std, min, max.
 
     std is the population standard deviation across runs, from sums the database adds up (SQLite has no
     stddev); within_run_spread is the mean of the spread each run measured over its own repeats.
     """
-    frame = _frame(run_aggregates.benchmark_summary_rows(engine, target=target, drafter=drafter))
+    frame = _frame(db.benchmark_summary_rows(target=target, drafter=drafter))
     for name in ("speedup", "tau"):
         mean = frame[f"{name}_mean"].astype(float)
         variance = (frame[f"_{name}_sq"].astype(float) - mean * mean).clip(lower=0)
@@ -333,10 +327,10 @@ HISTORY_COLUMNS = [
 ]
 
 
-def benchmark_history(engine: Engine, target: str, drafter: str | None) -> pd.DataFrame:
+def benchmark_history(db: ReadOnlyQueries, target: str, drafter: str | None) -> pd.DataFrame:
     """Every successful run of one pair per prompt set, oldest first; `series` never mixes hardware, engines,
     metric definitions or prompt sets."""
-    frame = _frame(run_aggregates.benchmark_history_rows(engine, target, drafter))
+    frame = _frame(db.benchmark_history_rows(target, drafter))
     frame["series"] = [
         " · ".join(str(part) if part is not None else "?" for part in parts)
         for parts in zip(frame["hardware"], frame["engine"], [f"metrics v{v}" for v in frame["metric_version"]],
@@ -375,20 +369,20 @@ def _short(revision: str | None) -> str:
     return "none" if revision is None else revision[:10]
 
 
-def acceptance_by_position(engine: Engine, run_id: str) -> pd.DataFrame:
+def acceptance_by_position(db: ReadOnlyQueries, run_id: str) -> pd.DataFrame:
     """A run's per-position acceptance on each prompt set (position 1 = the first drafted token)."""
     points = [
         {"prompt_set": prompt_set, "position": position, "acceptance": float(value)}
-        for prompt_set, rates in _frame(run_aggregates.acceptance_rows(engine, run_id)).itertuples(index=False)
+        for prompt_set, rates in _frame(db.acceptance_rows(run_id)).itertuples(index=False)
         for position, value in enumerate(rates or (), start=1)
     ]
     return pd.DataFrame(points, columns=["prompt_set", "position", "acceptance"])
 
 
-def runs(engine: Engine, *, target: str | None = None, drafter: str | None = None, status: str | None = None,
+def runs(db: ReadOnlyQueries, *, target: str | None = None, drafter: str | None = None, status: str | None = None,
          limit: int = 1000) -> pd.DataFrame:
     """Runs newest first, failed ones with their reason."""
-    frame = _frame(run_aggregates.run_rows(engine, target=target, drafter=drafter, status=status, limit=limit))
+    frame = _frame(db.run_rows(target=target, drafter=drafter, status=status, limit=limit))
     return _utc(frame, "created_at")
 
 
@@ -398,12 +392,12 @@ PREDICTION_COLUMNS = [
 ]
 
 
-def run_predictions(engine: Engine, *, target: str | None = None, drafter: str | None = None,
+def run_predictions(db: ReadOnlyQueries, *, target: str | None = None, drafter: str | None = None,
                     limit: int = 1000) -> pd.DataFrame:
     """The pricing model's prediction of each run and its errors (predicted / measured − 1), newest first: the
     one stored with the run when the current model made it, else computed now from the other runs (this reads
     only). A run the model cannot predict has empty numbers and says why in prediction_note."""
-    store = Store(engine)
+    store = db.store
     records = list_runs(store, target=target, drafter=drafter, limit=limit)
     if target is not None:
         records = [r for r in records if r.drafter == drafter]  # drafter None: the target's baseline runs
@@ -436,9 +430,9 @@ class PairVerdict:
     checked_at: datetime
 
 
-def pair_choices(engine: Engine) -> pd.DataFrame:
+def pair_choices(db: ReadOnlyQueries) -> pd.DataFrame:
     """(target, drafter) pairs with a head verdict or a run, best verdict first."""
-    judged, measured = aggregates.pair_choice_rows(engine)
+    judged, measured = db.pair_choice_rows()
     frame = pd.concat([_frame(judged), _frame(measured)], ignore_index=True)
     frame = frame.sort_values(
         ["target", "drafter", "verdict"], key=lambda col: col.map(reports.VERDICT_ORDER) if col.name == "verdict" else col,
@@ -447,8 +441,8 @@ def pair_choices(engine: Engine) -> pd.DataFrame:
     return frame.drop_duplicates(["target", "drafter"]).reset_index(drop=True)
 
 
-def pair_verdict(engine: Engine, target: str, drafter: str) -> PairVerdict | None:
-    row = aggregates.pair_verdict_row(engine, target, drafter)
+def pair_verdict(db: ReadOnlyQueries, target: str, drafter: str) -> PairVerdict | None:
+    row = db.pair_verdict_row(target, drafter)
     if row is None:
         return None
     return PairVerdict(
@@ -461,10 +455,10 @@ def pair_verdict(engine: Engine, target: str, drafter: str) -> PairVerdict | Non
     )
 
 
-def gone_notes(engine: Engine, target: str, drafter: str) -> tuple[str, ...]:
+def gone_notes(db: ReadOnlyQueries, target: str, drafter: str) -> tuple[str, ...]:
     """"the drafter … is gone from the Hub since …" for each side of the pair deleted or made private."""
     notes = []
-    for row in aggregates.hub_status_rows(engine, target, drafter):
+    for row in db.hub_status_rows(target, drafter):
         marker = hub_presence.gone_marker(row["status"], row["status_detail"])
         if marker is not None:
             notes.append(f"the {row['role']} {row['repo_id']} is {marker}: its history is kept, but it cannot be "
@@ -472,12 +466,12 @@ def gone_notes(engine: Engine, target: str, drafter: str) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def checkpoint_revisions(engine: Engine, repo_id: str) -> pd.DataFrame:
-    return _utc(_frame(aggregates.checkpoint_revision_rows(engine, repo_id)), "seen_at", "last_modified")
+def checkpoint_revisions(db: ReadOnlyQueries, repo_id: str) -> pd.DataFrame:
+    return _utc(_frame(db.checkpoint_revision_rows(repo_id)), "seen_at", "last_modified")
 
 
-def drafter_revisions(engine: Engine, repo_id: str) -> pd.DataFrame:
-    return _utc(_frame(aggregates.drafter_revision_rows(engine, repo_id)), "seen_at", "last_modified")
+def drafter_revisions(db: ReadOnlyQueries, repo_id: str) -> pd.DataFrame:
+    return _utc(_frame(db.drafter_revision_rows(repo_id)), "seen_at", "last_modified")
 
 
 @dataclass(frozen=True)
@@ -491,16 +485,16 @@ class WeightFacts:
     size_label: str | None
 
 
-def checkpoint_weights(engine: Engine, repo_id: str) -> WeightFacts | None:
-    row = aggregates.checkpoint_weight_row(engine, repo_id)
+def checkpoint_weights(db: ReadOnlyQueries, repo_id: str) -> WeightFacts | None:
+    row = db.checkpoint_weight_row(repo_id)
     if row is None:
         return None
     return WeightFacts(row["repo_id"], row["parameter_count"], row["weight_bytes"], _config(row["config_json"]),
                        row["size"])
 
 
-def drafter_weights(engine: Engine, repo_id: str) -> WeightFacts | None:
-    row = aggregates.drafter_weight_row(engine, repo_id)
+def drafter_weights(db: ReadOnlyQueries, repo_id: str) -> WeightFacts | None:
+    row = db.drafter_weight_row(repo_id)
     if row is None:
         return None
     return WeightFacts(row["repo_id"], None, row["weight_bytes"], _config(row["config_json"]), None)

@@ -7,13 +7,14 @@ from pathlib import Path
 
 from registry.domain.configs import ConfigError
 from registry.domain.tokenizers import tokenizer_digest
+from registry.errors import Failed
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
 
 
-class LocalRepoError(ValueError):
-    pass
+class LocalRepoError(Failed, ValueError):
+    """A model folder that cannot be read (exit status 1)."""
 
 
 @dataclass(frozen=True)

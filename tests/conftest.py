@@ -113,6 +113,12 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 
 
 @pytest.fixture
+def db_env(database_url: str) -> dict[str, str]:
+    """The environment that points a `drafters` process (tests/support/cli.py) at the test's database."""
+    return {"DRAFTERS_DATABASE_URL": database_url}
+
+
+@pytest.fixture
 def store(database_url: str) -> Iterator["Store"]:
     from registry.store import Store
 

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from tests.conftest import REPO_ROOT
 from tests.dashboard.conftest import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, free_port
 from tests.fakehub.scenario import Scenario
 from tests.fakehub.server import FakeHub
+from tests.support.cli import popen, stop
 
 pytestmark = pytest.mark.browser
 RUNS_TIMEOUT_S = 900
@@ -58,7 +58,6 @@ def test_up_shows_drafters_lag_speedups_and_alerts(tmp_path: Path, hub: FakeHub,
     port = free_port()
     models = Path(os.environ.get("DRAFTERS_TEST_CACHE", REPO_ROOT / ".cache" / "test-models"))
     env = {
-        **{k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "DRAFTERS_DATABASE_URL")},
         "DRAFTERS_HOME": str(home),
         "DRAFTERS_HUB_ENDPOINT": hub.url,
         "DRAFTERS_WATCHED_ORGS": json.dumps(["Qwen", "z-lab", "meta-llama"]),
@@ -72,8 +71,7 @@ def test_up_shows_drafters_lag_speedups_and_alerts(tmp_path: Path, hub: FakeHub,
         "DRAFTERS_AUTOVERIFY": "0",
         "COLUMNS": "200",
     }
-    process = subprocess.Popen([sys.executable, "-m", "drafters.cli", "up"], env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+    process = popen(["up"], env=env, drop=("HF_TOKEN", "DRAFTERS_DATABASE_URL"))
     output = Output(process)
     try:
         url = output.wait_for(r"dashboard: (http://127\.0\.0\.1:\d+/)", 120).group(1)
@@ -98,12 +96,7 @@ def test_up_shows_drafters_lag_speedups_and_alerts(tmp_path: Path, hub: FakeHub,
         store.engine.dispose()
         _screenshots(url)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, timeout=20, read=False)  # the Output thread reads what it prints
 
 
 def _screenshots(url: str) -> None:

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from registry.errors import UserError
 from verifier.metrics import Acceptance
 
 
@@ -24,7 +25,7 @@ _LABEL_ESCAPE = re.compile(r"\\(.)")
 _LABEL_ESCAPES = {"n": "\n"}  # Prometheus escapes only backslash, double quote and newline in label values
 
 
-class ServerReadError(ValueError):
+class ServerReadError(UserError, ValueError):
     """A server's answer could not be read as speculative-decoding counters; the message says what is missing."""
 
 

@@ -15,12 +15,14 @@ from typing import Any
 from huggingface_hub import snapshot_download
 from huggingface_hub.errors import LocalEntryNotFoundError
 
+from registry.errors import UserError
+
 CONFIG_FILE = "config.json"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 PICKLE_WEIGHT_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
 
-class LoadError(ValueError):
+class LoadError(UserError, ValueError):
     """A folder cannot be loaded safely; the message says why and what to do."""
 
 

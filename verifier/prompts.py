@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from registry.errors import UserError
+
 BUNDLED_DIR = Path(__file__).with_name("prompt_sets")
 BUNDLED_SET_NAMES = ("code", "math", "chat", "multilingual")
 MAX_PROMPT_FILE_BYTES = 16 * 1024 * 1024
 
 
-class PromptFileError(ValueError):
+class PromptFileError(UserError, ValueError):
     """A prompt file is malformed; the message names the file and line."""
 
 

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from registry.errors import UserError
 from registry.store import jobs as queue
 from registry.domain.run import Run
 from registry.store.runs import get_run
@@ -23,7 +24,7 @@ from verifier.autoverify import download_budget, host_fetcher
 from verifier.jobs import VerifyRequest, job_run_id, verify_now
 
 
-class RayUnavailable(RuntimeError):
+class RayUnavailable(UserError, RuntimeError):
     """Ray is not installed, or the cluster cannot be reached; the message says which and what to do."""
 
 

@@ -13,10 +13,8 @@ import typer
 
 from drafters.cli import api_cli, launching, lookup, planning, pricing, serving, verifying, watching  # noqa: F401 - registers the commands
 from drafters.cli import render
-from drafters.cli.common import Failed, UserError, app
-from registry.local import LocalRepoError
-from registry.store import NotFound
-from registry.store.db import DatabaseError
+from drafters.cli.common import app
+from registry.errors import DraftersError
 
 
 def _fail(message: str, code: int) -> None:
@@ -32,9 +30,9 @@ def main() -> None:
     try:
         # Non-standalone mode hands back typer.Exit's code (and a command's return value) instead of exiting.
         result = app(standalone_mode=False)
-    except (DatabaseError, NotFound, UserError, LocalRepoError, Failed) as exc:
+    except DraftersError as exc:  # every layer's errors for the user: one line, the status the error carries
         message = exc.args[0] if exc.args else str(exc)
-        _fail(str(message), 2 if isinstance(exc, UserError) else 1)
+        _fail(str(message), exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):

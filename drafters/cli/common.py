@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from registry.errors import Failed, UserError
 from registry.settings import get_settings
 from registry.store import Store
 
@@ -16,15 +17,9 @@ catalog_app = typer.Typer(no_args_is_help=True, help="The bundled drafter catalo
 app.add_typer(db_app, name="db")
 app.add_typer(catalog_app, name="catalog")
 
+__all__ = ["Failed", "UserError"]  # the errors every command raises, re-exported for them
+
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-
-
-class UserError(Exception):
-    """A mistake the user can fix: printed as one line, exit status 2."""
-
-
-class Failed(Exception):
-    """The command ran and did not succeed (a failed run, every org unreachable): one line, exit status 1."""
 
 
 # Repo ids are at most 96 characters on the Hub; paths are bounded by the file system's PATH_MAX.

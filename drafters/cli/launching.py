@@ -19,10 +19,7 @@ def launches(target: str, drafter: str | None, engine: str, gpu: str | None, *, 
         raise NotFound(f"{target} is not in the registry (run `drafters catalog load` or `drafters watch --once`)")
     if recompute:
         store.recompute_compatibility(checkpoint_repo_id=target)
-    try:
-        chosen_gpu = pick_gpu(gpu)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
+    chosen_gpu = pick_gpu(gpu)
     pairs = exact_pairs(store, target, drafter)
     if not pairs:
         which = f"{drafter} is not an exact drafter of" if drafter else "no drafter is an exact pair of"

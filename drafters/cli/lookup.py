@@ -22,7 +22,7 @@ from registry.reports import built_in_label, find_for_checkpoint, lag_by, lag_ta
 from registry.store import NotFound, Store
 from registry.store.catalog_import import load_catalog
 from registry.store.db import current_revision, head_revision
-from registry.store.roles import RoleError, create_readonly_role
+from registry.store.roles import create_readonly_role
 
 
 
@@ -42,10 +42,7 @@ def db_readonly_role(
     password = os.environ.get(password_env)
     if not password:
         raise UserError(f"environment variable {password_env} is not set or empty: put the role's password there")
-    try:
-        role = create_readonly_role(open_store().engine, name, password)
-    except RoleError as exc:
-        raise UserError(str(exc)) from None
+    role = create_readonly_role(open_store().engine, name, password)
     render.console.print(f"role {role.name} {'created' if role.created else 'renewed'}: it can connect to "
                          f"{role.database} and read every registry table; it cannot write")
 

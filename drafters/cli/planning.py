@@ -13,7 +13,7 @@ from drafters.cli import render
 from drafters.cli.common import Failed, JsonOption, app, checked_ref, open_store
 from registry.domain import plan
 from registry.hub import HubClient
-from registry.hub.download import Downloader, DownloadFailed
+from registry.hub.download import Downloader
 from registry.settings import get_settings
 from verifier import autoverify
 
@@ -83,7 +83,7 @@ def fetch_command(
         try:
             fetched = Downloader(open_store(), client, settings.downloads_dir, budget, on_progress=report).fetch(
                 repo, revision)
-        except (DownloadFailed, ValueError) as error:
+        except ValueError as error:  # a DownloadFailed is a Failed already
             raise Failed(str(error)) from error
     render.console.print(render.plain(f"{fetched.path} ({plan.gb(fetched.bytes)} downloaded in "
                                       f"{fetched.seconds:.1f} s)"), markup=False, highlight=False)

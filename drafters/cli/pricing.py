@@ -12,17 +12,14 @@ from drafters.cli import render
 from drafters.cli.common import JsonOption, UserError, app, checked_ref, open_store
 from registry import calibration
 from registry.domain import pricing
-from registry.domain.gpus import GpuCatalogError, find_gpu, load_gpus
+from registry.domain.gpus import find_gpu, load_gpus
 from registry.domain.memory import GIB
-from verifier.prompts import PromptFileError, load_prompt_file
+from verifier.prompts import load_prompt_file
 
 
 def _prompt_digests(path: Path) -> dict[str, str]:
     """{set name: digest} of a prompt file, computed the way the verifier stores it."""
-    try:
-        prompt_set = load_prompt_file(path)
-    except PromptFileError as exc:
-        raise UserError(str(exc)) from None
+    prompt_set = load_prompt_file(path)
     return {prompt_set.name: prompt_set.digest}
 
 
@@ -63,11 +60,8 @@ def price_command(
     checked_ref(drafter, "DRAFTER")
     if context < 0:
         raise UserError(f"--context must be at least 0 tokens, got {context}")
-    try:
-        quantization = pricing.quantization(quant)
-        gpus = load_gpus()
-    except (pricing.PricingError, GpuCatalogError) as exc:
-        raise UserError(str(exc)) from None
+    quantization = pricing.quantization(quant)
+    gpus = load_gpus()
     chosen = list(gpus)
     if gpu:
         chosen = []
@@ -91,14 +85,10 @@ def price_command(
         acceptance = published
     target_facts = calibration.side_facts(store, target, drafter=False)
     drafter_facts = calibration.side_facts(store, drafter, drafter=True)
-    try:
-        pair = pricing.pair_shape(target_facts.config, drafter_facts.config, drafter_facts.method,
-                                  target_parameters=target_facts.parameters,
-                                  drafter_parameters=drafter_facts.parameters)
-        results = [pricing.price(pair, acceptance, pricing.device_for(g), quant=quantization, context=context)
-                   for g in chosen]
-    except pricing.PricingError as exc:
-        raise UserError(str(exc)) from None
+    pair = pricing.pair_shape(target_facts.config, drafter_facts.config, drafter_facts.method,
+                              target_parameters=target_facts.parameters, drafter_parameters=drafter_facts.parameters)
+    results = [pricing.price(pair, acceptance, pricing.device_for(g), quant=quantization, context=context)
+               for g in chosen]
     assumptions = pricing.Assumptions()
     notes = [
         f"acceptance: {acceptance.source}",

@@ -35,9 +35,9 @@ def dashboard_command(port: Annotated[int | None, typer.Option(help="Port on 127
     previous = signal.signal(signal.SIGTERM, lambda *_: stopping.append(time.monotonic()))
     try:
         process = launch(chosen, settings.resolved_database_url)
-    except LaunchError as exc:
+    except LaunchError:
         signal.signal(signal.SIGTERM, previous)
-        raise UserError(str(exc)) from None
+        raise
     render.console.print(f"dashboard: http://127.0.0.1:{chosen}/")
     terminated = False
     try:

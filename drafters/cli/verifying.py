@@ -23,13 +23,11 @@ from registry.settings import get_settings
 from registry.store import Store
 from registry.store.jobs import JobRecord
 from registry.store.runs import list_runs
-from verifier.engines.llamacpp.convert import ConversionFailed, convert_pair
-from verifier.engines.llamacpp.install import LlamaCppMissing
-from verifier.folders import LoadError
-from verifier.ingest import ServerReadError, ingest_server
+from verifier.engines.llamacpp.convert import convert_pair
+from verifier.ingest import ingest_server
 from verifier.jobs import VerifyRequest, Worker, enqueue as enqueue_job, verify_now
-from verifier.prompts import BUNDLED_SET_NAMES, PromptFileError, load_prompt_file
-from verifier.ray_executor import RayExecutor, RayUnavailable
+from verifier.prompts import BUNDLED_SET_NAMES, load_prompt_file
+from verifier.ray_executor import RayExecutor
 
 # Every import above stays free of torch (tests/test_layers.py checks that the command line starts without it).
 
@@ -51,10 +49,7 @@ def _verify_request(target: str, drafter: str | None, *, prompts: list[Path] | N
     for path in prompts or []:
         if not path.is_file():
             raise UserError(f"prompt file {path} does not exist")
-        try:
-            load_prompt_file(path)  # a bad line is the user's to fix before any model loads
-        except PromptFileError as exc:
-            raise UserError(str(exc)) from None
+        load_prompt_file(path)  # a bad line is the user's to fix before any model loads
     settings = {"max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed, "repeats": repeats,
                 "device": device, "dtype": dtype, "draft_length": draft_length, "method": method,
                 "enable_thinking": thinking}
@@ -190,10 +185,7 @@ def gguf_command(
     for folder in (target, drafter):
         if folder is not None and not folder.is_dir():
             raise UserError(f"{folder} is not a model folder")
-    try:
-        files = [f for f in convert_pair(target, drafter, out, outtype=outtype) if f is not None]
-    except (ConversionFailed, LlamaCppMissing, LoadError) as exc:
-        raise UserError(str(exc)) from None
+    files = [f for f in convert_pair(target, drafter, out, outtype=outtype) if f is not None]
     if as_json:
         render.print_json([{**f.provenance(), "path": str(f.path)} for f in files])
         return
@@ -216,14 +208,11 @@ def ingest_command(
     """Record a run from a server you already run (its speculative counters since boot), beside everyone else's."""
     if server not in SERVER_KINDS:
         raise UserError(f"ingest takes {', '.join(SERVER_KINDS)}, got {server!r}")
-    try:
-        api_key = os.environ.get(api_key_env) if api_key_env else None
-        if api_key_env and not api_key:
-            raise ServerReadError(f"environment variable {api_key_env} is not set")
-        record = ingest_server(open_store(), server, url, hardware=hardware, target=target, drafter=drafter,
-                               api_key=api_key)
-    except ServerReadError as exc:
-        raise UserError(str(exc)) from None
+    api_key = os.environ.get(api_key_env) if api_key_env else None
+    if api_key_env and not api_key:
+        raise UserError(f"environment variable {api_key_env} is not set")
+    record = ingest_server(open_store(), server, url, hardware=hardware, target=target, drafter=drafter,
+                           api_key=api_key)
     if as_json:
         render.print_json(run_json(record))
         return
@@ -245,10 +234,7 @@ def worker_command(
     worker = Worker(store)
     close: Callable[[], None] = lambda: None  # noqa: E731
     if executor == "ray":
-        try:
-            ray_executor = RayExecutor(address=ray_address, database_url=get_settings().resolved_database_url)
-        except RayUnavailable as exc:
-            raise UserError(str(exc)) from None
+        ray_executor = RayExecutor(address=ray_address, database_url=get_settings().resolved_database_url)
         worker.executor, close = ray_executor, ray_executor.close
     elif executor != "local":
         raise UserError("--executor takes 'local' or 'ray'")

@@ -13,7 +13,7 @@ from registry.calibration import PricingInputError, measured_acceptance, side_fa
 from registry.calibration.fit import SideFacts
 from registry.domain import pricing
 from registry.domain.catalog import load_catalog_data
-from registry.domain.gpus import Gpu, find_gpu, load_gpus
+from registry.domain.gpus import Gpu, GpuCatalogError, find_gpu, load_gpus
 from registry.domain.launch import DraftLength, PairFacts
 from registry.domain.llama_commands import eagle3_converter_layers
 from registry.domain.names import COMMIT_SHA
@@ -81,7 +81,7 @@ def pick_gpu(name: str | None) -> Gpu:
     gpus = _gpus()
     found = find_gpu(gpus, name or DEFAULT_GPU)
     if found is None:
-        raise ValueError(f"unknown GPU {name!r}; known: {', '.join(g.name for g in gpus)}")
+        raise GpuCatalogError(f"unknown GPU {name!r}; known: {', '.join(g.name for g in gpus)}")
     return found
 
 

@@ -15,11 +15,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from registry.errors import UserError
+
 SCHEMA_VERSION = 1
 KINDS = ("discrete", "unified")
 
 
-class GpuCatalogError(ValueError):
+class GpuCatalogError(UserError, ValueError):
     """The GPU catalog file is unreadable or an entry is invalid; the message names the entry and field."""
 
 

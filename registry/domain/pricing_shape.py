@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from registry.domain.drafter_facts import DFLASH_FAMILY
+from registry.errors import UserError
 
 # Methods whose drafting step is one forward over the whole block; the rest draft one token per forward.
 BLOCK_METHODS = DFLASH_FAMILY
 
 
-class PricingError(ValueError):
+class PricingError(UserError, ValueError):
     """Inputs that cannot be priced (no acceptance, unknown quantization, nonsense sizes)."""
 
 

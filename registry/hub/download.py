@@ -20,6 +20,7 @@ from pathlib import Path
 
 from huggingface_hub.utils import filter_repo_objects
 
+from registry.errors import Failed
 from registry.hub import HubClient
 from registry.domain.names import COMMIT_SHA
 from registry.hub.types import GatedRepo, HubError, RepoNotFound, RevisionNotFound
@@ -33,8 +34,8 @@ IGNORE_PATTERNS = ["*.py", "*.pyc", "*.bin", "*.pt", "*.pth", "*.pkl", "*.pickle
 PROGRESS_EVERY_S = 0.5
 
 
-class DownloadFailed(Exception):
-    """A download that did not complete, with a one-line reason; `retry` says whether trying again may help."""
+class DownloadFailed(Failed):
+    """A download that did not complete (exit status 1), with a one-line reason; `retry` says whether trying again may help."""
 
     def __init__(self, reason: str, *, retry: bool) -> None:
         super().__init__(reason)

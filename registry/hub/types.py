@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from registry.errors import Failed
 
-class HubError(Exception):
-    """Any failure talking to the Hub. The message is one line and never contains the token."""
+
+class HubError(Failed):
+    """Any failure talking to the Hub. The message is one line and never contains the token (exit status 1)."""
 
 
 class RepoNotFound(HubError):

@@ -11,6 +11,7 @@ from typing import Any, Self
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from registry.errors import Failed
 from registry.store.db import open_database, session_scope
 
 
@@ -25,8 +26,8 @@ def aware(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC)
 
 
-class NotFound(LookupError):
-    """A repo id the registry does not know."""
+class NotFound(Failed, LookupError):
+    """A repo id the registry does not know (exit status 1)."""
 
 
 class StoreCore:

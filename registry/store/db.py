@@ -21,11 +21,12 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from registry.errors import Failed
 from registry.redact import mask_url
 
 
-class DatabaseError(RuntimeError):
-    """A database that cannot be opened or upgraded; the message is one line for the user."""
+class DatabaseError(Failed, RuntimeError):
+    """A database that cannot be opened or upgraded; the message is one line for the user (exit status 1)."""
 
 
 def _one_line(error: object) -> str:

@@ -14,10 +14,12 @@ import psycopg
 from psycopg import sql
 from sqlalchemy import Engine
 
+from registry.errors import UserError
+
 ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
-class RoleError(ValueError):
+class RoleError(UserError, ValueError):
     """A role that cannot be made read-only here; the message is one line for the user and holds no secret."""
 
 

@@ -4,12 +4,14 @@ tests, helpers to run its pages with AppTest, and what the browser tests share (
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -20,12 +22,14 @@ import streamlit as st
 from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
+from dashboard.launch import launch
 from registry.store.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec
 from registry.store.runs import Run, record_run
 from registry.settings import get_settings
 from registry.store import Store
 from tests.conftest import REPO_ROOT
 from tests.registry.run_fixtures import measured
+from tests.support.cli import stop
 
 CONFIGS = REPO_ROOT / "tests" / "data" / "configs"
 PAGES = REPO_ROOT / "dashboard" / "views"
@@ -192,6 +196,21 @@ def dashboard_db(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[S
     store.engine.dispose()
 
 
+def local_pair_db(tmp_path: Path, target: Path, drafter: Path) -> str:
+    """A database with one measured run of a local pair: two model folders (Qwen3-8B and its DFlash drafter's
+    configs) under the given names, which outside text can choose."""
+    for folder, name in ((target, "Qwen__Qwen3-8B.json"), (drafter, "z-lab__Qwen3-8B-DFlash-b16.json")):
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_bytes((CONFIGS / name).read_bytes())
+    url = f"sqlite:///{tmp_path / 'local.db'}"
+    store = Store.open(url)
+    record_run(store, Run(target=str(target), drafter=str(drafter), method="dflash", run_id="job1", lossless=True,
+                          overall=measured(speedup=1.1), target_weight_bytes=16_000_000_000,
+                          drafter_weight_bytes=2_000_000_000))
+    store.engine.dispose()
+    return url
+
+
 def point_dashboard_at(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DRAFTERS_DATABASE_URL", url)
     get_settings.cache_clear()
@@ -255,6 +274,24 @@ def wait_until_healthy(port: int, process: subprocess.Popen[bytes], log: Path) -
             pass
         time.sleep(0.3)
     pytest.fail(f"streamlit did not answer on port {port} within {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
+
+
+@contextmanager
+def served(root: Path, url: str) -> Iterator[str]:
+    """The dashboard served by `streamlit run` on a loopback port over the database at `url`; yields its base URL."""
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("HF_TOKEN", "DRAFTERS_HF_TOKEN", "DRAFTERS_DATABASE_URL")}
+    env.update({"DRAFTERS_HOME": str(root / "home"), "HF_HUB_DISABLE_TELEMETRY": "1",
+                "NO_PROXY": "127.0.0.1,localhost"})
+    port = free_port()
+    log = root / "streamlit.log"
+    with log.open("wb") as sink:
+        process = launch(port, url, env=env, stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        wait_until_healthy(port, process, log)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(process, timeout=30)
 
 
 @pytest.fixture(scope="module")

@@ -3,15 +3,12 @@ Chromium; no exception box, the page's key text present, and a screenshot of it 
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 
-from dashboard.launch import launch
 from registry.store import Store
-from tests.dashboard.conftest import SCREENSHOTS, free_port, seed, wait_until_healthy
+from tests.dashboard.conftest import SCREENSHOTS, seed, served
 
 pytestmark = pytest.mark.browser
 
@@ -36,26 +33,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     store = Store.open(url)
     seed(store, url)
     store.engine.dispose()
-    env = {
-        key: value for key, value in os.environ.items()
-        if key not in ("HF_TOKEN", "DRAFTERS_HF_TOKEN", "DRAFTERS_DATABASE_URL")
-    }
-    env.update({"DRAFTERS_HOME": str(root / "home"), "HF_HUB_DISABLE_TELEMETRY": "1",
-                "NO_PROXY": "127.0.0.1,localhost"})
-    port = free_port()
-    log = root / "streamlit.log"
-    with log.open("wb") as sink:
-        process = launch(port, url, env=env, stdout=sink, stderr=subprocess.STDOUT)
-    try:
-        wait_until_healthy(port, process, log)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with served(root, url) as base:
+        yield base
 
 
 @pytest.mark.parametrize("path", list(PAGES))

@@ -4,8 +4,6 @@ text a person sees."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,10 +15,9 @@ from registry.store.records import EventSpec
 from registry.store.runs import Run, record_run
 from registry.store import Store
 from dashboard.data import md
-from dashboard.launch import launch
 from registry.domain import memory
 from tests.registry.run_fixtures import measured
-from tests.dashboard.conftest import PAGE_NAMES, free_port, point_dashboard_at, run_page, wait_until_healthy
+from tests.dashboard.conftest import PAGE_NAMES, local_pair_db, point_dashboard_at, run_page, served
 
 MODELS = "/home/someone/.drafters/models"
 # (target folder, drafter folder, method, job id): what the demo's worker jobs record, one run per pair.
@@ -71,18 +68,8 @@ def test_every_page_over_the_demo_database_has_no_error_box(demo_db: str, page: 
 
 def test_a_local_pair_has_a_short_name_a_verdict_and_a_memory_budget(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    configs = Path(__file__).resolve().parents[1] / "data" / "configs"
     target, drafter = tmp_path / "models" / "tiny-qwen3-target-aa11", tmp_path / "models" / "tiny-dflash-bb22"
-    for folder, name in ((target, "Qwen__Qwen3-8B.json"), (drafter, "z-lab__Qwen3-8B-DFlash-b16.json")):
-        folder.mkdir(parents=True)
-        (folder / "config.json").write_bytes((configs / name).read_bytes())
-    url = f"sqlite:///{tmp_path / 'local.db'}"
-    store = Store.open(url)
-    record_run(store, Run(target=str(target), drafter=str(drafter), method="dflash", run_id="job1", lossless=True,
-                          overall=measured(speedup=1.1), target_weight_bytes=16_000_000_000,
-                          drafter_weight_bytes=2_000_000_000))
-    store.engine.dispose()
-    point_dashboard_at(url, monkeypatch)
+    point_dashboard_at(local_pair_db(tmp_path, target, drafter), monkeypatch)
     app = run_page("pair")
     assert not app.error and not app.exception, [e.value for e in app.error]
     assert app.selectbox(key="target").value == str(target)
@@ -114,18 +101,8 @@ def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("dashboard-demo")
     url = f"sqlite:///{root / 'registry.db'}"
     seed_demo(url)
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "DRAFTERS_HF_TOKEN", "DRAFTERS_DATABASE_URL")}
-    env.update({"DRAFTERS_HOME": str(root / "home"), "NO_PROXY": "127.0.0.1,localhost"})
-    port = free_port()
-    log = root / "streamlit.log"
-    with log.open("wb") as sink:
-        process = launch(port, url, env=env, stdout=sink, stderr=subprocess.STDOUT)
-    try:
-        wait_until_healthy(port, process, log)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with served(root, url) as base:
+        yield base
 
 
 @pytest.mark.browser

@@ -9,12 +9,8 @@ from pathlib import Path
 import pytest
 
 from dashboard.data import md
-from registry.store import Store
-from registry.store.runs import Run, record_run
-from tests.dashboard.conftest import point_dashboard_at, run_page
-from tests.registry.run_fixtures import measured
+from tests.dashboard.conftest import local_pair_db, point_dashboard_at, run_page
 
-CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 LINK = "[click me](https:evil.example)"
 
 
@@ -31,16 +27,7 @@ def test_pair_tooltips_and_captions_show_a_hostile_folder_name_as_text(tmp_path:
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "models" / f"target {LINK}"
     drafter = tmp_path / "models" / f"drafter {LINK}\u202e"
-    for folder, name in ((target, "Qwen__Qwen3-8B.json"), (drafter, "z-lab__Qwen3-8B-DFlash-b16.json")):
-        folder.mkdir(parents=True)
-        (folder / "config.json").write_bytes((CONFIGS / name).read_bytes())
-    url = f"sqlite:///{tmp_path / 'local.db'}"
-    store = Store.open(url)
-    record_run(store, Run(target=str(target), drafter=str(drafter), method="dflash", run_id="job1", lossless=True,
-                          overall=measured(speedup=1.1), target_weight_bytes=16_000_000_000,
-                          drafter_weight_bytes=2_000_000_000))
-    store.engine.dispose()
-    point_dashboard_at(url, monkeypatch)
+    point_dashboard_at(local_pair_db(tmp_path, target, drafter), monkeypatch)
     app = run_page("pair")
     assert not app.exception, [e.value for e in app.exception]
     tooltips = [c.proto.help for c in app.caption if c.proto.help]

@@ -7,6 +7,7 @@ import sqlite3
 import sys
 import uuid
 from collections import defaultdict
+from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from statistics import mean, pstdev
@@ -24,6 +25,8 @@ from dashboard import data, launch, queries
 from registry.domain import hub_presence, memory
 from registry import reports
 from registry.store.db import head_revision
+from registry.store.read_only import open_read_only
+from registry.store.read_queries import ReadOnlyQueries
 from registry.store.runs import Run, list_runs, record_run
 from registry.store import Store
 from tests.conftest import REPO_ROOT
@@ -53,16 +56,16 @@ from tests.dashboard.conftest import (
 
 
 @pytest.fixture
-def engine(seeded: Seeded):  # type: ignore[no-untyped-def]
-    opened = queries.open_read_only(seeded.url)
+def db(seeded: Seeded) -> Iterator[ReadOnlyQueries]:
+    opened = ReadOnlyQueries(seeded.url)
     yield opened
-    opened.dispose()
+    opened.close()
 
 
-def test_counts_equal_what_the_store_holds(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
+def test_counts_equal_what_the_store_holds(seeded: Seeded, db: ReadOnlyQueries) -> None:
     store = seeded.store
     today = datetime.now(UTC).date()
-    counts = queries.counts(engine)
+    counts = queries.counts(db)
     assert counts.targets == len(store.checkpoints()) == 5
     assert counts.drafters == len(store.drafters()) == 5
     assert counts.exact_pairs == sum(1 for v in store.verdicts() if v.verdict == "exact") == 4
@@ -72,8 +75,8 @@ def test_counts_equal_what_the_store_holds(seeded: Seeded, engine) -> None:  # t
     assert counts.events == len(store.events()) == 4
 
 
-def test_availability_cells_are_the_best_head_verdict(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
-    cells = queries.availability(engine)
+def test_availability_cells_are_the_best_head_verdict(seeded: Seeded, db: ReadOnlyQueries) -> None:
+    cells = queries.availability(db)
     assert len(cells) == 5 * len(queries.METHOD_LABELS)
     best: dict[tuple[str, str], str] = {}
     for verdict in seeded.store.verdicts():
@@ -98,18 +101,18 @@ def test_availability_cells_are_the_best_head_verdict(seeded: Seeded, engine) ->
     assert row["DSpark"] == queries.NO_VERDICT
 
 
-def test_availability_filters(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
-    assert set(queries.availability(engine, orgs=["meta-llama"])["checkpoint"]) == {LLAMA}
-    assert set(queries.availability(engine, families=["Qwen3"])["checkpoint"]) == {QWEN3_8B, QWEN3_4B}
-    assert set(queries.availability(engine, sizes=["8B"], orgs=["Qwen"])["checkpoint"]) == {QWEN3_8B, QWEN36_8B}
-    assert queries.availability(engine, orgs=["nobody"]).empty
-    options = queries.checkpoint_options(engine)
+def test_availability_filters(seeded: Seeded, db: ReadOnlyQueries) -> None:
+    assert set(queries.availability(db, orgs=["meta-llama"])["checkpoint"]) == {LLAMA}
+    assert set(queries.availability(db, families=["Qwen3"])["checkpoint"]) == {QWEN3_8B, QWEN3_4B}
+    assert set(queries.availability(db, sizes=["8B"], orgs=["Qwen"])["checkpoint"]) == {QWEN3_8B, QWEN36_8B}
+    assert queries.availability(db, orgs=["nobody"]).empty
+    options = queries.checkpoint_options(db)
     assert options.orgs == ("Qwen", "meta-llama")
     assert "27B" in options.sizes
 
 
-def test_drafters_for_lists_every_verdict_best_first_and_follows_renames(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
-    fits = queries.drafters_for(engine, QWEN3_8B)
+def test_drafters_for_lists_every_verdict_best_first_and_follows_renames(seeded: Seeded, db: ReadOnlyQueries) -> None:
+    fits = queries.drafters_for(db, QWEN3_8B)
     stored = {v.drafter_repo_id: v for v in seeded.store.verdicts(checkpoint_repo_id=QWEN3_8B)}
     assert set(fits["drafter"]) == set(stored)
     for row in fits.itertuples():
@@ -117,16 +120,16 @@ def test_drafters_for_lists_every_verdict_best_first_and_follows_renames(seeded:
         assert row.reasons == "; ".join(stored[row.drafter].reasons)
     ranks = [reports.VERDICT_ORDER[v] for v in fits["verdict"]]
     assert ranks == sorted(ranks)
-    assert queries.search_checkpoints(engine, "qwen3-8") == [QWEN3_8B]
-    assert queries.resolve_checkpoint(engine, "nobody/None") is None
+    assert db.search_checkpoints("qwen3-8") == [QWEN3_8B]
+    assert db.resolve_checkpoint("nobody/None") is None
 
     seeded.store.rename_checkpoint(QWEN3_4B, "Qwen/Qwen3-4B-Renamed")
-    assert queries.resolve_checkpoint(engine, QWEN3_4B) == "Qwen/Qwen3-4B-Renamed"
-    assert list(queries.drafters_for(engine, QWEN3_4B)["verdict"]) == ["exact"]
+    assert db.resolve_checkpoint(QWEN3_4B) == "Qwen/Qwen3-4B-Renamed"
+    assert list(queries.drafters_for(db, QWEN3_4B)["verdict"]) == ["exact"]
 
 
-def test_benchmark_summary_is_the_mean_and_spread_of_the_runs(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
-    summary = queries.benchmark_summary(engine, target=QWEN3_8B, drafter=DFLASH_8B)
+def test_benchmark_summary_is_the_mean_and_spread_of_the_runs(seeded: Seeded, db: ReadOnlyQueries) -> None:
+    summary = queries.benchmark_summary(db, target=QWEN3_8B, drafter=DFLASH_8B)
     assert len(summary) == len(seeded.speedups) == 4
     for row in summary.itertuples():
         expected = seeded.speedups[(row.hardware, row.prompt_set)]
@@ -134,15 +137,15 @@ def test_benchmark_summary_is_the_mean_and_spread_of_the_runs(seeded: Seeded, en
         assert row.speedup_mean == pytest.approx(mean(expected))
         assert row.speedup_std == pytest.approx(pstdev(expected), abs=1e-6)
         assert (row.speedup_min, row.speedup_max) == (pytest.approx(min(expected)), pytest.approx(max(expected)))
-    everything = queries.benchmark_summary(engine)
+    everything = queries.benchmark_summary(db)
     assert set(zip(everything["target"], everything["drafter"])) == {(QWEN3_8B, DFLASH_8B), (LLAMA, EAGLE_LLAMA)}
-    pairs = queries.benchmark_pairs(engine).set_index(["target", "drafter"])
+    pairs = queries.benchmark_pairs(db).set_index(["target", "drafter"])
     assert pairs.loc[(QWEN3_8B, DFLASH_8B), "runs"] == 7
     assert pairs.loc[(QWEN3_8B, DFLASH_8B), "ok_runs"] == 6
 
 
-def test_history_keeps_series_apart_and_marks_the_revision_change(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
-    history = queries.benchmark_history(engine, QWEN3_8B, DFLASH_8B)
+def test_history_keeps_series_apart_and_marks_the_revision_change(seeded: Seeded, db: ReadOnlyQueries) -> None:
+    history = queries.benchmark_history(db, QWEN3_8B, DFLASH_8B)
     assert len(history) == 6 * 2
     by_series: dict[str, list[float]] = defaultdict(list)
     for row in history.itertuples():
@@ -159,23 +162,23 @@ def test_history_keeps_series_apart_and_marks_the_revision_change(seeded: Seeded
     assert set(changes["change"]) == {f"target revision {TARGET_SHA_1[:10]} → {TARGET_SHA_2[:10]}"}
 
 
-def test_runs_under_another_metric_definition_are_another_series(seeded: Seeded, store: Store,  # type: ignore[no-untyped-def]
-                                                                   engine) -> None:
+def test_runs_under_another_metric_definition_are_another_series(seeded: Seeded, store: Store,
+                                                                   db: ReadOnlyQueries) -> None:
     record_run(store, Run(target=QWEN3_8B, drafter=DFLASH_8B, method="dflash", hardware="H200", engine="pytorch",
                           overall=measured(speedup=9.0, tau=9.0), metric_version=2,
                           per_set=(measured("gsm8k", "d", speedup=9.0, tau=9.0),)))
-    history = queries.benchmark_history(engine, QWEN3_8B, DFLASH_8B)
+    history = queries.benchmark_history(db, QWEN3_8B, DFLASH_8B)
     newest = history[history["speedup"] == 9.0]
     assert list(newest["series"]) == ["H200 · pytorch · metrics v2 · gsm8k"]
     assert 9.0 not in list(history[history["series"] == "H200 · pytorch · metrics v1 · gsm8k"]["speedup"])
-    summary = queries.benchmark_summary(engine, target=QWEN3_8B, drafter=DFLASH_8B)
+    summary = queries.benchmark_summary(db, target=QWEN3_8B, drafter=DFLASH_8B)
     h200 = summary[(summary["hardware"] == "H200") & (summary["prompt_set"] == "gsm8k")]
     assert sorted(zip(h200["metric_version"], h200["runs"])) == [(1, len(seeded.speedups[("H200", "gsm8k")])), (2, 1)]
 
 
-def test_acceptance_by_position_is_the_stored_rates(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
+def test_acceptance_by_position_is_the_stored_rates(seeded: Seeded, db: ReadOnlyQueries) -> None:
     run_id = seeded.run_ids[3]
-    frame = queries.acceptance_by_position(engine, run_id)
+    frame = queries.acceptance_by_position(db, run_id)
     stored = {
         result.name: result.per_position_acceptance
         for run in list_runs(seeded.store, target=QWEN3_8B, drafter=DFLASH_8B)
@@ -187,57 +190,57 @@ def test_acceptance_by_position_is_the_stored_rates(seeded: Seeded, engine) -> N
         shown = frame[frame["prompt_set"] == prompt_set]
         assert list(shown["position"]) == list(range(1, len(rates) + 1))
         assert list(shown["acceptance"]) == pytest.approx(list(rates))
-    assert queries.acceptance_by_position(engine, seeded.failed_run_id).empty
+    assert queries.acceptance_by_position(db, seeded.failed_run_id).empty
 
 
-def test_runs_keep_failed_ones_with_their_reason(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
-    failed = queries.runs(engine, target=QWEN3_8B, drafter=DFLASH_8B, status="failed")
+def test_runs_keep_failed_ones_with_their_reason(seeded: Seeded, db: ReadOnlyQueries) -> None:
+    failed = queries.runs(db, target=QWEN3_8B, drafter=DFLASH_8B, status="failed")
     assert list(failed["run_id"]) == [seeded.failed_run_id]
     assert failed["failure_reason"].iloc[0] == "CUDA out of memory while loading the drafter"
-    every = queries.runs(engine, target=QWEN3_8B, drafter=DFLASH_8B)
+    every = queries.runs(db, target=QWEN3_8B, drafter=DFLASH_8B)
     assert len(every) == 7
     assert list(every["created_at"]) == sorted(every["created_at"], reverse=True)
 
 
-def test_events_filters_and_messages(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
-    every = queries.events(engine)
+def test_events_filters_and_messages(seeded: Seeded, db: ReadOnlyQueries) -> None:
+    every = queries.events(db)
     stored = seeded.store.events()
     assert list(every["id"]) == [e.id for e in reversed(stored)]
     assert list(every["message"]) == [e.payload["message"] for e in reversed(stored)]
-    assert set(queries.events(engine, types=["new_drafter"])["subject"]) == {DFLASH_8B, EAGLE_LLAMA}
-    assert set(queries.events(engine, orgs=["meta-llama"])["subject"]) == {EAGLE_LLAMA}
-    assert set(queries.events(engine, families=["Qwen3.6"])["subject"]) == {QWEN36_27B}
-    assert queries.events(engine, since=date(2100, 1, 1)).empty
-    assert len(queries.events(engine, since=date(2000, 1, 1))) == 4
-    options = queries.event_options(engine)
+    assert set(queries.events(db, types=["new_drafter"])["subject"]) == {DFLASH_8B, EAGLE_LLAMA}
+    assert set(queries.events(db, orgs=["meta-llama"])["subject"]) == {EAGLE_LLAMA}
+    assert set(queries.events(db, families=["Qwen3.6"])["subject"]) == {QWEN36_27B}
+    assert queries.events(db, since=date(2100, 1, 1)).empty
+    assert len(queries.events(db, since=date(2000, 1, 1))) == 4
+    options = queries.event_options(db)
     assert options.types == ("lag_opened", "new_drafter", "revision_changed")
 
 
-def test_pair_queries(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
-    verdict = queries.pair_verdict(engine, QWEN3_8B, DFLASH_8B)
+def test_pair_queries(seeded: Seeded, db: ReadOnlyQueries) -> None:
+    verdict = queries.pair_verdict(db, QWEN3_8B, DFLASH_8B)
     [stored] = seeded.store.verdicts(checkpoint_repo_id=QWEN3_8B, drafter_repo_id=DFLASH_8B)
     assert verdict is not None
     assert (verdict.verdict, verdict.reasons, verdict.checks) == (stored.verdict, stored.reasons, stored.checks)
     assert verdict.checkpoint_sha == TARGET_SHA_1
-    assert queries.pair_verdict(engine, QWEN36_27B, DFLASH_8B) is None
-    choices = queries.pair_choices(engine)
+    assert queries.pair_verdict(db, QWEN36_27B, DFLASH_8B) is None
+    choices = queries.pair_choices(db)
     assert len(choices) == len(seeded.store.verdicts())  # every run pair also has a verdict here
     assert not choices.duplicated(["target", "drafter"]).any()
-    revisions = queries.checkpoint_revisions(engine, QWEN3_8B)
+    revisions = queries.checkpoint_revisions(db, QWEN3_8B)
     assert list(revisions["sha"]) == [TARGET_SHA_1] and bool(revisions["head"].iloc[0])
-    assert list(queries.drafter_revisions(engine, DFLASH_8B)["sha"]) == ["d" * 40]
-    weights = queries.checkpoint_weights(engine, QWEN3_8B)
+    assert list(queries.drafter_revisions(db, DFLASH_8B)["sha"]) == ["d" * 40]
+    weights = queries.checkpoint_weights(db, QWEN3_8B)
     assert weights is not None
     assert (weights.parameter_count, weights.weight_bytes, weights.size_label) == (8_190_735_360, 16_381_470_720, "8B")
     assert weights.config is not None and weights.config["num_key_value_heads"] == 8
-    drafter = queries.drafter_weights(engine, DFLASH_8B)
+    drafter = queries.drafter_weights(db, DFLASH_8B)
     assert drafter is not None and drafter.weight_bytes == 2_000_000_000
-    assert queries.checkpoint_weights(engine, "nobody/None") is None
+    assert queries.checkpoint_weights(db, "nobody/None") is None
 
 
-def test_lag_report_is_the_reports_lag_table(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
+def test_lag_report_is_the_reports_lag_table(seeded: Seeded, db: ReadOnlyQueries) -> None:
     today = datetime.now(UTC).date()
-    report = queries.lag_report(engine, today)
+    report = queries.lag_report(db, today)
     rows = reports.lag_table(seeded.store, today)
     assert list(report.targets["target_repo_id"]) == [r.target_repo_id for r in rows]
     waiting = report.targets[report.targets["open"]]
@@ -248,32 +251,36 @@ def test_lag_report_is_the_reports_lag_table(seeded: Seeded, engine) -> None:  #
     points = report.timeline[report.timeline["target"] == QWEN3_8B]
     assert sorted(points["repo"]) == sorted([QWEN3_8B, DFLASH_8B, EAGLE_8B])
     assert set(report.by_family["family"]) == {"Qwen3", "Qwen3.6", "Llama-3.1"}
-    upgrades = queries.upgrades(engine, today)
+    upgrades = queries.upgrades(db, today)
     assert list(upgrades["successor_repo_id"]) == [QWEN36_8B]
     assert bool(upgrades["open"].iloc[0])
     assert upgrades["lag_days"].iloc[0] == (today - date(2026, 5, 1)).days
 
 
-def test_the_engine_refuses_writes(seeded: Seeded, engine) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(SQLAlchemyError):
-        with engine.begin() as connection:
-            connection.execute(text("DELETE FROM event"))
+def test_the_engine_refuses_writes(seeded: Seeded) -> None:
+    engine = open_read_only(seeded.url)
+    try:
+        with pytest.raises(SQLAlchemyError):
+            with engine.begin() as connection:
+                connection.execute(text("DELETE FROM event"))
+    finally:
+        engine.dispose()
     assert len(seeded.store.events()) == 4
 
 
 def test_a_missing_sqlite_database_is_reported_and_not_created(tmp_path: Path) -> None:
     path = tmp_path / "nowhere" / "registry.db"
     with pytest.raises(queries.DatabaseMissing, match="drafters catalog load"):
-        queries.open_read_only(f"sqlite:///{path}")
+        ReadOnlyQueries(f"sqlite:///{path}")
     assert not path.parent.exists()
 
 
 def test_schema_problems_say_which_command_fixes_them(tmp_path: Path) -> None:
     path = tmp_path / "bare.db"
     sqlite3.connect(path).close()
-    bare = queries.open_read_only(f"sqlite:///{path}")
-    assert "drafters catalog load" in (queries.schema_problem(bare) or "")
-    bare.dispose()
+    bare = ReadOnlyQueries(f"sqlite:///{path}")
+    assert "drafters catalog load" in (bare.schema_problem() or "")
+    bare.close()
 
     url = f"sqlite:///{tmp_path / 'old.db'}"
     Store.open(url).engine.dispose()
@@ -281,29 +288,29 @@ def test_schema_problems_say_which_command_fixes_them(tmp_path: Path) -> None:
     with writer.begin() as connection:
         connection.execute(text("UPDATE alembic_version SET version_num = '0001'"))
     writer.dispose()
-    old = queries.open_read_only(url)
-    problem = queries.schema_problem(old) or ""
+    old = ReadOnlyQueries(url)
+    problem = old.schema_problem() or ""
     assert "drafters db upgrade" in problem and head_revision() in problem
-    old.dispose()
+    old.close()
 
 
 def test_an_empty_database_gives_empty_frames(database_url: str) -> None:
     Store.open(database_url).engine.dispose()
-    engine = queries.open_read_only(database_url)
+    db = ReadOnlyQueries(database_url)
     try:
-        assert queries.schema_problem(engine) is None
-        assert queries.counts(engine) == queries.Counts(0, 0, 0, 0, 0, 0, 0, 0)
-        assert queries.availability(engine).empty
-        assert queries.availability_matrix(queries.availability(engine)).empty
-        assert queries.events(engine).empty
-        assert queries.benchmark_pairs(engine).empty
-        assert queries.benchmark_summary(engine).empty
-        assert queries.revision_changes(queries.benchmark_history(engine, QWEN3_8B, DFLASH_8B)).empty
-        assert queries.pair_choices(engine).empty
-        assert queries.lag_report(engine, date(2026, 1, 1)).targets.empty
-        assert queries.upgrades(engine, date(2026, 1, 1)).empty
+        assert db.schema_problem() is None
+        assert queries.counts(db) == queries.Counts(0, 0, 0, 0, 0, 0, 0, 0)
+        assert queries.availability(db).empty
+        assert queries.availability_matrix(queries.availability(db)).empty
+        assert queries.events(db).empty
+        assert queries.benchmark_pairs(db).empty
+        assert queries.benchmark_summary(db).empty
+        assert queries.revision_changes(queries.benchmark_history(db, QWEN3_8B, DFLASH_8B)).empty
+        assert queries.pair_choices(db).empty
+        assert queries.lag_report(db, date(2026, 1, 1)).targets.empty
+        assert queries.upgrades(db, date(2026, 1, 1)).empty
     finally:
-        engine.dispose()
+        db.close()
 
 
 # ==== the pages, run by AppTest on a seeded SQLite database (plus one PostgreSQL smoke test) ==============
@@ -317,7 +324,9 @@ def test_overview_shows_the_counts_and_latest_events(dashboard_db: Seeded) -> No
     app = run_page("overview")
     assert_clean(app)
     store = dashboard_db.store
-    counts = queries.counts(store.engine)
+    reader = ReadOnlyQueries(dashboard_db.url)
+    counts = queries.counts(reader)
+    reader.close()
     assert metrics(app) == {
         "Targets tracked": str(len(store.checkpoints())),
         "Drafters": str(len(store.drafters())),
@@ -605,7 +614,7 @@ def test_pages_work_under_a_postgresql_role_that_may_only_select(
             connection.execute(text("DELETE FROM event"))  # the role really cannot write
         reader.dispose()
     finally:
-        data._engine(reader_url).dispose()
+        data._reader(reader_url).close()
         with admin.connect() as connection:
             connection.execute(text(f"REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role}"))
             connection.execute(text(f"REVOKE USAGE ON SCHEMA public FROM {role}"))

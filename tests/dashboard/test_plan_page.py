@@ -44,11 +44,11 @@ def test_the_page_lists_every_pair_with_the_planners_state_and_reason(
 
 def test_the_plan_reads_through_the_dashboards_read_only_engine_on_both_backends(seeded: Seeded) -> None:
     register_worker(seeded.store, WORKER, host="h")
-    engine = queries.open_read_only(seeded.url)
+    db = queries.ReadOnlyQueries(seeded.url)
     try:
-        view = plan_queries.plan_view(engine)
+        view = plan_queries.plan_view(db)
     finally:
-        engine.dispose()
+        db.close()
     expected = plan_pairs(plan_inputs(seeded.store), WORKER)
     assert view.worker == WORKER and list(view.pairs["state"]) == [row.state for row in expected]
     assert sum(view.counts.values()) == len(expected) > 0

@@ -13,7 +13,7 @@ from registry.reports import find_for_checkpoint, lag_by, lag_table, upgrade_tab
 from registry.store import Store
 from registry.store.catalog_import import CATALOG_SHA, load_catalog
 from registry.store.records import DrafterSpec, RevisionSpec
-from tests.registry.test_cli import db_env, drafters  # noqa: F401  (db_env: the fixture)
+from tests.support.cli import drafters
 from tests.snapshot import snapshot
 
 V4_FLASH = "deepseek-ai/DeepSeek-V4-Flash"

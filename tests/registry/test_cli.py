@@ -11,24 +11,10 @@ from pathlib import Path
 import pytest
 
 from registry.domain.catalog import load_catalog_data
+from tests.support.cli import drafters
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "tests" / "data" / "configs"
-
-
-def drafters(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "drafters.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
-        timeout=120,
-    )
-
-
-@pytest.fixture
-def db_env(database_url: str) -> dict[str, str]:
-    return {"DRAFTERS_DATABASE_URL": database_url}
 
 
 def test_catalog_find_lag(db_env: dict[str, str]) -> None:
@@ -100,3 +86,32 @@ def test_bad_database_url_is_one_line() -> None:
     assert result.returncode == 1
     assert "cannot connect" in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+PLANTED = '''
+import sys
+from drafters.cli import main
+from drafters.cli.common import app
+from registry.errors import DraftersError
+
+
+class Planted(DraftersError):
+    exit_code = 7
+
+
+@app.command("planted")
+def planted() -> None:
+    raise Planted("a planted error")
+
+
+sys.argv = ["drafters", "planted"]
+main()
+'''
+
+
+def test_any_drafters_error_leaves_with_its_own_exit_code(tmp_path: Path) -> None:
+    """The CLI has one place that turns an error into its status: a new subclass needs no new `except`."""
+    result = subprocess.run([sys.executable, "-c", PLANTED], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "DRAFTERS_DATABASE_URL": f"sqlite:///{tmp_path / 'r.db'}"})
+    assert result.returncode == 7, (result.stdout, result.stderr)
+    assert result.stderr.strip() == "error: a planted error"

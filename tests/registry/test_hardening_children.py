@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import drafters, running, start
+
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "tests" / "data" / "configs"
 
@@ -106,27 +108,16 @@ def test_up_moves_the_dashboard_off_a_port_another_process_listens_on(tmp_path: 
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
         taken = squatter.getsockname()[1]
-        process = subprocess.Popen(
-            [sys.executable, "-m", "drafters.cli", "up", "--no-watch", "--no-worker", "--no-demo"],
-            env={**os.environ, "DRAFTERS_HOME": str(tmp_path / "home"), "DRAFTERS_DASHBOARD_PORT": str(taken)},
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        lines: list[str] = []
-        try:
-            assert process.stdout is not None
-            for line in process.stdout:
-                lines.append(line)
-                if line.startswith("dashboard:"):
-                    break
+        with running(["up", "--no-watch", "--no-worker", "--no-demo"], until="dashboard: http",
+                     env={"DRAFTERS_HOME": str(tmp_path / "home"), "DRAFTERS_DASHBOARD_PORT": str(taken)}) as up:
+            lines = up.lines
             advertised = next(line for line in lines if line.startswith("dashboard:"))
             assert f"port {taken} is taken" in "".join(lines), lines
             assert f":{taken}/" not in advertised
             port = int(advertised.split("http://127.0.0.1:")[1].split("/")[0])
             # The advertised URL is our dashboard's.
             assert _wait_for(lambda: _health(port) == "ok", timeout_s=120), "".join(lines)
-        finally:
-            process.terminate()
-            rest, _ = process.communicate(timeout=60)
-        assert process.returncode == 0, "".join(lines) + rest
+        assert up.process.returncode == 0, up.output
 
 
 def test_dashboard_refuses_a_port_another_process_listens_on(tmp_path: Path) -> None:
@@ -134,9 +125,8 @@ def test_dashboard_refuses_a_port_another_process_listens_on(tmp_path: Path) -> 
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
         taken = squatter.getsockname()[1]
-        result = subprocess.run([sys.executable, "-m", "drafters.cli", "dashboard", "--port", str(taken)],
-                                env={**os.environ, "DRAFTERS_HOME": str(tmp_path / "home")}, capture_output=True,
-                                text=True, timeout=60)
+        result = drafters("dashboard", "--port", str(taken), env={"DRAFTERS_HOME": str(tmp_path / "home")},
+                          timeout=60)
     assert result.returncode == 2 and f"port {taken} on 127.0.0.1 is taken" in result.stderr, result.stderr
 
 
@@ -144,19 +134,12 @@ def test_dashboard_refuses_a_port_another_process_listens_on(tmp_path: Path) -> 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="the demo build needs the verifier extra")
 def test_up_stopped_during_the_demo_build_exits_cleanly(tmp_path: Path) -> None:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "drafters.cli", "up", "--no-watch", "--no-worker", "--no-dashboard"],
-        env={**os.environ, "DRAFTERS_HOME": str(tmp_path / "home"),
-             # An empty models folder: the build starts from nothing and runs for minutes.
-             "DRAFTERS_MODELS_DIR": str(tmp_path / "models")},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []
+    up = start(["up", "--no-watch", "--no-worker", "--no-dashboard"], until="building the tiny demo models",
+               env={"DRAFTERS_HOME": str(tmp_path / "home"),
+                    # An empty models folder: the build starts from nothing and runs for minutes.
+                    "DRAFTERS_MODELS_DIR": str(tmp_path / "models")})
+    process, lines = up.process, up.lines
     try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.append(line)
-            if "building the tiny demo models" in line:
-                break
         # Into the build: torch has started its threads.
         assert _wait_for(lambda: any((tmp_path / "models").glob("*.building")), timeout_s=60), lines
         time.sleep(2)

@@ -3,23 +3,16 @@ or a script would."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.fakehub.server import FakeHub
+from tests.support.cli import drafters
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "tests" / "data" / "configs"
-
-
-def drafters(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
-             timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "drafters.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "200", **(env or {})}, cwd=cwd, timeout=timeout)
 
 
 def one_line_failure(result: subprocess.CompletedProcess[str], code: int, text: str) -> None:

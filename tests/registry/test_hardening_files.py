@@ -22,6 +22,7 @@ from registry.alerts.secrets import SecretBox
 from registry.store import Store
 from registry.store.models import Delivery
 from registry.store.records import EventSpec
+from tests.support.cli import drafters, running
 from tests.support.receiver import Receiver
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,17 +95,15 @@ def _umask_zero() -> None:
 
 def test_the_feed_is_0600_under_umask_zero(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    env = {**os.environ, "DRAFTERS_HOME": str(home)}
+    env = {"DRAFTERS_HOME": str(home)}
     for args in (("feed",), ("feed", "--out", str(tmp_path / "elsewhere" / "feed.xml"))):
-        result = subprocess.run([sys.executable, "-m", "drafters.cli", *args], capture_output=True, text=True,
-                                env=env, preexec_fn=_umask_zero, timeout=120)  # noqa: PLW1509
+        result = drafters(*args, env=env, preexec_fn=_umask_zero)
         assert result.returncode == 0, result.stderr
     for path in (home / "feed.atom", tmp_path / "elsewhere" / "feed.xml"):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
     # A feed someone made readable is 0600 again after the next write.
     (home / "feed.atom").chmod(0o666)
-    subprocess.run([sys.executable, "-m", "drafters.cli", "feed"], env=env, preexec_fn=_umask_zero,  # noqa: PLW1509
-                   capture_output=True, timeout=120, check=True)
+    assert drafters("feed", env=env, preexec_fn=_umask_zero).returncode == 0
     assert stat.S_IMODE((home / "feed.atom").stat().st_mode) == 0o600
 
 
@@ -122,19 +121,8 @@ def test_the_dashboard_log_is_0600_under_umask_zero(tmp_path: Path, existing: in
         home.mkdir(mode=0o700)
         log.write_text("an older run\n")
         log.chmod(existing)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "drafters.cli", "up", "--no-watch", "--no-worker", "--no-demo"],
-        env={**os.environ, "DRAFTERS_HOME": str(home), "DRAFTERS_DASHBOARD_PORT": str(_free_port())},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=_umask_zero)  # noqa: PLW1509
-    lines = []
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.append(line)
-            if line.startswith("dashboard:"):
-                break
-    finally:
-        process.terminate()
-        process.communicate(timeout=60)
+    with running(["up", "--no-watch", "--no-worker", "--no-demo"], until="dashboard: http", preexec_fn=_umask_zero,
+                 env={"DRAFTERS_HOME": str(home), "DRAFTERS_DASHBOARD_PORT": str(_free_port())}) as up:
+        lines = up.lines
     assert any(line.startswith("dashboard:") for line in lines), lines
     assert stat.S_IMODE(log.stat().st_mode) == 0o600

@@ -5,9 +5,6 @@ terminal escapes, no Rich markup) and the dashboard's pages (no Markdown)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import feedparser
@@ -22,15 +19,11 @@ from registry.store import Store
 from tests.fakehub.scenario import QWEN3_8B_DFLASH_CONFIG, Scenario
 from tests.fakehub.server import FakeHub
 from tests.fakehub.state import dflash_drafter_files, utc
+from tests.support.cli import drafters
 from tests.support.receiver import Receiver
 
 HOSTILE = "<!channel> <https://evil.example|click> \x01\x1b[2J [bold red]pwned[/] **bold** & \x07"
 EVIL_DRAFTER = "z-lab/Qwen3-8B-Evil-speculator"
-
-
-def drafters(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "drafters.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "200", **env}, timeout=120)
 
 
 def assert_inert(text: str) -> None:

@@ -3,17 +3,16 @@ an empty value is a dash, never `None`."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import drafters as run_drafters
+
 
 def drafters(*args: str, env: dict[str, str], columns: int = 80) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "drafters.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **env, "COLUMNS": str(columns)}, timeout=120)
+    return run_drafters(*args, env=env, columns=columns)  # an 80-column terminal unless a test says otherwise
 
 
 @pytest.fixture

@@ -4,16 +4,18 @@ folder that carries its publisher's code."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.support.cli import drafters, start
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "tests" / "data" / "configs"
@@ -57,19 +59,9 @@ def _wait_gone(pids: list[int], timeout_s: float = 30) -> list[int]:
 
 
 def _start(args: list[str], home: Path) -> tuple[subprocess.Popen[str], list[int]]:
-    env = {**os.environ, "DRAFTERS_HOME": str(home), "DRAFTERS_DASHBOARD_PORT": str(_free_port()),
-           "DRAFTERS_WATCHED_ORGS": "[]"}
-    env.pop("DRAFTERS_DATABASE_URL", None)
-    process = subprocess.Popen([sys.executable, "-m", "drafters.cli", *args], env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-    assert process.stdout is not None
-    lines = []
-    for line in process.stdout:
-        lines.append(line)
-        if "dashboard: http://127.0.0.1:" in line:
-            break
-    else:
-        pytest.fail("no dashboard line:\n" + "".join(lines))
+    env = {"DRAFTERS_HOME": str(home), "DRAFTERS_DASHBOARD_PORT": str(_free_port()), "DRAFTERS_WATCHED_ORGS": "[]"}
+    process = start(args, until="dashboard: http://127.0.0.1:", env=env, drop=["DRAFTERS_DATABASE_URL"],
+                    required=True).process
     deadline = time.monotonic() + 30
     while not (children := _children(process.pid)) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -129,11 +121,8 @@ def test_the_converter_refuses_folders_with_publisher_code(tmp_path: Path) -> No
     target.mkdir()
     (target / "config.json").write_bytes((CONFIGS / "Qwen__Qwen3-8B.json").read_bytes())
     (target / "model.safetensors").write_bytes(b"")
-    env = {**os.environ, "DRAFTERS_HOME": str(tmp_path / "home")}
-
-    def gguf() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "drafters.cli", "gguf", str(target), "--out", str(tmp_path / "o")],
-                              capture_output=True, text=True, env=env, timeout=120)
+    gguf = functools.partial(drafters, "gguf", str(target), "--out", str(tmp_path / "o"),
+                             env={"DRAFTERS_HOME": str(tmp_path / "home")})
 
     config = json.loads((target / "config.json").read_text())
     (target / "config.json").write_text(json.dumps({**config, "auto_map": {"AutoModel": "m.M"}}))

@@ -5,10 +5,8 @@ bodies. The checks that need a process run `drafters push-server` (the API app o
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +17,7 @@ import pytest
 from registry.watch import push
 from drafters.api.server import ApiServer, push_endpoint
 from registry.watch.push import PushHint, nesting_depth
+from tests.support.cli import start, stop
 
 SECRET = "hub-webhook-secret"
 PAYLOAD = json.dumps({"event": {"action": "update", "scope": "repo.content"},
@@ -62,19 +61,17 @@ def server_process(tmp_path: Path) -> Iterator[int]:
 
 def _push_server(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[str]]]:
     port = _free_port()
-    env = {**os.environ, "DRAFTERS_HOME": str(tmp_path / "home"), "DRAFTERS_HUB_WEBHOOK_SECRET": SECRET,
+    env = {"DRAFTERS_HOME": str(tmp_path / "home"), "DRAFTERS_HUB_WEBHOOK_SECRET": SECRET,
            "DRAFTERS_HUB_ENDPOINT": "http://127.0.0.1:9", "DRAFTERS_HUB_TIMEOUT_S": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "drafters.cli", "push-server", "--port", str(port)], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    server = start(["push-server", "--port", str(port)], until=None, env=env)
+    process, line = server.process, "".join(server.lines)
     assert process.stdout is not None
-    line = process.stdout.readline()
     assert "listening on" in line, line + (process.stdout.read() if process.poll() is not None else "")
     try:
         yield port, process
     finally:
         if process.poll() is None:
-            process.terminate()
-            process.wait(timeout=30)
+            stop(process, timeout=30)
 
 
 def test_bad_lengths_and_bodies_are_refused(server_process: int) -> None:

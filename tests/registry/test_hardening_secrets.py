@@ -4,10 +4,7 @@ library. Each check runs the `drafters` command as a process."""
 
 from __future__ import annotations
 
-import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,15 +16,10 @@ from registry.alerts.secrets import SecretBox
 from registry.store import Store
 from tests.fakehub.scenario import Scenario
 from tests.fakehub.server import FakeHub
+from tests.support.cli import drafters, running
 from tests.support.receiver import Receiver
 
 TOKEN = "hf_secretTokenValue1234567890"
-
-
-def drafters(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None
-             ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "drafters.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "200", **(env or {})}, cwd=cwd, timeout=120)
 
 
 @pytest.fixture
@@ -74,18 +66,12 @@ def test_the_token_reaches_another_endpoint_only_when_allowed(base_env: dict[str
 
 def test_up_does_not_print_the_database_password(base_env: dict[str, str], database_url: str) -> None:
     url = make_url(database_url)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "drafters.cli", "up", "--no-watch", "--no-worker", "--no-dashboard", "--no-demo"],
-        env={**os.environ, **base_env, "DRAFTERS_DATABASE_URL": database_url},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        assert process.stdout is not None
-        first = process.stdout.readline()
-    finally:
-        process.terminate()
-        rest, _ = process.communicate(timeout=60)
+    with running(["up", "--no-watch", "--no-worker", "--no-dashboard", "--no-demo"], until=None,
+                 env={**base_env, "DRAFTERS_DATABASE_URL": database_url}) as up:
+        pass
+    first, rest = up.lines[0], up.rest
     assert "at head" in first, first + rest
-    assert process.returncode == 0, rest
+    assert up.process.returncode == 0, rest
     if url.password is None:  # SQLite: nothing to hide, the path is shown
         assert str(url.database) in first
     else:

@@ -4,10 +4,8 @@ sanitizer, drafters.cli.render.strip_control, stands between outside text and th
 
 from __future__ import annotations
 
+import functools
 import json
-import os
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from drafters.cli.render import strip_control
+from tests.support.cli import drafters as run_drafters
 
 CLEAR = "\x1b[2J\x1b[H"
 TITLE = "\x1b]0;pwned\x07"
@@ -82,11 +81,7 @@ def hostile_server() -> Iterator[str]:
 
 
 def test_ingest_and_runs_print_a_hostile_servers_text_inert(hostile_server: str, tmp_path: Path) -> None:
-    env = {**os.environ, "COLUMNS": "200", "DRAFTERS_HOME": str(tmp_path / "home")}
-
-    def drafters(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "drafters.cli", *args], capture_output=True, text=True,
-                              env=env, timeout=120)
+    drafters = functools.partial(run_drafters, env={"DRAFTERS_HOME": str(tmp_path / "home")})
 
     ingested = drafters("ingest", "sglang", "--url", hostile_server, "--hardware", "H200")
     assert ingested.returncode == 0, ingested.stderr

@@ -6,9 +6,6 @@ here sends traffic anywhere but loopback."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from collections.abc import Iterator
@@ -26,15 +23,11 @@ from registry.redact import mask_url
 from registry.store import Store
 from registry.store.models import Delivery
 from registry.store.records import EventSpec
+from tests.support.cli import drafters, running
 from tests.support.receiver import Receiver
 
 SECRETS = ("hunter2pw", "sslpw77", "tok3n99", "k3yvalue", "s3cretv", "apik3y5")
 TOKEN = "hf_originTokenValue1234567890"
-
-
-def drafters(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "drafters.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "200", **(env or {})}, timeout=timeout)
 
 
 @pytest.fixture
@@ -90,16 +83,10 @@ def test_up_masks_a_password_given_as_a_query_parameter(base_env: dict[str, str]
     if url.password is None:
         pytest.skip("SQLite: no password to move into the query")
     query_form = url.set(password=None).render_as_string(hide_password=False) + f"?password={url.password}"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "drafters.cli", "up", "--no-watch", "--no-worker", "--no-dashboard", "--no-demo"],
-        env={**os.environ, **base_env, "DRAFTERS_DATABASE_URL": query_form},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        assert process.stdout is not None
-        first = process.stdout.readline()
-    finally:
-        process.terminate()
-        rest, _ = process.communicate(timeout=60)
+    with running(["up", "--no-watch", "--no-worker", "--no-dashboard", "--no-demo"], until=None,
+                 env={**base_env, "DRAFTERS_DATABASE_URL": query_form}) as up:
+        pass
+    first, rest = up.lines[0], up.rest
     assert "at head" in first, first + rest
     assert f"password={url.password}" not in first + rest and "?password=***" in first
 
@@ -116,21 +103,10 @@ def test_watch_masks_the_hub_endpoint(base_env: dict[str, str], endpoint: str) -
 
 def test_up_masks_the_hub_endpoint(base_env: dict[str, str]) -> None:
     endpoint = "http://mirror:hunter2pw@127.0.0.1:9/?token=tok3n99"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "drafters.cli", "up", "--no-worker", "--no-dashboard", "--no-demo"],
-        env={**os.environ, **base_env, "DRAFTERS_HUB_ENDPOINT": endpoint, "DRAFTERS_HUB_TIMEOUT_S": "1"},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.append(line)
-            if "cannot be reached" in line:
-                break
-    finally:
-        process.terminate()
-        rest, _ = process.communicate(timeout=60)
-    output = "".join(lines) + rest
+    with running(["up", "--no-worker", "--no-dashboard", "--no-demo"], until="cannot be reached",
+                 env={**base_env, "DRAFTERS_HUB_ENDPOINT": endpoint, "DRAFTERS_HUB_TIMEOUT_S": "1"}) as up:
+        pass
+    lines, output = up.lines, up.output
     assert any("the Hub at http://mirror:***@127.0.0.1:9/?token=*** cannot be reached" in line for line in lines), \
         output
     assert not _leaks(output), output

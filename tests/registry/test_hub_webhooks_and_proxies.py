@@ -7,15 +7,14 @@ from pathlib import Path
 
 import huggingface_hub
 import pytest
-from typer.testing import CliRunner
 
-from drafters.cli import app
 from registry.hub import HubClient, HubUnreachable
 from registry.watch.push import PushHint, head_sha_from_payload, hint_from_payload, repo_from_payload
 from drafters.service import Service
 from registry.settings import get_settings
 from registry.store import Store
 from tests.fakehub.server import FakeHub
+from tests.support.cli import invoke
 
 SHA = "9b41424b7109f9c5413454f481b09a82b85333f4"
 
@@ -128,6 +127,6 @@ def test_a_dead_part_is_restarted_reported_and_shown_by_drafters_status(
 
     monkeypatch.setenv("DRAFTERS_DATABASE_URL", store.engine.url.render_as_string(hide_password=False))
     get_settings.cache_clear()
-    shown = CliRunner().invoke(app, ["status"])
+    shown = invoke("status")
     assert shown.exit_code == 0, shown.output
     assert "alerts" in shown.output and "restarted 1x" in shown.output and "database went away" in shown.output

@@ -4,11 +4,9 @@ vLLM and SGLang commands use only flags and config keys those engines define at 
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from registry.domain.llama_commands import CONVERTER, EAGLE3_CONVERTER_KEY, eagl
 from registry.store import Store
 from registry.store.catalog_import import load_catalog
 from registry.store.records import RevisionSpec
+from tests.support.cli import drafters as run_drafters
 
 SOURCES = json.loads((Path(__file__).resolve().parents[1] / "data" / "engine_sources.json").read_text())
 VLLM = SOURCES["vllm"]
@@ -140,11 +139,7 @@ def test_engines_that_cannot_run_a_method_say_why() -> None:
 
 
 def test_launch_cli(database_url: str) -> None:
-    env = {**os.environ, "DRAFTERS_DATABASE_URL": database_url, "COLUMNS": "200"}
-
-    def drafters(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "drafters.cli", *args], capture_output=True, text=True, env=env,
-                              timeout=120)
+    drafters = functools.partial(run_drafters, env={"DRAFTERS_DATABASE_URL": database_url})
 
     assert drafters("catalog", "load").returncode == 0
     result = drafters("launch", "Qwen/Qwen3-8B", "--engine", "vllm", "--drafter", "z-lab/Qwen3-8B-DFlash-b16",

@@ -3,9 +3,6 @@ labelled lines that fit 80 columns, with the same numbers and a failed run's rea
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,13 +11,13 @@ import pytest
 from registry.store import Store
 from registry.store.runs import record_run
 from tests.registry.run_fixtures import full_run
+from tests.support.cli import drafters
 
 REASON = "CUDA out of memory while loading the drafter (12 GiB card)"
 
 
 def runs_output(env: dict[str, str], columns: int) -> list[str]:
-    result = subprocess.run([sys.executable, "-m", "drafters.cli", "runs"], capture_output=True, text=True,
-                            env={**os.environ, **env, "COLUMNS": str(columns)}, timeout=120)
+    result = drafters("runs", env=env, columns=columns)
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()
 

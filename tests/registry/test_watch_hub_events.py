@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -30,6 +28,7 @@ from registry.watch.poller import Watcher
 from tests.fakehub.scenario import QWEN3_8B_DFLASH_CONFIG, Scenario
 from tests.fakehub.server import FakeHub
 from tests.fakehub.state import dflash_drafter_files
+from tests.support.cli import drafters
 
 ORGS = ["Qwen", "z-lab", "meta-llama", "acme-labs"]
 SECRET = "push-secret-0123456789"
@@ -229,9 +228,7 @@ def test_a_delete_webhook_marks_a_recorded_repo_gone(
 
 def drafters_cli(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     """`drafters …` as a user runs it, on the test's database."""
-    env = {**os.environ, "DRAFTERS_DATABASE_URL": database_url, "COLUMNS": "250"}
-    return subprocess.run([sys.executable, "-m", "drafters.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=120)
+    return drafters(*args, env={"DRAFTERS_DATABASE_URL": database_url}, columns=250)
 
 
 def cli_json(database_url: str, *args: str) -> Any:
@@ -370,15 +367,13 @@ def test_a_move_webhook_keeps_one_drafter_even_across_orgs(
 
 def run_hub_webhooks(hub: FakeHub, tmp_path: Path, token: str | None,
                      watched: tuple[str, ...] = ("Qwen", "z-lab", "yuhuili")) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key not in ("HF_TOKEN", "DRAFTERS_HF_TOKEN")}
-    env.update({"DRAFTERS_HOME": str(tmp_path / "home"), "DRAFTERS_HUB_ENDPOINT": hub.url,
+    env = {"DRAFTERS_HOME": str(tmp_path / "home"), "DRAFTERS_HUB_ENDPOINT": hub.url,
                 "DRAFTERS_SEND_TOKEN_TO_ENDPOINT": "1", "DRAFTERS_HUB_WEBHOOK_SECRET": SECRET,
-                "DRAFTERS_WATCHED_ORGS": json.dumps(list(watched)), "HF_HOME": str(tmp_path / "hf-home")})
+           "DRAFTERS_WATCHED_ORGS": json.dumps(list(watched)), "HF_HOME": str(tmp_path / "hf-home")}
     if token is not None:
         env["HF_TOKEN"] = token
-    return subprocess.run(
-        [sys.executable, "-m", "drafters.cli", "hub-webhooks", "--url", "https://hooks.example.org/drafters",
-         "--create"], env=env, capture_output=True, text=True, timeout=120)
+    return drafters("hub-webhooks", "--url", "https://hooks.example.org/drafters", "--create", env=env,
+                    drop=("DRAFTERS_HF_TOKEN",) if token is not None else ("HF_TOKEN", "DRAFTERS_HF_TOKEN"))
 
 
 def test_hub_webhooks_create_makes_the_org_webhook_on_the_hub(scenario: Scenario, hub: FakeHub,

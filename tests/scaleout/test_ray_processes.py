@@ -8,13 +8,14 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support.cli import start
 
 pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'drafter-registry[ray]'")
 
@@ -78,19 +79,11 @@ def ray_dir() -> Iterator[str]:
 
 
 def _start_worker(home: Path, ray_dir: str) -> tuple[subprocess.Popen[str], set[int], list[str]]:
-    env = {**os.environ, "DRAFTERS_HOME": str(home), "RAY_TMPDIR": ray_dir}
-    env.pop("RAY_ADDRESS", None)  # a local instance, started by the worker itself
-    env.pop("DRAFTERS_DATABASE_URL", None)
-    process = subprocess.Popen([sys.executable, "-m", "drafters.cli", "worker", "--executor", "ray"], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert process.stdout is not None
-    lines = []
-    for line in process.stdout:
-        lines.append(line)
-        if "waiting for jobs" in line:
-            break
-    else:
-        pytest.fail("the worker did not start:\n" + "".join(lines))
+    worker = start(["worker", "--executor", "ray"], until="waiting for jobs", required=True,
+                   env={"DRAFTERS_HOME": str(home), "RAY_TMPDIR": ray_dir},
+                   # A local instance, started by the worker itself.
+                   drop=["RAY_ADDRESS", "DRAFTERS_DATABASE_URL"])
+    process, lines = worker.process, worker.lines
     deadline = time.monotonic() + 30
     # gcs_server and raylet are there once ray.init returns; wait for raylet's first workers too.
     while len(ray := _descendants(process.pid)) < 3 and time.monotonic() < deadline:

@@ -3,9 +3,7 @@ its password is never printed, and bad input gets a one-line error."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +17,7 @@ from dashboard import queries
 from registry.store.records import EventSpec
 from registry.store.roles import RoleError, create_readonly_role
 from registry.store import Store
+from tests.support.cli import drafters as run_drafters
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "s3cret-" + uuid.uuid4().hex  # unique, so finding it in any output means it leaked
@@ -26,8 +25,7 @@ postgres_only = pytest.mark.parametrize("database_url", ["postgresql"], indirect
 
 
 def drafters(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "drafters.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "200", **env}, timeout=120, cwd=REPO_ROOT)
+    return run_drafters(*args, env=env, cwd=REPO_ROOT)
 
 
 def as_role(database_url: str, name: str, password: str) -> str:
@@ -68,12 +66,12 @@ def test_readonly_role_reads_every_table_and_writes_nothing(store: Store, databa
 
     url = as_role(database_url, role_name, PASSWORD)
     # The dashboard's way in: schema current, reads answer.
-    dashboard = queries.open_read_only(url)
+    dashboard = queries.ReadOnlyQueries(url)
     try:
-        assert queries.schema_problem(dashboard) is None
+        assert dashboard.schema_problem() is None
         assert queries.counts(dashboard) is not None
     finally:
-        dashboard.dispose()
+        dashboard.close()
     # The registry's own reads work on it too, through the ordinary store.
     reader = Store.open(url)
     try:

@@ -17,6 +17,7 @@ from pathlib import Path
 from registry.domain.drafter_facts import detect_method
 from registry.domain.llama_commands import CONVERTER, EAGLE3_CONVERTER_KEY, NEEDS_TARGET_DIR, converter_args, \
     eagle3_converter_layers
+from registry.errors import UserError
 from registry.processes import killed_with_parent
 from verifier.build_cache import cached_build
 from verifier.engines.llamacpp.gguf import GGUF_ARCHITECTURE_METHODS, GgufInfo, gguf_info, read_gguf_metadata
@@ -31,7 +32,7 @@ GEMMA4_ARCHITECTURES = frozenset({"Gemma4ForCausalLM", "Gemma4ForConditionalGene
 OUTTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 
 
-class ConversionFailed(RuntimeError):
+class ConversionFailed(UserError, RuntimeError):
     """convert_hf_to_gguf.py refused a folder; the message names what it refused."""
 
 

