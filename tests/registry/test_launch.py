@@ -7,6 +7,8 @@ from __future__ import annotations
 import functools
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
