@@ -9,20 +9,21 @@ from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from registry.domain import configs, names
-from registry.store.core import NotFound, StoreCore, utcnow
+from registry.store import lifecycle
+from registry.store.core import utcnow
+from registry.store.lifecycle import CHECKPOINT, RepoLifecycle
 from registry.store.mappers import checkpoint_record, parse_config, revision_record
-from registry.store.moves import move_repo
-from registry.store.models import Checkpoint, CheckpointAlias, CheckpointBase, CheckpointRevision
+from registry.store.models import Checkpoint, CheckpointBase, CheckpointRevision
 from registry.store.records import CheckpointRecord, CheckpointSpec, RevisionRecord, RevisionSpec
 
 
-class CheckpointCommands(StoreCore):
+class CheckpointCommands(RepoLifecycle):
+    """The checkpoint kind of the repo lifecycle (lifecycle.py), and what only checkpoints have: bases, built-in
+    drafters, and rows recorded from a listing alone."""
+
     def _checkpoint(self, session: Session, repo_id: str) -> Checkpoint | None:
-        found = session.scalar(select(Checkpoint).where(Checkpoint.repo_id == repo_id))
-        if found is not None:
-            return found
-        alias = session.scalar(select(CheckpointAlias).where(CheckpointAlias.alias == repo_id))
-        return session.get(Checkpoint, alias.checkpoint_id) if alias else None
+        row: Checkpoint | None = lifecycle.find(session, CHECKPOINT, repo_id)
+        return row
 
     def canonical_repo_id(self, repo_id: str) -> str:
         with self.session() as session:
@@ -67,48 +68,23 @@ class CheckpointCommands(StoreCore):
 
     def rename_checkpoint(self, old_repo_id: str, new_repo_id: str) -> None:
         """A repo moved on the Hub: keep one checkpoint (and its runs) under the new id and remember the old one."""
-        with self.session() as session:
-            move_repo(session, Checkpoint, CheckpointAlias, "checkpoint_id", "target", old_repo_id, new_repo_id)
+        self.move_repo(CHECKPOINT, old_repo_id, new_repo_id)
 
     def set_checkpoint_status(self, repo_id: str, status: str, detail: str | None = None) -> None:
-        with self.session() as session:
-            row = self._checkpoint(session, repo_id)
-            if row is None:
-                raise NotFound(repo_id)
-            row.status, row.status_detail = status, detail
-            if status == "gated":
-                row.gated = True
+        self.set_repo_status(CHECKPOINT, repo_id, status, detail)
 
     def add_checkpoint_revision(self, repo_id: str, spec: RevisionSpec) -> tuple[RevisionRecord, bool]:
-        """Record a revision once; a second call with the same sha returns the stored one unchanged."""
+        """Record a revision once; a second call with the same sha returns the stored one unchanged, unless it was
+        recorded from a listing only and this read has its config: one sha is one content, now read."""
         with self.session() as session:
-            checkpoint = self._checkpoint(session, repo_id)
-            if checkpoint is None:
-                raise NotFound(repo_id)
-            row, created = self._add_checkpoint_revision(session, checkpoint, spec)
+            checkpoint = lifecycle.found(session, CHECKPOINT, repo_id)
+            row, created = lifecycle.add_revision(
+                session, CHECKPOINT, checkpoint, spec,
+                fill=lambda row: self._fill_checkpoint_revision(row, spec),
+                refill=lambda stored: stored.config_json is None and stored.config_problem is None and (
+                    spec.config_raw is not None or spec.config_problem is not None))
             session.flush()
             return revision_record(checkpoint.repo_id, row), created
-
-    def _add_checkpoint_revision(
-        self, session: Session, checkpoint: Checkpoint, spec: RevisionSpec
-    ) -> tuple[CheckpointRevision, bool]:
-        existing = session.scalar(
-            select(CheckpointRevision).where(
-                CheckpointRevision.checkpoint_id == checkpoint.id, CheckpointRevision.sha == spec.sha
-            )
-        )
-        checkpoint.head_sha = spec.sha
-        if existing is not None:
-            # One sha is one content: a later, fuller read of the same revision only fills in what was unread.
-            if existing.config_json is None and existing.config_problem is None and (
-                spec.config_raw is not None or spec.config_problem is not None
-            ):
-                self._fill_checkpoint_revision(existing, spec)
-            return existing, False
-        row = CheckpointRevision(checkpoint_id=checkpoint.id, sha=spec.sha, seen_at=utcnow())
-        self._fill_checkpoint_revision(row, spec)
-        session.add(row)
-        return row, True
 
     @staticmethod
     def _fill_checkpoint_revision(row: CheckpointRevision, spec: RevisionSpec) -> None:

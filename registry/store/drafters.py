@@ -10,28 +10,26 @@ from sqlalchemy.orm import Session
 
 from registry.domain import configs
 from registry.domain.drafter_facts import drafter_facts
-from registry.store.core import NotFound, StoreCore, utcnow
+from registry.store import lifecycle
+from registry.store.core import utcnow
+from registry.store.lifecycle import DRAFTER, RepoLifecycle
 from registry.store.mappers import drafter_record, drafter_revision_record, parse_config
-from registry.store.moves import move_repo
-from registry.store.models import Drafter, DrafterAlias, DrafterRevision, DrafterTarget
+from registry.store.models import Drafter, DrafterRevision, DrafterTarget
 from registry.store.records import DrafterRecord, DrafterRevisionRecord, DrafterSpec, RevisionSpec
 
 
-class DrafterCommands(StoreCore):
+class DrafterCommands(RepoLifecycle):
+    """The drafter kind of the repo lifecycle (lifecycle.py), and what only drafters have: declared targets, and
+    catalog rows that turn out to be built into a checkpoint."""
+
     def _drafter(self, session: Session, repo_id: str) -> Drafter | None:
-        found = session.scalar(select(Drafter).where(Drafter.repo_id == repo_id))
-        if found is not None:
-            return found
-        alias = session.scalar(select(DrafterAlias).where(DrafterAlias.alias == repo_id))
-        return session.get(Drafter, alias.drafter_id) if alias else None
+        row: Drafter | None = lifecycle.find(session, DRAFTER, repo_id)
+        return row
 
     def rename_drafter(self, old_repo_id: str, new_repo_id: str) -> None:
         """A drafter repo moved on the Hub: keep one drafter (and its runs) under the new id and remember the old
         one; a move to another org changes its publisher."""
-        with self.session() as session:
-            moved = move_repo(session, Drafter, DrafterAlias, "drafter_id", "drafter", old_repo_id, new_repo_id)
-            if moved is not None and moved[1]:
-                moved[0].publisher = new_repo_id.split("/", 1)[0]
+        self.move_repo(DRAFTER, old_repo_id, new_repo_id)
 
     def upsert_drafter(self, spec: DrafterSpec) -> DrafterRecord:
         with self.session() as session:
@@ -73,13 +71,7 @@ class DrafterCommands(StoreCore):
             return True
 
     def set_drafter_status(self, repo_id: str, status: str, detail: str | None = None) -> None:
-        with self.session() as session:
-            row = self._drafter(session, repo_id)
-            if row is None:
-                raise NotFound(repo_id)
-            row.status, row.status_detail = status, detail
-            if status == "gated":
-                row.gated = True
+        self.set_repo_status(DRAFTER, repo_id, status, detail)
 
     def add_drafter_revision(self, repo_id: str, spec: RevisionSpec, *,
                              parsed: tuple[dict[str, Any] | None, str | None] | None = None,
@@ -89,23 +81,13 @@ class DrafterCommands(StoreCore):
 
         `parsed`: the config and problem as `mappers.parse_config` gives them, when the caller parsed it already."""
         with self.session() as session:
-            drafter = self._drafter(session, repo_id)
-            if drafter is None:
-                raise NotFound(repo_id)
-            existing = session.scalar(
-                select(DrafterRevision).where(DrafterRevision.drafter_id == drafter.id, DrafterRevision.sha == spec.sha)
-            )
-            drafter.head_sha = spec.sha
-            if existing is not None:
-                if existing.last_modified is None and spec.last_modified is not None:
-                    self._fill_drafter_revision(drafter, existing, spec, parsed)
-                    session.flush()
-                return drafter_revision_record(drafter.repo_id, existing), False
-            row = DrafterRevision(drafter_id=drafter.id, sha=spec.sha, seen_at=utcnow())
-            self._fill_drafter_revision(drafter, row, spec, parsed)
-            session.add(row)
+            drafter = lifecycle.found(session, DRAFTER, repo_id)
+            row, created = lifecycle.add_revision(
+                session, DRAFTER, drafter, spec,
+                fill=lambda row: self._fill_drafter_revision(drafter, row, spec, parsed),
+                refill=lambda stored: stored.last_modified is None and spec.last_modified is not None)
             session.flush()
-            return drafter_revision_record(drafter.repo_id, row), True
+            return drafter_revision_record(drafter.repo_id, row), created
 
     @staticmethod
     def _fill_drafter_revision(drafter: Drafter, row: DrafterRevision, spec: RevisionSpec,

@@ -27,13 +27,53 @@ class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
 
 
-class Checkpoint(Base):
+class RepoColumns:
+    """The columns a checkpoint and a drafter share: the repo lifecycle's (registry/store/lifecycle.py)."""
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    repo_id: Mapped[str] = mapped_column(String(200), unique=True)
+    released: Mapped[date | None] = mapped_column(Date)
+    released_precision: Mapped[str | None] = mapped_column(String(10))
+    released_note: Mapped[str | None] = mapped_column(Text)
+    gated: Mapped[bool] = mapped_column(Boolean, default=False)
+    # ok / gated / missing / error / gone (deleted or no longer public): what the last look at the Hub found
+    status: Mapped[str] = mapped_column(String(20), default="ok")
+    status_detail: Mapped[str | None] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String(20))  # catalog / hub / local
+    fact_source: Mapped[str | None] = mapped_column(Text)
+    first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class AliasColumns:
+    """An old repo id that now redirects: a renamed repo stays one checkpoint or drafter (its table names it)."""
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    alias: Mapped[str] = mapped_column(String(200), unique=True)
+
+
+class RevisionColumns:
+    """The columns a checkpoint's and a drafter's revision share: one Hub commit, what it weighs, its config."""
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    # A Hub commit sha, or "catalog" for facts published in the reference but not yet read from the Hub.
+    sha: Mapped[str] = mapped_column(String(64))
+    last_modified: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    tokenizer_digest: Mapped[str | None] = mapped_column(String(64))
+    weight_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    weight_digest: Mapped[str | None] = mapped_column(String(64))
+    license: Mapped[str | None] = mapped_column(String(100))  # the Hub's license tag (migration 0010)
+    config_json: Mapped[str | None] = mapped_column(Text)
+    config_fingerprint: Mapped[str | None] = mapped_column(String(64))
+    # Why the config could not be used (malformed, gated, missing); None when it parsed.
+    config_problem: Mapped[str | None] = mapped_column(Text)
+
+
+class Checkpoint(RepoColumns, Base):
     """A model repository on the Hub that drafters target (or might)."""
 
     __tablename__ = "checkpoint"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    repo_id: Mapped[str] = mapped_column(String(200), unique=True)
     org: Mapped[str] = mapped_column(String(100), index=True)
     family: Mapped[str | None] = mapped_column(String(100), index=True)
     generation: Mapped[str | None] = mapped_column(String(40))
@@ -42,18 +82,8 @@ class Checkpoint(Base):
     # base / finetune / quantized / adapter / merge / unknown
     kind: Mapped[str] = mapped_column(String(20), default="unknown")
     created_at_hub: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    released: Mapped[date | None] = mapped_column(Date)
-    released_precision: Mapped[str | None] = mapped_column(String(10))
-    released_note: Mapped[str | None] = mapped_column(Text)
-    gated: Mapped[bool] = mapped_column(Boolean, default=False)
-    # ok / gated / missing / error / gone (deleted or no longer public): what the last look at the Hub found
-    status: Mapped[str] = mapped_column(String(20), default="ok")
-    status_detail: Mapped[str | None] = mapped_column(Text)
     # Indexed: a listed repo we don't know but whose sha we do is looked up by it (renamed repos).
     head_sha: Mapped[str | None] = mapped_column(String(64), index=True)
-    source: Mapped[str] = mapped_column(String(20))  # catalog / hub / local
-    fact_source: Mapped[str | None] = mapped_column(Text)
-    first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     # Drafting methods that ship inside this checkpoint ("mtp", "dspark"), comma-separated and sorted; None: none
     # known. A built-in drafter needs no separate download and is there from the checkpoint's release.
     built_in: Mapped[str | None] = mapped_column(String(100))
@@ -62,13 +92,9 @@ class Checkpoint(Base):
     bases: Mapped[list[CheckpointBase]] = relationship(back_populates="checkpoint", cascade="all, delete-orphan")
 
 
-class CheckpointAlias(Base):
-    """An old repo id that now redirects (a renamed repo stays one checkpoint)."""
-
+class CheckpointAlias(AliasColumns, Base):
     __tablename__ = "checkpoint_alias"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    alias: Mapped[str] = mapped_column(String(200), unique=True)
     checkpoint_id: Mapped[int] = mapped_column(ForeignKey("checkpoint.id", ondelete="CASCADE"), index=True)
 
 
@@ -86,56 +112,32 @@ class CheckpointBase(Base):
     checkpoint: Mapped[Checkpoint] = relationship(back_populates="bases")
 
 
-class CheckpointRevision(Base):
+class CheckpointRevision(RevisionColumns, Base):
     __tablename__ = "checkpoint_revision"
     __table_args__ = (UniqueConstraint("checkpoint_id", "sha"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
     checkpoint_id: Mapped[int] = mapped_column(ForeignKey("checkpoint.id", ondelete="CASCADE"), index=True)
-    # A Hub commit sha, or "catalog" for facts published in the reference but not yet read from the Hub.
-    sha: Mapped[str] = mapped_column(String(64))
-    last_modified: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     architectures: Mapped[list[Any] | None] = mapped_column(JSON)
     model_type: Mapped[str | None] = mapped_column(String(100))
     vocab_size: Mapped[int | None] = mapped_column(Integer)
     hidden_size: Mapped[int | None] = mapped_column(Integer)
     num_hidden_layers: Mapped[int | None] = mapped_column(Integer)
-    tokenizer_digest: Mapped[str | None] = mapped_column(String(64))
-    weight_bytes: Mapped[int | None] = mapped_column(BigInteger)
-    weight_digest: Mapped[str | None] = mapped_column(String(64))
     parameter_count: Mapped[int | None] = mapped_column(BigInteger)
-    license: Mapped[str | None] = mapped_column(String(100))  # the Hub's license tag (migration 0010)
-    config_json: Mapped[str | None] = mapped_column(Text)
-    config_fingerprint: Mapped[str | None] = mapped_column(String(64))
-    # Why the config could not be used (malformed, gated, missing); None when it parsed.
-    config_problem: Mapped[str | None] = mapped_column(Text)
 
     checkpoint: Mapped[Checkpoint] = relationship(back_populates="revisions")
 
 
-class Drafter(Base):
+class Drafter(RepoColumns, Base):
     __tablename__ = "drafter"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    repo_id: Mapped[str] = mapped_column(String(200), unique=True)
     # dflash / dflash2 / dspark / gemma4-assistant / eagle3 / draft-lm
     method: Mapped[str] = mapped_column(String(30), index=True)
     publisher: Mapped[str] = mapped_column(String(100), index=True)
     family: Mapped[str | None] = mapped_column(String(100))
-    released: Mapped[date | None] = mapped_column(Date)
-    released_precision: Mapped[str | None] = mapped_column(String(10))
-    released_note: Mapped[str | None] = mapped_column(Text)
     block_size: Mapped[int | None] = mapped_column(Integer)
     in_21: Mapped[bool | None] = mapped_column(Boolean)
-    gated: Mapped[bool] = mapped_column(Boolean, default=False)
-    status: Mapped[str] = mapped_column(String(20), default="ok")
-    status_detail: Mapped[str | None] = mapped_column(Text)
     head_sha: Mapped[str | None] = mapped_column(String(64))
     notes: Mapped[str | None] = mapped_column(Text)
-    source: Mapped[str] = mapped_column(String(20))
-    fact_source: Mapped[str | None] = mapped_column(Text)
-    first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     # The license the repo states (a Hub license id such as "cc-by-nc-nd-4.0"); None: not known.
     license: Mapped[str | None] = mapped_column(String(100))
     # The publisher replaced the weights under the same repo id: "YYYY-MM-DD: what changed" (or "undated: …").
@@ -145,13 +147,9 @@ class Drafter(Base):
     revisions: Mapped[list[DrafterRevision]] = relationship(back_populates="drafter", cascade="all, delete-orphan")
 
 
-class DrafterAlias(Base):
-    """An old repo id of a renamed drafter (migration 0006): a rename keeps one drafter, as for checkpoints."""
+class DrafterAlias(AliasColumns, Base):
+    __tablename__ = "drafter_alias"  # migration 0006
 
-    __tablename__ = "drafter_alias"
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    alias: Mapped[str] = mapped_column(String(200), unique=True)
     drafter_id: Mapped[int] = mapped_column(ForeignKey("drafter.id", ondelete="CASCADE"), index=True)
 
 
@@ -170,28 +168,17 @@ class DrafterTarget(Base):
     drafter: Mapped[Drafter] = relationship(back_populates="targets")
 
 
-class DrafterRevision(Base):
+class DrafterRevision(RevisionColumns, Base):
     __tablename__ = "drafter_revision"
     __table_args__ = (UniqueConstraint("drafter_id", "sha"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
     drafter_id: Mapped[int] = mapped_column(ForeignKey("drafter.id", ondelete="CASCADE"), index=True)
-    sha: Mapped[str] = mapped_column(String(64))
-    last_modified: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     block_size: Mapped[int | None] = mapped_column(Integer)
     target_layer_ids: Mapped[list[Any] | None] = mapped_column(JSON)
     num_target_layers: Mapped[int | None] = mapped_column(Integer)
     mask_token_id: Mapped[int | None] = mapped_column(Integer)
     hidden_size: Mapped[int | None] = mapped_column(Integer)
     vocab_size: Mapped[int | None] = mapped_column(Integer)
-    tokenizer_digest: Mapped[str | None] = mapped_column(String(64))
-    weight_bytes: Mapped[int | None] = mapped_column(BigInteger)
-    weight_digest: Mapped[str | None] = mapped_column(String(64))
-    license: Mapped[str | None] = mapped_column(String(100))  # the Hub's license tag (migration 0010)
-    config_json: Mapped[str | None] = mapped_column(Text)
-    config_fingerprint: Mapped[str | None] = mapped_column(String(64))
-    config_problem: Mapped[str | None] = mapped_column(Text)
 
     drafter: Mapped[Drafter] = relationship(back_populates="revisions")
 

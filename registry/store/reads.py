@@ -8,7 +8,8 @@ from sqlalchemy.orm import selectinload
 from registry.store.checkpoints import CheckpointCommands
 from registry.store.core import aware
 from registry.store.drafters import DrafterCommands
-from registry.store.mappers import checkpoint_record, drafter_record, drafter_revision_record, head_of, revision_record
+from registry.store.lifecycle import CHECKPOINT, DRAFTER
+from registry.store.mappers import checkpoint_record, drafter_record
 from registry.store.models import (
     Checkpoint,
     CheckpointAlias,
@@ -23,14 +24,10 @@ from registry.store.records import CheckpointRecord, CompatRecord, DrafterRecord
 
 class Reads(CheckpointCommands, DrafterCommands):
     def get_checkpoint(self, repo_id: str) -> CheckpointRecord | None:
-        with self.session() as session:
-            row = self._checkpoint(session, repo_id)
-            return checkpoint_record(row) if row else None
+        return self.get_repo(CHECKPOINT, repo_id)
 
     def get_drafter(self, repo_id: str) -> DrafterRecord | None:
-        with self.session() as session:
-            row = self._drafter(session, repo_id)
-            return drafter_record(row) if row else None
+        return self.get_repo(DRAFTER, repo_id)
 
     def checkpoints(self) -> list[CheckpointRecord]:
         with self.session() as session:
@@ -49,34 +46,19 @@ class Reads(CheckpointCommands, DrafterCommands):
             return [checkpoint_record(r) for r in session.scalars(query)]
 
     def checkpoints_with_head(self, sha: str) -> list[CheckpointRecord]:
-        with self.session() as session:
-            return [checkpoint_record(r) for r in session.scalars(select(Checkpoint).where(Checkpoint.head_sha == sha))]
+        return self.repos_with_head(CHECKPOINT, sha)
 
     def head_revision(self, repo_id: str) -> RevisionRecord | None:
-        with self.session() as session:
-            row = self._checkpoint(session, repo_id)
-            head = head_of(row.revisions, row.head_sha) if row else None
-            return revision_record(row.repo_id, head) if head is not None and row is not None else None
+        return self.repo_head(CHECKPOINT, repo_id)
 
     def revisions(self, repo_id: str) -> list[RevisionRecord]:
-        with self.session() as session:
-            row = self._checkpoint(session, repo_id)
-            if row is None:
-                return []
-            return [revision_record(row.repo_id, r) for r in sorted(row.revisions, key=lambda r: r.id)]
+        return self.repo_history(CHECKPOINT, repo_id)
 
     def drafter_head_revision(self, repo_id: str) -> DrafterRevisionRecord | None:
-        with self.session() as session:
-            row = self._drafter(session, repo_id)
-            head = head_of(row.revisions, row.head_sha) if row else None
-            return drafter_revision_record(row.repo_id, head) if head is not None and row is not None else None
+        return self.repo_head(DRAFTER, repo_id)
 
     def drafter_revisions(self, repo_id: str) -> list[DrafterRevisionRecord]:
-        with self.session() as session:
-            row = self._drafter(session, repo_id)
-            if row is None:
-                return []
-            return [drafter_revision_record(row.repo_id, r) for r in sorted(row.revisions, key=lambda r: r.id)]
+        return self.repo_history(DRAFTER, repo_id)
 
     def verdicts(self, *, checkpoint_repo_id: str | None = None, drafter_repo_id: str | None = None,
                  heads_only: bool = True) -> list[CompatRecord]:
@@ -123,8 +105,7 @@ class Reads(CheckpointCommands, DrafterCommands):
             return {alias: repo_id for alias, repo_id in rows}
 
     def drafters_with_head(self, sha: str) -> list[DrafterRecord]:
-        with self.session() as session:
-            return [drafter_record(r) for r in session.scalars(select(Drafter).where(Drafter.head_sha == sha))]
+        return self.repos_with_head(DRAFTER, sha)
 
     def needs_details(self, repo_id: str) -> bool:
         """True when the checkpoint's head revision was recorded from a listing only (its config never read)."""

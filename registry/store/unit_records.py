@@ -93,21 +93,21 @@ class AppliedDrafter:
 
 @dataclass(frozen=True)
 class RecordedRepo:
-    """A repo the registry records: exactly one of `checkpoint` and `drafter`, its head and its revisions' shas."""
+    """A repo the registry records: its kind ("checkpoint" or "drafter"), record, head and its revisions' shas."""
 
-    checkpoint: CheckpointRecord | None
-    drafter: DrafterRecord | None
+    kind: str
+    record: CheckpointRecord | DrafterRecord
     head: RevisionRecord | DrafterRevisionRecord | None
     shas: frozenset[str]
 
     @property
+    def drafter(self) -> DrafterRecord | None:
+        return self.record if isinstance(self.record, DrafterRecord) else None
+
+    @property
     def repo_id(self) -> str:
-        record = self.checkpoint or self.drafter
-        assert record is not None
-        return record.repo_id
+        return self.record.repo_id
 
     @property
     def status(self) -> str:
-        record = self.checkpoint or self.drafter
-        assert record is not None
-        return record.status
+        return self.record.status

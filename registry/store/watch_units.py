@@ -13,6 +13,7 @@ from sqlalchemy.orm import selectinload
 from registry.domain.hub_presence import GONE
 from registry.store.core import NotFound
 from registry.store.events import EventLog
+from registry.store.lifecycle import CHECKPOINT, DRAFTER, KINDS
 from registry.store.mappers import checkpoint_record, head_of, revision_record
 from registry.store.models import Checkpoint, CheckpointAlias
 from registry.store.reads import Reads
@@ -96,25 +97,19 @@ class WatchUnits(Verdicts, Reads, EventLog):
         """What the registry records under `repo_id` (aliases followed): a checkpoint or a drafter, its current
         record, head revision and the shas of every revision it has; None when it records no such repo."""
         with self.unit():
-            checkpoint = self.get_checkpoint(repo_id)
-            if checkpoint is not None:
-                revisions = self.revisions(repo_id)
-                return RecordedRepo(checkpoint=checkpoint, drafter=None, head=self.head_revision(repo_id),
-                                    shas=frozenset(r.sha for r in revisions))
-            drafter = self.get_drafter(repo_id)
-            if drafter is None:
-                return None
-            return RecordedRepo(checkpoint=None, drafter=drafter, head=self.drafter_head_revision(repo_id),
-                                shas=frozenset(r.sha for r in self.drafter_revisions(repo_id)))
+            for kind in KINDS.values():
+                record = self.get_repo(kind, repo_id)
+                if record is not None:
+                    return RecordedRepo(kind=kind.name, record=record, head=self.repo_head(kind, repo_id),
+                                        shas=frozenset(r.sha for r in self.repo_history(kind, repo_id)))
+            return None
 
     def rename_repo(self, old_repo_id: str, new_repo_id: str) -> None:
         """A repo moved on the Hub: the drafter or checkpoint recorded under the old id keeps one record (and one
         run history) under the new id."""
         with self.unit():
-            if self.get_drafter(old_repo_id) is not None:
-                self.rename_drafter(old_repo_id, new_repo_id)
-            else:
-                self.rename_checkpoint(old_repo_id, new_repo_id)
+            self.move_repo(DRAFTER if self.get_drafter(old_repo_id) is not None else CHECKPOINT,
+                           old_repo_id, new_repo_id)
 
     def mark_repo_gone(self, repo_id: str, detail: str, announce: EventSpec | None = None) -> bool:
         """Mark the checkpoint or drafter recorded under `repo_id` gone with `detail` and record `announce`; a repo
@@ -123,10 +118,7 @@ class WatchUnits(Verdicts, Reads, EventLog):
             recorded = self.recorded_repo(repo_id)
             if recorded is None or recorded.status == GONE:
                 return False
-            if recorded.checkpoint is not None:
-                self.set_checkpoint_status(repo_id, GONE, detail)
-            else:
-                self.set_drafter_status(repo_id, GONE, detail)
+            self.set_repo_status(KINDS[recorded.kind], repo_id, GONE, detail)
             if announce is not None:
                 self.record_event(announce)
             return True

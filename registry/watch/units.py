@@ -8,8 +8,10 @@ this module only reads the Hub for the one repo and writes through the store.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import date
+from typing import TypeVar
 
 from registry import hub
 from registry.domain import configs, hub_presence, names
@@ -17,11 +19,13 @@ from registry.domain.drafter_facts import detect_method
 from registry.hub import HubClient, HubModel
 from registry.store import Store, aware, utcnow
 from registry.store.records import DrafterSpec, EventSpec, RevisionSpec
-from registry.store.unit_records import CheckpointState, CheckpointUnit, DrafterUnit, TargetRead
+from registry.store.unit_records import CheckpointState, CheckpointUnit, DrafterState, DrafterUnit, TargetRead
 from registry.watch import classify, events
 from registry.watch.classify import DraftedIndex
 
 log = logging.getLogger(__name__)
+
+_State = TypeVar("_State", CheckpointState, DrafterState)
 
 
 class ModelUnits:
@@ -103,12 +107,7 @@ class ModelUnits:
         """Read what the store knows, read the Hub, then hand the store one unit of work (rows, status, verdicts,
         events): one read and one write in the common case."""
         store = self.store
-        state = self._checkpoint_state(model.repo_id)
-        if state is None:
-            renamed_from = self._renamed_from(model, drafter=False)
-            if renamed_from is not None:
-                self.rename(renamed_from, model.repo_id)
-                state = store.checkpoint_state(model.repo_id)
+        state = self._followed(model, self._checkpoint_state(model.repo_id), store.checkpoint_state, drafter=False)
         known = state.record if state is not None else None
         unread = state is not None and state.needs_details
         back = known is not None and known.status == "gone"  # deleted or private once, public again now
@@ -165,6 +164,18 @@ class ModelUnits:
             store.record_event(events.weights_changed(model, previous.sha, drafter=False))
         events.notify_pairs(self.on_pair, applied.verdicts)
 
+    def _followed(self, model: HubModel, state: _State | None, read: Callable[[str], _State | None], *,
+                  drafter: bool) -> _State | None:
+        """The recorded state of a listed model, else, when it is a recorded repo renamed (a checkpoint's or, with
+        `drafter`, a drafter's), the move followed and the state `read` under the new id; None for a new repo."""
+        if state is not None:
+            return state
+        renamed_from = self._renamed_from(model, drafter=drafter)
+        if renamed_from is None:
+            return None
+        self.rename(renamed_from, model.repo_id)
+        return read(model.repo_id)
+
     def _renamed_from(self, model: HubModel, *, drafter: bool) -> str | None:
         """A listed repo we don't know whose sha we do know under another id (a checkpoint's or, with `drafter`,
         a drafter's) may be that repo, renamed."""
@@ -199,12 +210,7 @@ class ModelUnits:
     def _process_drafter(self, model: HubModel, *, baseline: bool, drafters_only: bool = False,
                          revealed: bool = False) -> None:
         store = self.store
-        state = store.drafter_state(model.repo_id)
-        if state is None:
-            renamed_from = self._renamed_from(model, drafter=True)
-            if renamed_from is not None:
-                self.rename(renamed_from, model.repo_id)
-                state = store.drafter_state(model.repo_id)
+        state = self._followed(model, store.drafter_state(model.repo_id), store.drafter_state, drafter=True)
         known = state.record if state is not None else None
         # Known only from the catalog (its "catalog" revision, or the sha it names): never read from the Hub.
         unread = state is not None and state.unread
