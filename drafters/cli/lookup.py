@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -19,6 +20,7 @@ from registry.domain.engines import MEASURED
 from registry.local import looks_like_folder, read_local_repo
 from registry.reports import built_in_label, find_for_checkpoint, lag_by, lag_table, upgrade_table
 from registry.store import NotFound, Store
+from registry.store.records import DrafterRecord
 from registry.store.catalog_import import load_catalog
 from registry.store.db import current_revision, head_revision
 from registry.store.roles import RoleError, create_readonly_role
@@ -154,32 +156,21 @@ def _gone_from_hub(store: Store, value: str, *, drafter: bool) -> str | None:
 
 
 def _resolve_side(store: Store, value: str, *, drafter: bool) -> pair.Side:
-    """One side of the pair, from a repo id the registry knows or a local folder."""
+    """One side of the pair, from a repo id the registry knows (its head revision) or a local folder."""
     if looks_like_folder(value):
         return read_local_repo(Path(value)).side()
-    if drafter:
-        record = store.get_drafter(value)
-        if record is None:
-            raise NotFound(f"unknown drafter {value!r}: not in the registry and not a folder")
-        head = store.drafter_head_revision(value)
-        return pair.Side(
-            config=head.config if head else None,
-            tokenizer_digest=head.tokenizer_digest if head else None,
-            repo_id=record.repo_id,
-            problem=head.config_problem if head else None,
-            method=record.method,
-            declared_targets=tuple(store.canonical_repo_id(t) for t, _ in record.targets),
-        )
-    checkpoint = store.get_checkpoint(value)
-    if checkpoint is None:
-        raise NotFound(f"unknown checkpoint {value!r}: not in the registry and not a folder")
-    head = store.head_revision(value)
-    return pair.Side(
-        config=head.config if head else None,
-        tokenizer_digest=head.tokenizer_digest if head else None,
-        repo_id=checkpoint.repo_id,
-        problem=head.config_problem if head else None,
-    )
+    record = store.get_drafter(value) if drafter else store.get_checkpoint(value)
+    if record is None:
+        kind = "drafter" if drafter else "checkpoint"
+        raise NotFound(f"unknown {kind} {value!r}: not in the registry and not a folder")
+    head = store.drafter_head_revision(value) if drafter else store.head_revision(value)
+    side = pair.Side(repo_id=record.repo_id)
+    if head is not None:
+        side = replace(side, config=head.config, tokenizer_digest=head.tokenizer_digest, problem=head.config_problem)
+    if isinstance(record, DrafterRecord):
+        side = replace(side, method=record.method,
+                       declared_targets=tuple(store.canonical_repo_id(t) for t, _ in record.targets))
+    return side
 
 
 @app.command("check")

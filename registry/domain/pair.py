@@ -106,7 +106,9 @@ def drafter_released(
     return _day(released) or (_day(first_seen) if source == "hub" else None)
 
 
-def checkpoint_released(released: date | datetime | str | None, created_at_hub: date | datetime | str | None) -> date | None:
+def checkpoint_released(
+    released: date | datetime | str | None, created_at_hub: date | datetime | str | None
+) -> date | None:
     """When a checkpoint was released: the published date, else the day the Hub says the repo was created."""
     return _day(released) or _day(created_at_hub)
 
