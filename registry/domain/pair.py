@@ -39,7 +39,8 @@ class Side:
     config: Any = None  # the parsed config.json (a dict when usable); None: missing
     tokenizer_digest: str | None = None
     repo_id: str | None = None
-    problem: str | None = None  # why the config could not be read
+    # Why the config could not be read: the verdict states a target's; a drafter's unreadable config reads as missing.
+    problem: str | None = None
     method: str | None = None  # the drafter's recorded or requested method
     declared_targets: tuple[str, ...] = ()  # the drafter's declared targets (canonical repo ids)
 
