@@ -18,8 +18,7 @@ import streamlit as st
 from sqlalchemy.exc import SQLAlchemyError
 
 from dashboard import plan_queries, queries
-from registry.domain import compat, configs
-from registry.domain.drafter_facts import detect_method
+from registry.domain import pair
 from registry.local import LocalRepoError, read_local_repo
 from registry.redact import mask_url
 from registry.settings import get_settings
@@ -141,19 +140,9 @@ def local_verdict(target: str, drafter: str) -> queries.PairVerdict | None:
         target_repo, drafter_repo = read_local_repo(Path(target)), read_local_repo(Path(drafter))
     except (LocalRepoError, OSError):
         return None
-    parsed = []
-    for repo in (drafter_repo, target_repo):
-        try:
-            parsed.append(configs.parse_config(repo.config_raw))
-        except configs.ConfigError:
-            parsed.append(None)
-    drafter_config, target_config = parsed
-    method = (detect_method(drafter_config) or "draft-lm") if drafter_config else None
-    result = compat.check_pair(drafter_config, target_config, drafter_method=method, target_repo_id=None,
-                               declared_targets=(), drafter_tokenizer_digest=drafter_repo.tokenizer_digest,
-                               target_tokenizer_digest=target_repo.tokenizer_digest)
+    result = pair.judge(drafter_repo.side(), target_repo.side())
     return queries.PairVerdict(verdict=result.verdict, reasons=result.reasons,
-                               checks=tuple({"name": c.name, "ok": c.ok, "detail": c.detail} for c in result.checks),
+                               checks=tuple(pair.checks_json(result)),
                                checkpoint_sha="local folder", drafter_sha="local folder", checked_at=datetime.now(UTC))
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from registry import calibration, reports
-from registry.domain import hub_presence
+from registry.domain import hub_presence, pair
 from registry.store import aware
 from registry.store.read_only import FILL_COMMANDS, DatabaseMissing, Rows  # noqa: F401 - for the pages
 from registry.store.read_queries import ReadOnlyQueries
@@ -55,10 +55,12 @@ def _as_date(value: Any) -> date | None:
     return value if isinstance(value, date) else date.fromisoformat(str(value)[:10])
 
 
-def _release(primary: Any, fallback: Any) -> date | None:
-    """The release rule of registry.reports, on raw columns: the published date, else the fallback's day
-    (a drafter's first_seen, a checkpoint's created_at_hub)."""
-    return _as_date(primary) or _as_date(fallback)
+def _checkpoint_release(released: Any, created_at_hub: Any) -> date | None:
+    return pair.checkpoint_released(_as_date(released), _as_date(created_at_hub))
+
+
+def _drafter_release(released: Any, source: Any, first_seen: Any) -> date | None:
+    return pair.drafter_released(_as_date(released), source, _as_date(first_seen))
 
 
 # ---- overview -----------------------------------------------------------------------------------
@@ -156,10 +158,11 @@ def availability(
     grid = targets.merge(methods, how="cross").merge(best, on=["checkpoint_id", "method"], how="left")
     grid["verdict"] = grid["verdict"].fillna(NO_VERDICT)
     grid["drafter"] = grid["drafter"].astype(object).where(grid["drafter"].notna(), None)
-    grid["released"] = [_release(a, b) for a, b in zip(grid["checkpoint_released"], grid["created_at_hub"])]
+    grid["released"] = [_checkpoint_release(a, b) for a, b in zip(grid["checkpoint_released"], grid["created_at_hub"])]
     grid["drafter_released"] = [
-        _release(a, b) if isinstance(name, str) else None
-        for name, a, b in zip(grid["drafter"], grid["drafter_released_on"], grid["drafter_first_seen"])
+        _drafter_release(a, source, b) if isinstance(name, str) else None
+        for name, a, source, b in zip(grid["drafter"], grid["drafter_released_on"], grid["drafter_source"],
+                                      grid["drafter_first_seen"])
     ]
     grid["lag_days"] = _lag_days(grid["drafter_released"], grid["released"])
     grid["drafter_gone"] = _gone(grid["drafter_status"], grid["drafter_status_detail"])
@@ -209,8 +212,9 @@ def drafters_for(db: ReadOnlyQueries, repo_id: str) -> pd.DataFrame:
     the Hub first), with its reasons; `hub` says "gone from the Hub since …" of one deleted or made private."""
     frame = _frame(db.drafters_for_rows(repo_id))
     frame["reasons"] = ["; ".join(reasons or ()) for reasons in frame["reasons"]]
-    frame["drafter_released"] = [_release(a, b) for a, b in zip(frame["released"], frame["first_seen"])]
-    released = [_release(a, b) for a, b in zip(frame["checkpoint_released"], frame["created_at_hub"])]
+    frame["drafter_released"] = [_drafter_release(a, source, b)
+                                 for a, source, b in zip(frame["released"], frame["source"], frame["first_seen"])]
+    released = [_checkpoint_release(a, b) for a, b in zip(frame["checkpoint_released"], frame["created_at_hub"])]
     frame["lag_days"] = _lag_days(frame["drafter_released"], released)
     frame["hub"] = _gone(frame["status"], frame["status_detail"])
     return frame[FIT_COLUMNS]

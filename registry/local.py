@@ -1,16 +1,25 @@
-"""A model folder on local disk (config.json, tokenizer files, weights) read the way the Hub watcher reads a repo."""
+"""A model folder on local disk (config.json, tokenizer files, weights) read the way the Hub watcher reads a repo:
+the one reader of a folder's pair side (`read_local_repo(...).side()`) and of its weight bytes (`weight_bytes`).
+
+Weight bytes are the tensor bytes of the safetensors files the folder loads (parameters × dtype bytes, read from
+each file's header length: the data region after the header is exactly the tensors): the shards its
+`model.safetensors.index.json` names when it has one, else every `*.safetensors`. Pickle and GGUF files are not
+counted: the verifier never loads pickles, and a GGUF beside safetensors is a second copy of the same weights.
+"""
 
 from __future__ import annotations
 
+import json
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from registry.domain import configs, pair
 from registry.domain.configs import ConfigError
 from registry.domain.tokenizers import tokenizer_digest
 from registry.errors import Failed
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json")
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
+SAFETENSORS_INDEX = "model.safetensors.index.json"
 
 
 class LocalRepoError(Failed, ValueError):
@@ -23,6 +32,14 @@ class LocalRepo:
     config_raw: bytes
     tokenizer_digest: str | None
     weight_bytes: int
+
+    def side(self, method: str | None = None) -> pair.Side:
+        """This folder as one side of a pair (a folder has no repo id and declares nothing)."""
+        try:
+            config = configs.parse_config(self.config_raw)
+        except ConfigError as exc:
+            return pair.Side(tokenizer_digest=self.tokenizer_digest, problem=str(exc), method=method)
+        return pair.Side(config=config, tokenizer_digest=self.tokenizer_digest, method=method)
 
 
 def looks_like_folder(value: str) -> bool:
@@ -42,10 +59,51 @@ def read_local_repo(path: Path) -> LocalRepo:
         raise LocalRepoError(f"{path} is not a folder")
     if not config_path.is_file():
         raise LocalRepoError(f"{path} has no config.json")
-    tokenizer_files = {name: (path / name).read_bytes() for name in TOKENIZER_FILES if (path / name).is_file()}
     try:
-        digest = tokenizer_digest(tokenizer_files) if tokenizer_files else None
+        digest = folder_tokenizer_digest(path)
     except ConfigError as exc:
         raise LocalRepoError(f"{path}: bad tokenizer files: {exc}") from None
-    weight_bytes = sum(p.stat().st_size for p in path.iterdir() if p.suffix in WEIGHT_SUFFIXES)
-    return LocalRepo(path=path, config_raw=config_path.read_bytes(), tokenizer_digest=digest, weight_bytes=weight_bytes)
+    return LocalRepo(path=path, config_raw=config_path.read_bytes(), tokenizer_digest=digest,
+                     weight_bytes=weight_bytes(path))
+
+
+def folder_tokenizer_digest(folder: Path) -> str | None:
+    """The digest of the folder's tokenizer files (None without any); ConfigError when they cannot be read."""
+    files = {name: (folder / name).read_bytes() for name in pair.TOKENIZER_FILES if (folder / name).is_file()}
+    return tokenizer_digest(files) if files else None
+
+
+def safetensors_files(folder: Path) -> list[Path]:
+    """The safetensors files `folder` loads: its index's shards when it has an index, else every *.safetensors."""
+    index = folder / SAFETENSORS_INDEX
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map")
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
+            raise LocalRepoError(f"{index} is not a safetensors index: {exc}") from None
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise LocalRepoError(f"{index} has no weight_map of tensor names to file names")
+        shards = sorted({Path(name).name for name in weight_map.values()})
+        missing = [name for name in shards if not (folder / name).is_file()]
+        if missing:
+            raise LocalRepoError(f"{index} names shards that are not in the folder: {', '.join(missing)}")
+        return [folder / name for name in shards]
+    return sorted(folder.glob("*.safetensors"))
+
+
+def tensor_bytes(path: Path) -> int:
+    """The tensor bytes of one safetensors file: its size less the 8-byte header length and the JSON header."""
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        head = handle.read(8)
+    if len(head) < 8:
+        raise LocalRepoError(f"{path} is not a safetensors file (shorter than its header length)")
+    (header_length,) = struct.unpack("<Q", head)
+    if 8 + header_length > size:
+        raise LocalRepoError(f"{path} is not a safetensors file (header of {header_length} bytes in {size})")
+    return size - 8 - header_length
+
+
+def weight_bytes(folder: Path) -> int:
+    """Tensor bytes of the folder's safetensors weights (0 without any)."""
+    return sum(tensor_bytes(path) for path in safetensors_files(folder))

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import date
 
 from registry.domain import hub_presence, lag, names
+# The release rule is the pair's; reports, the API and the dashboard read it from here too.
+from registry.domain.pair import checkpoint_release_date, drafter_release_date
 from registry.domain.compat import VERDICT_ORDER
 from registry.store.records import CheckpointRecord, CompatRecord, DrafterRecord
 from registry.store import NotFound, Store
@@ -65,24 +67,6 @@ def built_in_label(methods: tuple[str, ...]) -> str | None:
     if not methods:
         return None
     return "built-in " + " + ".join(_METHOD_LABELS.get(m, m) for m in methods)
-
-
-def drafter_release_date(drafter: DrafterRecord) -> date | None:
-    """When a drafter became available: the published date, else when the watcher first saw it on the Hub.
-
-    A catalog entry without a date stays undated: today's date would invent a lag.
-    """
-    if drafter.released is not None:
-        return drafter.released
-    return drafter.first_seen.date() if drafter.source == "hub" else None
-
-
-def checkpoint_release_date(checkpoint: CheckpointRecord) -> date | None:
-    if checkpoint.released is not None:
-        return checkpoint.released
-    if checkpoint.created_at_hub is not None:
-        return checkpoint.created_at_hub.date()
-    return None
 
 
 def find_for_checkpoint(store: Store, repo_id: str) -> tuple[CheckpointRecord, list[FindRow]]:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from registry.errors import UserError
-from verifier.metrics import Acceptance
+from verifier.metrics import Acceptance, step_acceptance
 
 
 LLAMACPP_PREFIX = "llamacpp:"
@@ -143,33 +143,17 @@ def spec_counters(samples: list[Sample], prefix: str) -> SpecCounters | None:
 
 
 def counter_acceptance(counters: SpecCounters) -> Acceptance | None:
-    """τ, acceptance rate and per-position acceptance from a server's counters; None when nothing was verified.
+    """τ, acceptance rate and per-position acceptance from a server's counters, by the verifier's one definition
+    (`verifier.metrics.step_acceptance`) over the server's verification steps; None when nothing was verified.
 
-    Marginal acceptance m_i is over all verification steps (how llama.cpp and vLLM report it), so it equals the
-    verifier's definition when every step drafted at least i tokens; `uniform_draft_length` says whether they did.
+    The counters count drafting steps only, so marginal m_i is over all the steps they count; it equals the
+    verifier's definition when every step drafted at least i tokens (`uniform_draft_length` says whether they did).
     """
     if counters.drafts <= 0:
         return None
-    steps = counters.drafts
-    reached = (steps, *counters.accepted_per_position)  # reached[i] = steps that accepted at least i drafts
+    reached = (counters.drafts, *counters.accepted_per_position)  # reached[i] = steps that accepted at least i drafts
     if any(later > earlier for earlier, later in zip(reached, reached[1:], strict=False)) or reached[-1] < 0:
         raise ServerReadError(f"per-position acceptance counters {list(counters.accepted_per_position)} are not "
-                              f"non-increasing within {steps} steps")
-    histogram = tuple(reached[n] - reached[n + 1] for n in range(len(reached) - 1)) + (reached[-1],)
-    marginal = tuple(count / steps for count in counters.accepted_per_position)
-    conditional = tuple(
-        (count / reached[i] if reached[i] else None) for i, count in enumerate(counters.accepted_per_position)
-    )
-    tau = 1.0 + counters.accepted / steps
-    return Acceptance(
-        rounds=steps,
-        drafted=counters.draft_tokens,
-        accepted=counters.accepted,
-        tau=tau,
-        acceptance_rate=counters.accepted / counters.draft_tokens if counters.draft_tokens else None,
-        histogram=histogram,
-        marginal=marginal,
-        conditional=conditional,
-        uniform_draft_length=bool(marginal) and counters.draft_tokens == steps * len(marginal),
-        identity_gap=tau - (1.0 + sum(marginal)),
-    )
+                              f"non-increasing within {counters.drafts} steps")
+    return step_acceptance(steps=counters.drafts, drafting_steps=counters.drafts, drafted=counters.draft_tokens,
+                           accepted=counters.accepted, accepted_per_position=counters.accepted_per_position)

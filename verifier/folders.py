@@ -53,10 +53,6 @@ def weight_files(folder: Path) -> list[Path]:
     raise LoadError(f"{folder} has no *.safetensors weight files")
 
 
-def weight_bytes(folder: Path) -> int:
-    return sum(path.stat().st_size for path in weight_files(folder))
-
-
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:

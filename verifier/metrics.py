@@ -40,7 +40,7 @@ from registry.domain.run import Run
 
 __all__ = ["METRIC_VERSION", "Acceptance", "ForwardCosts", "RoundRecord", "Spread", "StepCounts", "Throughput",
            "acceptance", "counts_acceptance", "decode_speedup", "ideal_speedup", "recompute_efficiency", "speedup",
-           "spread", "throughput"]
+           "spread", "step_acceptance", "throughput"]
 
 
 @dataclass(frozen=True)
@@ -203,33 +203,42 @@ class StepCounts:
 
 
 def counts_acceptance(counts: StepCounts) -> Acceptance | None:
-    """Acceptance from step counts alone (an engine that reports counters, not rounds); None without steps.
+    """Acceptance from step counts alone (an engine that reports counters, not rounds); None without steps."""
+    return step_acceptance(steps=counts.steps, drafting_steps=counts.drafting_steps, drafted=counts.drafted,
+                           accepted=counts.accepted, accepted_per_position=counts.accepted_per_position)
 
-    Marginal acceptance is over drafting steps (how llama.cpp and vLLM report it); τ is over all verification steps.
+
+def step_acceptance(*, steps: int, drafting_steps: int, drafted: int, accepted: int,
+                    accepted_per_position: Sequence[int] = ()) -> Acceptance | None:
+    """The one definition of acceptance from counts (no rounds); None without steps.
+
+    τ is over all verification steps; marginal acceptance is over drafting steps (how llama.cpp and vLLM report it);
+    accepted_per_position[i] = drafting steps that accepted at least i + 1 drafts. A server's counters
+    (`verifier.counters`) count drafting steps only: steps = drafting_steps there. Without per-position counts the
+    histogram is unknown: empty, not every step at 0.
     """
-    if counts.steps <= 0:
+    if steps <= 0:
         return None
-    drafting = max(counts.drafting_steps, 1)
-    reached = (counts.steps, *counts.accepted_per_position)  # a plain step accepted 0 drafts
+    per_position = tuple(accepted_per_position)
+    drafting = max(drafting_steps, 1)
+    reached = (steps, *per_position)  # a plain step accepted 0 drafts
     histogram = (
         tuple(reached[n] - reached[n + 1] for n in range(len(reached) - 1)) + (reached[-1],)
-        if counts.accepted_per_position else ()
+        if per_position else ()
     )
-    marginal = tuple(count / drafting for count in counts.accepted_per_position)
-    offered = (counts.drafting_steps, *counts.accepted_per_position)
-    conditional = tuple(
-        (count / offered[i] if offered[i] else None) for i, count in enumerate(counts.accepted_per_position)
-    )
-    tau = 1.0 + counts.accepted / counts.steps
+    marginal = tuple(count / drafting for count in per_position)
+    offered = (drafting_steps, *per_position)
+    conditional = tuple((count / offered[i] if offered[i] else None) for i, count in enumerate(per_position))
+    tau = 1.0 + accepted / steps
     return Acceptance(
-        rounds=counts.steps,
-        drafted=counts.drafted,
-        accepted=counts.accepted,
+        rounds=steps,
+        drafted=drafted,
+        accepted=accepted,
         tau=tau,
-        acceptance_rate=counts.accepted / counts.drafted if counts.drafted else None,
+        acceptance_rate=accepted / drafted if drafted else None,
         histogram=histogram,
         marginal=marginal,
         conditional=conditional,
-        uniform_draft_length=bool(marginal) and counts.drafted == counts.steps * len(marginal),
+        uniform_draft_length=bool(marginal) and drafted == steps * len(marginal),
         identity_gap=tau - (1.0 + sum(marginal)),
     )

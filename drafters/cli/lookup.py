@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -12,14 +13,14 @@ from rich.text import Text
 
 from drafters.cli import render
 from drafters.cli.common import JsonOption, UserError, app, catalog_app, checked_ref, db_app, open_store, today
-from registry.domain import compat, configs, hub_presence
+from registry.domain import hub_presence, pair
 from registry.domain.catalog import load_catalog_data
 from registry.domain.coverage import coverage
-from registry.domain.drafter_facts import detect_method
 from registry.domain.engines import MEASURED
 from registry.local import looks_like_folder, read_local_repo
 from registry.reports import built_in_label, find_for_checkpoint, lag_by, lag_table, upgrade_table
 from registry.store import NotFound, Store
+from registry.store.records import DrafterRecord
 from registry.store.catalog_import import load_catalog
 from registry.store.db import current_revision, head_revision
 from registry.store.roles import create_readonly_role
@@ -151,35 +152,22 @@ def _gone_from_hub(store: Store, value: str, *, drafter: bool) -> str | None:
     return hub_presence.gone_marker(record.status, record.status_detail)
 
 
-def _resolve_side(store: Store, value: str, *, drafter: bool) -> tuple[dict | None, str | None, str | None, tuple[str, ...], str | None, str | None]:
-    """(config, tokenizer digest, repo id, declared targets, method, problem) for a repo id or a local folder."""
+def _resolve_side(store: Store, value: str, *, drafter: bool) -> pair.Side:
+    """One side of the pair, from a repo id the registry knows (its head revision) or a local folder."""
     if looks_like_folder(value):
-        local = read_local_repo(Path(value))
-        try:
-            config = configs.parse_config(local.config_raw)
-        except configs.ConfigError as exc:
-            return None, local.tokenizer_digest, None, (), None, str(exc)
-        method = (detect_method(config) or "draft-lm") if drafter else None
-        return config, local.tokenizer_digest, None, (), method, None
-    if drafter:
-        record = store.get_drafter(value)
-        if record is None:
-            raise NotFound(f"unknown drafter {value!r}: not in the registry and not a folder")
-        head = store.drafter_head_revision(value)
-        targets = tuple(store.canonical_repo_id(t) for t, _ in record.targets)
-        return (head.config if head else None), None, record.repo_id, targets, record.method, (head.config_problem if head else None)
-    checkpoint = store.get_checkpoint(value)
-    if checkpoint is None:
-        raise NotFound(f"unknown checkpoint {value!r}: not in the registry and not a folder")
-    head = store.head_revision(value)
-    return (
-        head.config if head else None,
-        head.tokenizer_digest if head else None,
-        checkpoint.repo_id,
-        (),
-        None,
-        head.config_problem if head else None,
-    )
+        return read_local_repo(Path(value)).side()
+    record = store.get_drafter(value) if drafter else store.get_checkpoint(value)
+    if record is None:
+        kind = "drafter" if drafter else "checkpoint"
+        raise NotFound(f"unknown {kind} {value!r}: not in the registry and not a folder")
+    head = store.drafter_head_revision(value) if drafter else store.head_revision(value)
+    side = pair.Side(repo_id=record.repo_id)
+    if head is not None:
+        side = replace(side, config=head.config, tokenizer_digest=head.tokenizer_digest, problem=head.config_problem)
+    if isinstance(record, DrafterRecord):
+        side = replace(side, method=record.method,
+                       declared_targets=tuple(store.canonical_repo_id(t) for t, _ in record.targets))
+    return side
 
 
 @app.command("check")
@@ -188,22 +176,14 @@ def check(drafter: str, target: str, as_json: JsonOption = False) -> None:
     checked_ref(drafter, "the drafter")
     checked_ref(target, "the target")
     store = open_store()
-    d_config, d_tok, d_repo, declared, method, d_problem = _resolve_side(store, drafter, drafter=True)
-    t_config, t_tok, t_repo, _, _, t_problem = _resolve_side(store, target, drafter=False)
-    if d_problem and d_config is None:
-        raise UserError(f"drafter config unusable: {d_problem}")
-    if t_problem and t_config is None:
-        raise UserError(f"target config unusable: {t_problem}")
-    result = compat.check_pair(
-        d_config,
-        t_config,
-        drafter_method=method,
-        target_repo_id=t_repo,
-        declared_targets=declared,
-        drafter_tokenizer_digest=d_tok,
-        target_tokenizer_digest=t_tok,
-        target_problem=t_problem,
-    )
+    drafter_side = _resolve_side(store, drafter, drafter=True)
+    target_side = _resolve_side(store, target, drafter=False)
+    if drafter_side.problem and drafter_side.config is None:
+        raise UserError(f"drafter config unusable: {drafter_side.problem}")
+    if target_side.problem and target_side.config is None:
+        raise UserError(f"target config unusable: {target_side.problem}")
+    method = drafter_side.drafter_method
+    result = pair.judge(drafter_side, target_side)
     gone = {"drafter": _gone_from_hub(store, drafter, drafter=True),
             "target": _gone_from_hub(store, target, drafter=False)}
     license_ = _license_of(store, drafter)

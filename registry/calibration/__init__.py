@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from registry.calibration.fit import RunBytes, SideFacts, fitted_device, run_bytes
-from registry.domain import pricing
+from registry.domain import pair, pricing
 from registry.domain.catalog import load_catalog_data
 from registry.domain.configs import ConfigError, parse_config
-from registry.domain.drafter_facts import detect_method
 from registry.domain.gpus import Gpu, find_gpu, load_gpus
 from registry.domain.memory import stored_bits_per_weight
 from registry.domain.run import Run, RunPrediction
@@ -52,7 +51,7 @@ def side_facts(store: Store, ref: str, *, drafter: bool) -> SideFacts:
         except (LocalRepoError, ConfigError) as exc:
             return SideFacts(None, None, None, f"unreadable folder ({exc})")
         parameters = round(local.weight_bytes * 8 / stored_bits_per_weight(config)) if local.weight_bytes else None
-        method = (detect_method(config) or "draft-lm") if drafter else None
+        method = pair.drafter_method(config) if drafter else None
         return SideFacts(config, parameters, method, "local folder weights")
     config: dict[str, Any] | None = None
     parameters: int | None = None
@@ -89,7 +88,7 @@ def side_facts(store: Store, ref: str, *, drafter: bool) -> SideFacts:
             config = target.config if target else None
         basis = basis if parameters is not None else "config estimate (bundled catalog)"
     if method is None and drafter and config:
-        method = detect_method(config)
+        method = pair.drafter_method(config)
     return SideFacts(config, parameters, method, basis)
 
 

@@ -212,6 +212,7 @@ def availability_rows(
             Drafter.repo_id.label("drafter"),
             Drafter.released.label("drafter_released_on"),
             Drafter.first_seen.label("drafter_first_seen"),
+            Drafter.source.label("drafter_source"),
             Drafter.status.label("drafter_status"),
             Drafter.status_detail.label("drafter_status_detail"),
             func.row_number()
@@ -277,6 +278,7 @@ def drafters_for_rows(engine: Engine, repo_id: str) -> Rows:
             verdicts.c.reasons,
             Drafter.released,
             Drafter.first_seen,
+            Drafter.source,
             Drafter.status,
             Drafter.status_detail,
             Checkpoint.released.label("checkpoint_released"),

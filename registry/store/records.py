@@ -146,6 +146,8 @@ class DrafterRevisionRecord:
     weight_digest: str | None
     config: dict[str, Any] | None
     config_problem: str | None
+    # Compared with the target's by the verdict (registry.domain.pair); None: not read.
+    tokenizer_digest: str | None = None
 
 
 @dataclass(frozen=True)

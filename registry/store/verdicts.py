@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
-from registry.domain import compat
+from registry.domain import pair
 from registry.store.checkpoints import CheckpointCommands
 from registry.store.core import NotFound, aware, utcnow
 from registry.store.drafters import DrafterCommands
@@ -71,15 +71,12 @@ class Verdicts(CheckpointCommands, DrafterCommands):
     def _store_verdict(self, session: Session, drafter: Drafter, checkpoint: Checkpoint) -> CompatRecord:
         drafter_head = head_of(drafter.revisions, drafter.head_sha)
         head = head_of(checkpoint.revisions, checkpoint.head_sha)
-        result = compat.check_pair(
-            loads(drafter_head.config_json),
-            loads(head.config_json),
-            drafter_method=drafter.method,
-            target_repo_id=checkpoint.repo_id,
-            declared_targets=tuple(sorted(self._declared(session, drafter))),
-            drafter_tokenizer_digest=drafter_head.tokenizer_digest,
-            target_tokenizer_digest=head.tokenizer_digest,
-            target_problem=head.config_problem,
+        result = pair.judge(
+            pair.Side(config=loads(drafter_head.config_json), tokenizer_digest=drafter_head.tokenizer_digest,
+                      repo_id=drafter.repo_id, method=drafter.method,
+                      declared_targets=tuple(sorted(self._declared(session, drafter)))),
+            pair.Side(config=loads(head.config_json), tokenizer_digest=head.tokenizer_digest,
+                      repo_id=checkpoint.repo_id, problem=head.config_problem),
         )
         row = session.scalar(
             select(Compatibility).where(
@@ -87,7 +84,7 @@ class Verdicts(CheckpointCommands, DrafterCommands):
                 Compatibility.checkpoint_revision_id == head.id,
             )
         )
-        checks = [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in result.checks]
+        checks = pair.checks_json(result)
         if row is None:
             row = Compatibility(drafter_revision_id=drafter_head.id, checkpoint_revision_id=head.id)
             session.add(row)

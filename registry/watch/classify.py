@@ -13,6 +13,7 @@ from datetime import datetime
 from registry import hub
 from registry.domain import configs, names
 from registry.domain.drafter_facts import drafter_facts
+from registry.domain.pair import TOKENIZER_FILES
 from registry.domain.tokenizers import tokenizer_digest
 from registry.hub import HubClient, HubModel
 from registry.store import Store
@@ -33,7 +34,6 @@ DRAFTER_ARCHITECTURES = frozenset(
 # Listed by tag or library once per poll, so drafters of publishers nobody watches are found too.
 DRAFTER_QUERIES = ("dflash", "eagle3", "speculators", "speculative-decoding")
 QUERY_PREFIX = "tag:"  # cursor rows of drafter queries are named tag:<tag>
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json")
 
 
 def looks_like_drafter(model: HubModel) -> bool:

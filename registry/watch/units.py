@@ -14,7 +14,7 @@ from datetime import date
 from typing import TypeVar
 
 from registry import hub
-from registry.domain import configs, hub_presence, names
+from registry.domain import configs, hub_presence, names, pair
 from registry.domain.drafter_facts import detect_method
 from registry.hub import HubClient, HubModel
 from registry.store import Store, aware, utcnow
@@ -280,10 +280,7 @@ class ModelUnits:
         if first_hub_revision:
             later.append(events.drafter_released(model, method, list(applied.targets), verdicts))
             for checkpoint_repo_id, checkpoint in applied.newly_exact:
-                released = None
-                if checkpoint is not None:
-                    hub_day = checkpoint.created_at_hub.date() if checkpoint.created_at_hub else None
-                    released = checkpoint.released or hub_day
+                released = pair.checkpoint_release_date(checkpoint) if checkpoint is not None else None
                 drafter_day = released_on or (model.created_at.date() if model.created_at else utcnow().date())
                 later.append(events.lag_closed(checkpoint_repo_id, model.repo_id, drafter_day, released))
         # Also on a first Hub read: the weights may differ from those of the sha the catalog named.

@@ -27,6 +27,7 @@ from registry import reports
 from registry.store.db import head_revision
 from registry.store.read_only import open_read_only
 from registry.store.read_queries import ReadOnlyQueries
+from registry.store.records import DrafterSpec, RevisionSpec
 from registry.store.runs import Run, list_runs, record_run
 from registry.store import Store
 from tests.conftest import REPO_ROOT
@@ -47,6 +48,7 @@ from tests.dashboard.conftest import (
     assert_clean,
     chart_data,
     chart_specs,
+    config_bytes,
     frame_with,
     point_dashboard_at,
     run_page,
@@ -126,6 +128,27 @@ def test_drafters_for_lists_every_verdict_best_first_and_follows_renames(seeded:
     seeded.store.rename_checkpoint(QWEN3_4B, "Qwen/Qwen3-4B-Renamed")
     assert db.resolve_checkpoint(QWEN3_4B) == "Qwen/Qwen3-4B-Renamed"
     assert list(queries.drafters_for(db, QWEN3_4B)["verdict"]) == ["exact"]
+
+
+def test_an_undated_catalog_drafter_has_no_release_day_as_in_the_reports(seeded: Seeded, db: ReadOnlyQueries) -> None:
+    """The dashboard dated a catalog drafter without a published date by the day the catalog was loaded (its
+    first_seen), inventing a lag the reports (`drafters find`, the API) do not show; one rule now."""
+    undated = "someone/Qwen3-8B-DSpark"
+    seeded.store.upsert_drafter(DrafterSpec(repo_id=undated, method="dspark", publisher="someone", source="catalog",
+                                            targets=((QWEN3_8B, "catalog"),)))
+    seeded.store.add_drafter_revision(undated, RevisionSpec(
+        sha="e" * 40, config_raw=config_bytes("deepseek-ai__dspark_qwen3_4b_block7.json")))
+    seeded.store.recompute_compatibility(drafter_repo_id=undated)
+    _, found = reports.find_for_checkpoint(seeded.store, QWEN3_8B)
+    assert {r.drafter_repo_id: r.drafter_released for r in found}[undated] is None
+
+    fits = queries.drafters_for(db, QWEN3_8B).set_index("drafter")
+    assert pd.isna(fits.loc[undated, "drafter_released"]) and pd.isna(fits.loc[undated, "lag_days"])
+    assert fits.loc[DFLASH_8B, "drafter_released"] == date(2026, 1, 5)  # a dated one keeps its day
+    cells = queries.availability(db)
+    cell = cells[(cells["checkpoint"] == QWEN3_8B) & (cells["method"] == "dspark")].iloc[0]
+    assert cell.drafter == undated
+    assert pd.isna(cell.drafter_released) and pd.isna(cell.lag_days)
 
 
 def test_benchmark_summary_is_the_mean_and_spread_of_the_runs(seeded: Seeded, db: ReadOnlyQueries) -> None:

@@ -20,6 +20,7 @@ from registry.store.runs import list_runs
 from registry.store import Store
 from tests.llamacpp import SKIP_VARIABLE
 from verifier.counters import ServerReadError, SpecCounters, counter_acceptance, parse_prometheus, spec_counters
+from verifier.metrics import StepCounts, counts_acceptance
 from verifier.ingest import ingest_server
 
 # vLLM 0.2x /metrics (prometheus_client exposition), trimmed to the families ingest reads plus neighbours.
@@ -235,3 +236,14 @@ def test_a_real_llama_server_is_ingested(
     assert run["overall"]["acceptance"]["tau"] == pytest.approx(1 + counters.accepted / counters.drafts)
     assert run["overall"]["acceptance"]["acceptance_rate"] == pytest.approx(counters.accepted / counters.draft_tokens)
     assert run["provenance"]["counters"]["spec"]["drafts"] == counters.drafts
+
+
+def test_counter_acceptance_is_the_verifiers_definition_over_drafting_steps() -> None:
+    counters = SpecCounters(drafts=10, draft_tokens=30, accepted=18, accepted_per_position=(8, 6, 4))
+    as_steps = StepCounts(steps=10, drafting_steps=10, drafted=30, accepted=18, emitted=28,
+                          accepted_per_position=(8, 6, 4))
+    assert counter_acceptance(counters) == counts_acceptance(as_steps)
+    # Without per-position counters the histogram is unknown: it was (10,), "every step accepted nothing", at τ 2.8.
+    bare = counter_acceptance(SpecCounters(drafts=10, draft_tokens=30, accepted=18))
+    assert bare is not None and bare.tau == pytest.approx(2.8)
+    assert bare.histogram == () and bare.marginal == ()

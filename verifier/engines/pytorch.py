@@ -17,10 +17,9 @@ from typing import Any
 
 import torch
 
-from registry.domain.compat import check_pair
-from registry.domain.drafter_facts import detect_method
 from verifier.decode import DecodeResult, decode, new_cache, synchronize
-from verifier.folders import files_digest, read_config, weight_bytes
+from registry.local import weight_bytes
+from verifier.folders import files_digest
 from verifier.harness import run
 from registry.domain.measurement import Divergence, RunSettings
 from registry.domain.run import Run
@@ -32,7 +31,8 @@ from verifier.harness.contract import (
     first_divergence,
     resolve_draft_length,
 )
-from verifier.harness.provenance import snapshot_sha, tokenizer_digest
+from verifier.harness.pair_check import refuse_incompatible
+from verifier.harness.provenance import snapshot_sha
 from verifier.loading import LoadedTarget, load_target
 from registry.domain.measurement import ForwardCosts
 from verifier.metrics import StepCounts
@@ -61,10 +61,12 @@ class TorchEngine:
 
     @classmethod
     def load(cls, target_dir: Path, drafter_dir: Path | None, settings: RunSettings) -> TorchEngine:
+        # Judged from the folders before a weight is loaded: an incompatible pair costs no load.
+        method = refuse_incompatible(Path(target_dir), Path(drafter_dir), settings.method) if drafter_dir else None
         target = load_target(Path(target_dir), device=settings.device, dtype=settings.dtype)
-        if drafter_dir is None:
+        if drafter_dir is None or method is None:  # (method is None only without a drafter)
             return cls(target, None, None, None, settings)
-        method, proposer = _load_drafter(Path(drafter_dir), target, settings)
+        proposer = _load_drafter(Path(drafter_dir), method, target, settings)
         return cls(target, Path(drafter_dir), method, proposer, settings)
 
     @property
@@ -189,23 +191,10 @@ def run_pair(
                        drafter=Path(drafter_dir) if drafter_dir is not None else None)
 
 
-def _load_drafter(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> tuple[str, Proposer]:
-    drafter_config = read_config(drafter_dir)
-    method = settings.method or detect_method(drafter_config) or "draft-lm"
+def _load_drafter(drafter_dir: Path, method: str, target: LoadedTarget, settings: RunSettings) -> Proposer:
     build = proposer_builder(method)
-    verdict = check_pair(
-        drafter_config,
-        target.config,
-        drafter_method=method,
-        target_repo_id=None,
-        declared_targets=(),
-        drafter_tokenizer_digest=tokenizer_digest(drafter_dir),
-        target_tokenizer_digest=tokenizer_digest(target.path),
-    )
-    if verdict.verdict == "incompatible":
-        raise IncompatiblePair(verdict.reasons)
     draft_length = resolve_draft_length(method, drafter_dir, settings.draft_length)
-    return method, build(drafter_dir, target, replace(settings, draft_length=draft_length))
+    return build(drafter_dir, target, replace(settings, draft_length=draft_length))
 
 
 def _eos_token_ids(target: LoadedTarget) -> frozenset[int]:

@@ -25,7 +25,6 @@ Progress = Callable[[int, int, str], None]
 DFLASH_DEFAULT_BLOCK_SIZE = 16
 DRAFT_LM_DEFAULT_LENGTH = 4
 GEMMA4_ASSISTANT_DEFAULT_LENGTH = 4
-TOKENIZER_FILE_NAMES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json")
 
 
 @dataclass(frozen=True)

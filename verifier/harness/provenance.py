@@ -12,8 +12,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from registry.domain.tokenizers import tokenizer_digest as digest
-from verifier.harness.contract import TOKENIZER_FILE_NAMES, Engine
+from registry.local import folder_tokenizer_digest as tokenizer_digest
+from verifier.harness.contract import Engine
 from registry.domain.measurement import RunSettings
 from verifier.metrics import METRIC_VERSION
 from verifier.prompts import PromptSet
@@ -54,11 +54,6 @@ def machine_load(before: float) -> dict[str, Any]:
     cpus = len(os.sched_getaffinity(0))
     after = os.getloadavg()[0]
     return {"cpus": cpus, "load_average": [round(before, 2), round(after, 2)], "contended": max(before, after) > cpus}
-
-
-def tokenizer_digest(folder: Path) -> str | None:
-    files = {name: (folder / name).read_bytes() for name in TOKENIZER_FILE_NAMES if (folder / name).is_file()}
-    return digest(files) if files else None
 
 
 def file_digest(folder: Path, name: str) -> str | None:

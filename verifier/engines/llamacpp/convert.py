@@ -14,6 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from registry.domain import pair
 from registry.domain.drafter_facts import detect_method
 from registry.domain.llama_commands import CONVERTER, EAGLE3_CONVERTER_KEY, NEEDS_TARGET_DIR, converter_args, \
     eagle3_converter_layers
@@ -239,5 +240,5 @@ def method_of(drafter: Path, override: str | None = None) -> str:
         return override
     if drafter.is_file():
         architecture = read_gguf_metadata(drafter, ("general.architecture",)).get("general.architecture")
-        return GGUF_ARCHITECTURE_METHODS.get(str(architecture), "draft-lm")
-    return detect_method(read_config(drafter)) or "draft-lm"
+        return GGUF_ARCHITECTURE_METHODS.get(str(architecture), pair.DEFAULT_METHOD)
+    return pair.drafter_method(read_config(drafter)) or pair.DEFAULT_METHOD

@@ -29,6 +29,7 @@ from verifier.engines.llamacpp.gguf import GgufInfo, gguf_info
 from verifier.engines.llamacpp.install import ServerBinary, find_server, llama_cpp_source
 from verifier.engines.llamacpp.server import Draft, LlamaCppOptions, LlamaServer, ServerFailed
 from verifier.folders import files_digest, read_config
+from verifier.harness.pair_check import refuse_incompatible
 from verifier.harness.contract import EngineReport, Generation, Progress, first_divergence, resolve_draft_length
 from verifier.harness.provenance import snapshot_sha
 from verifier.harness.run import run as measure
@@ -183,6 +184,9 @@ def load_llamacpp_engine(target_dir: Path, drafter: Path | None, settings: Any,
     """Convert (once, cached) the target and `drafter` (a model folder or a .gguf file; None: baseline only)."""
     from transformers import AutoTokenizer
 
+    # Judged from the folders before llama-server is looked for or a weight converted (a GGUF file has no config).
+    checked = (refuse_incompatible(Path(target_dir), Path(drafter), settings.method)
+               if drafter is not None and Path(drafter).is_dir() else None)
     options = options or LlamaCppOptions.from_env()
     binary = find_server()
     device_args, device_name = _device(settings, binary)
@@ -203,7 +207,7 @@ def load_llamacpp_engine(target_dir: Path, drafter: Path | None, settings: Any,
     if drafter is None:
         return engine
     drafter = Path(drafter)
-    method = method_of(drafter, settings.method)
+    method = checked or method_of(drafter, settings.method)
     if method not in SPEC_TYPES:
         raise UnsupportedByLlamaCpp(f"llama-server has no --spec-type for drafter method {method!r}; it runs "
                                     f"{', '.join(sorted(SPEC_TYPES))}")
