@@ -13,6 +13,7 @@ from registry.calibration import PricingInputError, measured_acceptance, side_fa
 from registry.calibration.fit import SideFacts
 from registry.domain import pricing
 from registry.domain.catalog import load_catalog_data
+from registry.domain.coverage import layout_of
 from registry.domain.gpus import Gpu, GpuCatalogError, find_gpu, load_gpus
 from registry.domain.launch import DraftLength, PairFacts
 from registry.domain.llama_commands import eagle3_converter_layers
@@ -66,6 +67,8 @@ def exact_pairs(store: Store, target: str, drafter: str | None = None, *,
             target_family=checkpoint.family if checkpoint is not None else None,
             eagle3_layers=_eagle3_layers(revision.config if revision is not None else None),
             drafter_config_read=revision is not None and revision.config is not None,
+            layout=layout_of(verdict.method, revision.config if revision is not None else None,
+                             verdict.drafter_repo_id),
         ))
     pairs.sort(key=lambda p: (p.method, p.drafter))
     return pairs

@@ -55,6 +55,7 @@ RUNS: Mapping[str, frozenset[tuple[str, str]]] = {
             ("dflash2", GGUF),
             ("dspark", DEEPSPEC),
             ("eagle3", EAGLE3_ORIGINAL),
+            ("eagle3", SPECULATORS),  # tests/llamacpp/test_eagle3_agreement.py, both layouts
             ("eagle3", GGUF),
             ("gemma4-assistant", GOOGLE),
             ("gemma4-assistant", GGUF),

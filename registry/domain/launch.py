@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from registry.domain.coverage import DEEPSPEC, DEEPSPEC_GEMMA4
 from registry.domain.llama_commands import (
     CONVERTER,
     EAGLE3_CONVERTER_KEY,
@@ -85,6 +86,16 @@ UNSUPPORTED: dict[tuple[str, str], str] = {
 }
 
 
+# Drafters whose weight layout an engine's loader does not know, whatever the method (what layout_of calls them).
+UNSUPPORTED_LAYOUTS: dict[tuple[str, str, str], str] = {
+    ("llamacpp", "eagle3", DEEPSPEC): "llama.cpp's converter (conversion/__init__.py and llama.py at b11434) has no "
+                                      "Qwen3Eagle3Model, DeepSpec's EAGLE-3 architecture, and detects an EAGLE-3 head "
+                                      "only by a draft_vocab_size DeepSpec's config does not carry",
+    ("llamacpp", "eagle3", DEEPSPEC_GEMMA4): "llama.cpp's converter (b11434) has no Gemma4Eagle3Model, DeepSpec's "
+                                             "Gemma-4 EAGLE-3 architecture",
+}
+
+
 @dataclass(frozen=True)
 class PairFacts:
     """What the registry recorded about one exact pair."""
@@ -102,6 +113,7 @@ class PairFacts:
     # of the head's recorded config); None when it reads the right ones itself.
     eagle3_layers: tuple[int, ...] | None = None
     drafter_config_read: bool = False  # the registry holds the drafter's config.json (eagle3_layers follow from it)
+    layout: str | None = None  # the drafter's weight layout (coverage.layout_of); None: not known
 
 
 @dataclass(frozen=True)
@@ -185,6 +197,9 @@ def launch_command(facts: PairFacts, engine: str, measured: DraftLength | None =
     reason = UNSUPPORTED.get((engine, facts.method))
     if reason is not None:
         return _unsupported(facts, engine, reason)
+    reason = UNSUPPORTED_LAYOUTS.get((engine, facts.method, facts.layout or ""))
+    if reason is not None:  # the engine runs the method, but no version loads this layout
+        return replace(_unsupported(facts, engine, reason), minimum_version="none", minimum_version_source=reason)
     if engine == "vllm":
         return _vllm(facts, measured)
     if engine == "sglang":

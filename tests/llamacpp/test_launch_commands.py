@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from registry.domain.launch import DraftLength, PairFacts, launch_command
+from registry.domain.launch import UNSUPPORTED_LAYOUTS, DraftLength, PairFacts, launch_command
 from registry.domain.llama_commands import CONVERTER, eagle3_converter_layers
 from tests.llamacpp import skip_unless_wanted
 from tests.tiny_models import cache_root
@@ -122,3 +122,16 @@ def test_the_printed_block_and_head_commands_serve_with_drafts(
         target_layers = read_config(qwen3_target)["num_hidden_layers"]
         trained = parse_eagle3_config(read_config(head)).hidden_state_indices(target_layers)
         assert written["eagle3.target_layers"] == list(trained) == [1, 2, 3]
+
+
+def test_the_eagle3_layouts_launch_refuses_are_the_ones_the_converter_lacks(llama_source: Path) -> None:
+    """The converter of the build the tests run is the oracle for UNSUPPORTED_LAYOUTS: the architectures it maps
+    include the EAGLE-3 layouts the printed commands run, and none of DeepSpec's."""
+    mapped = "".join(path.read_text() for path in sorted((llama_source / "conversion").glob("*.py")))
+    for architecture in ("LlamaForCausalLMEagle3", "Eagle3Speculator"):  # yuhuili / SpecForge, speculators
+        assert f'"{architecture}"' in mapped, architecture
+    refused = [reason for (engine, method, _), reason in UNSUPPORTED_LAYOUTS.items()
+               if (engine, method) == ("llamacpp", "eagle3")]
+    assert len(refused) == 2
+    for architecture in ("Qwen3Eagle3Model", "Gemma4Eagle3Model"):
+        assert architecture not in mapped and any(architecture in reason for reason in refused)

@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -138,6 +139,18 @@ def test_engines_that_cannot_run_a_method_say_why() -> None:
     built_in = PairFacts("deepseek-ai/DeepSeek-V4-Flash", None, "deepseek-ai/DeepSeek-V4-Flash-DSpark", None, "dspark",
                          built_in=True)
     assert "inside the checkpoint" in (launch_command(built_in, "vllm").reason or "")
+
+
+def test_llama_cpp_refuses_the_eagle3_layouts_its_converter_cannot_read(catalog_store: Store) -> None:
+    """DeepSpec's EAGLE-3 heads: the method runs on llama.cpp, their layout does not (its converter has no such
+    architecture, tests/llamacpp/test_launch_commands.py reads it); the layout comes from the repo as recorded."""
+    (deepspec,) = exact_pairs(catalog_store, "Qwen/Qwen3-4B", "deepseek-ai/eagle3_qwen3_4b_ttt7")
+    assert deepspec.layout == "deepspec"
+    refused = launch_command(deepspec, "llamacpp")
+    assert not refused.supported and not refused.argv and "Qwen3Eagle3Model" in (refused.reason or "")
+    assert refused.minimum_version == "none"
+    for layout in ("eagle3", "speculators", None):
+        assert launch_command(replace(deepspec, layout=layout), "llamacpp").supported, layout
 
 
 def test_launch_cli(database_url: str) -> None:
