@@ -23,3 +23,10 @@ class Failed(DraftersError):
     """The command ran and did not succeed (a failed run, every org unreachable, a missing repo): exit status 1."""
 
     exit_code = 1
+
+
+class Partial(DraftersError):
+    """The command did part of its work and recorded it; the rest failed and is retried later: exit status 3, so a
+    scheduler can tell "some repos failed" from "nothing worked" (1) and from success (0)."""
+
+    exit_code = 3

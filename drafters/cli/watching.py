@@ -17,6 +17,7 @@ from drafters.cli.common import Failed, JsonOption, UserError, app, open_store
 from registry.alerts import webhooks as alerts
 from registry.alerts.feed import write_feed
 from registry.alerts.secrets import SecretBox
+from registry.errors import Partial
 from registry.hub import HubClient, HubError
 from registry.redact import mask_url
 from registry.settings import get_settings
@@ -37,12 +38,17 @@ def make_watcher(store: Store, *, max_requests: int | None = None, deadline_s: f
                    drafter_queries=DRAFTER_QUERIES)
 
 
+def _failed_repos(report: PollReport) -> list[str]:
+    # A drafter found under two tag queries fails under both: one repo, named once.
+    return list(dict.fromkeys(repo for org in report.orgs for repo in org.failed))
+
+
 def _print_poll(report: PollReport) -> None:
     for org in report.orgs:
         state = "busy (another watcher)" if org.skipped_lease else (f"[red]{render.plain(org.error)}[/]" if org.error else "ok")
         render.console.print(f"  {render.plain(org.org):<14} listed {org.listed:>5}  processed {org.processed:>5}  {state}")
     render.console.print(f"poll: {len(report.events)} new events, {report.requests} Hub requests, {report.seconds:.1f}s")
-    failed = [repo for org in report.orgs for repo in org.failed]
+    failed = _failed_repos(report)
     if failed:
         render.console.print(render.plain(f"  {len(failed)} repo(s) failed and are retried later: {', '.join(failed[:10])}"),
                              markup=False, highlight=False)
@@ -53,9 +59,26 @@ def _print_poll(report: PollReport) -> None:
                              markup=False, highlight=False)
 
 
+def _incomplete(report: PollReport) -> list[str]:
+    """What one poll could not read, in words; empty when it read everything it set out to (a budget cut is the
+    user's own choice, not a failure)."""
+    parts = []
+    failed = _failed_repos(report)
+    if failed:
+        parts.append(f"{len(failed)} repo(s) failed")
+    unreadable = [org.org for org in report.orgs if org.error]
+    if unreadable:
+        parts.append(f"{len(unreadable)} org(s) unreadable: {', '.join(unreadable[:5])}")
+    if report.stopped:
+        parts.append(f"stopped: {report.stopped}")
+    return [render.plain(part) for part in parts]
+
+
 @app.command("watch")
 def watch(
-    once: Annotated[bool, typer.Option("--once", help="Poll every watched org once and exit.")] = False,
+    once: Annotated[bool, typer.Option("--once", help=(
+        "Poll every watched org once and exit: 0 all read, 3 some repos or orgs failed (what was read is recorded, "
+        "the rest retried by the next poll), 1 none read."))] = False,
     interval: Annotated[float | None, typer.Option(help="Seconds between polls (default DRAFTERS_WATCH_INTERVAL_S).")] = None,
     max_requests: Annotated[int | None, typer.Option(help="Request budget of one poll.")] = None,
     as_json: JsonOption = False,
@@ -74,6 +97,10 @@ def watch(
         if report.errors and all(o.error for o in report.orgs):
             raise Failed(f"no watched org could be read ({len(report.orgs)} unreachable): the Hub at "
                          f"{get_settings().shown_hub_endpoint} did not answer")
+        incomplete = _incomplete(report)
+        if incomplete:
+            raise Partial(f"the poll is incomplete ({'; '.join(incomplete)}); what it read is recorded and the "
+                          "rest is retried by the next poll")
         return
     stop = threading.Event()
     try:

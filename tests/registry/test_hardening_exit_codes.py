@@ -55,6 +55,21 @@ def test_watch_once_that_reads_its_orgs_exits_0(sqlite_env: dict[str, str], hub:
     assert result.returncode == 0, result.stderr
 
 
+def test_watch_once_with_a_repo_that_failed_exits_3_and_keeps_what_it_read(
+        sqlite_env: dict[str, str], hub: FakeHub) -> None:
+    """A cron job must see a partial poll: exit 3, one line naming what failed; the rest is recorded, and the next
+    poll, with the Hub healthy again, reads the failed repo and exits 0."""
+    env = {**sqlite_env, "DRAFTERS_HUB_ENDPOINT": hub.url, "DRAFTERS_WATCHED_ORGS": '["Qwen"]'}
+    hub.state.inject(r"^/api/models/Qwen/Qwen3-8B/revision/", "truncated", times=None, mode="short")
+    result = drafters("watch", "--once", env=env)
+    one_line_failure(result, 3, "the poll is incomplete (1 repo(s) failed)")
+    # The drafter whose target's revision could not be read failed (once, though two tag queries list it).
+    assert "1 repo(s) failed and are retried later: z-lab/Qwen3-8B-DFlash-b16\n" in result.stdout
+    hub.state.clear_faults()
+    healed = drafters("watch", "--once", env=env)
+    assert healed.returncode == 0, healed.stderr
+
+
 def test_check_on_a_malformed_target_config_exits_2_like_the_drafter_side(
         sqlite_env: dict[str, str], tmp_path: Path) -> None:
     drafter, target = _folders(tmp_path)
