@@ -54,17 +54,46 @@ class ApiConfig:
     today: Callable[[], date] = lambda: datetime.now(UTC).date()
 
 
+@dataclass(frozen=True)
+class _Body:
+    """One built answer: its bytes and the headers of its 200 and of its 304, ready to send."""
+
+    content: bytes
+    etag: str
+    changed_at: datetime | None
+    ok_headers: list[tuple[bytes, bytes]]
+    not_modified_headers: list[tuple[bytes, bytes]]
+
+    @classmethod
+    def of(cls, content: bytes, changed_at: datetime | None) -> _Body:
+        etag = '"' + hashlib.sha256(content).hexdigest()[:32] + '"'
+        validators = _validators(etag, changed_at)
+        # The same headers Starlette's Response writes (tests/test_api.py compares both paths byte for byte).
+        return cls(content, etag, changed_at,
+                   Response(content, media_type="application/json", headers=validators).raw_headers,
+                   Response(status_code=304, headers=validators).raw_headers)
+
+
+def _validators(etag: str, changed_at: datetime | None) -> dict[str, str]:
+    headers = {"ETag": etag, "Cache-Control": "no-cache"}
+    if changed_at is not None:
+        headers["Last-Modified"] = format_datetime(changed_at.astimezone(UTC).replace(microsecond=0), usegmt=True)
+    return headers
+
+
 class _Reader:
     """The read-only store, opened on first use (the database may not exist yet when the server starts), and the
-    body cache keyed by the data version."""
+    body cache keyed by the data version: a body is built once per data version and then served from memory.
+    The cache is emptied when the version moves, so it never holds answers about older data."""
 
     def __init__(self, url: str | None) -> None:
         self.url = url
         self._lock = threading.Lock()
         self._engine: Engine | None = None
         self._store: Store | None = None
-        self._cache: OrderedDict[tuple[Any, ...], tuple[bytes, str]] = OrderedDict()
+        self._cache: OrderedDict[tuple[Any, ...], _Body] = OrderedDict()
         self._version: tuple[float, tuple[object, ...], datetime | None] | None = None
+        self.built = 0  # bodies built (not served from the cache): tests and the bench read it
 
     def data_version(self) -> tuple[tuple[object, ...], datetime | None]:
         now = time.monotonic()
@@ -75,8 +104,19 @@ class _Reader:
         assert self._engine is not None
         version, changed_at = data_version(self._engine)
         with self._lock:
+            if known is None or version != known[1]:
+                self._cache.clear()
             self._version = (now, version, changed_at)
         return version, changed_at
+
+    def cached(self, path: str, query: bytes) -> _Body | None:
+        """The cached body for this request while the data version read stands (no query, no thread): what the
+        event loop answers by itself. None: the app builds it (and refreshes the version) in its thread pool."""
+        with self._lock:
+            known = self._version
+            if known is None or time.monotonic() - known[0] >= DATA_VERSION_TTL_S:
+                return None
+            return self._cache.get((path, query, known[1]))
 
     def store(self) -> Store:
         with self._lock:
@@ -99,39 +139,71 @@ class _Reader:
         time alone (which workers are live), built on every request; its ETag still answers 304."""
         store = self.store()
         version, changed_at = (None, None) if live else self.data_version()
-        key = (request.url.path, str(request.url.query), version)
+        key = (request.scope["path"], request.scope["query_string"], version)
         cached = None
         if not live:
             with self._lock:
                 cached = self._cache.get(key)
-                if cached is not None:
-                    self._cache.move_to_end(key)
         if cached is None:
             try:
                 body = build(store)
             except NotFound as exc:
                 raise HTTPException(404, str(exc.args[0] if exc.args else exc)) from None
-            content = json.dumps(versioned(body), separators=(",", ":"), default=str).encode()
-            cached = (content, '"' + hashlib.sha256(content).hexdigest()[:32] + '"')
-            if not live:
-                with self._lock:
+            cached = _Body.of(json.dumps(versioned(body), separators=(",", ":"), default=str).encode(), changed_at)
+            with self._lock:
+                self.built += 1
+                if not live and self._version is not None and self._version[1] == version:
                     self._cache[key] = cached
                     while len(self._cache) > CACHE_ENTRIES:
                         self._cache.popitem(last=False)
-        content, etag = cached
-        headers = {"ETag": etag, "Cache-Control": "no-cache"}
-        if changed_at is not None:
-            headers["Last-Modified"] = format_datetime(changed_at.astimezone(UTC).replace(microsecond=0), usegmt=True)
-        if _not_modified(request, etag, changed_at):
-            return Response(status_code=304, headers=headers)
-        return Response(content, media_type="application/json", headers=headers)
+        if _not_modified(request.headers.get("if-none-match"), request.headers.get("if-modified-since"),
+                         cached.etag, cached.changed_at):
+            return Response(status_code=304, headers=_validators(cached.etag, cached.changed_at))
+        return Response(cached.content, media_type="application/json",
+                        headers=_validators(cached.etag, cached.changed_at))
 
 
-def _not_modified(request: Request, etag: str, changed_at: datetime | None) -> bool:
-    match = request.headers.get("if-none-match")
+class _CachedReads:
+    """Pure ASGI in front of FastAPI: a GET whose body is in the cache is answered here, on the event loop, with
+    no routing, validation, dependency injection or thread hop (those cost more than the answer). Everything
+    else, a cache miss included, goes to the app, which validates, builds and caches; a request this layer
+    cannot vouch for (a missing or wrong token) goes to the app too, which refuses it the usual way."""
+
+    def __init__(self, app: Any, reader: _Reader, token: str | None) -> None:
+        self.app = app
+        self.reader = reader
+        self.token = token
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            body = self.reader.cached(scope["path"], scope["query_string"])
+            if body is not None:
+                headers = {name: value for name, value in scope["headers"]
+                           if name in (b"if-none-match", b"if-modified-since", b"authorization")}
+                if _token_ok(self.token, headers.get(b"authorization", b"").decode("latin-1")):
+                    match, since = headers.get(b"if-none-match"), headers.get(b"if-modified-since")
+                    if _not_modified(None if match is None else match.decode("latin-1"),
+                                     None if since is None else since.decode("latin-1"), body.etag, body.changed_at):
+                        await send({"type": "http.response.start", "status": 304,
+                                    "headers": body.not_modified_headers})
+                        await send({"type": "http.response.body", "body": b""})
+                    else:
+                        await send({"type": "http.response.start", "status": 200, "headers": body.ok_headers})
+                        await send({"type": "http.response.body", "body": body.content})
+                    return
+        await self.app(scope, receive, send)
+
+
+def _token_ok(token: str | None, given: str) -> bool:
+    if token is None:
+        return True
+    scheme, _, value = given.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
+
+
+def _not_modified(match: str | None, since: str | None, etag: str, changed_at: datetime | None) -> bool:
     if match is not None:  # If-None-Match wins over If-Modified-Since (RFC 9110 §13.2.2)
         return etag in {m.strip() for m in match.split(",")} or match.strip() == "*"
-    since = request.headers.get("if-modified-since")
     if since is None or changed_at is None:
         return False
     try:
@@ -155,6 +227,9 @@ def create_app(config: ApiConfig) -> FastAPI:
     )
     reader = _Reader(config.database_url)
     app.state.push = config.push
+    app.state.reader = reader
+    # Added first, so CORS (when configured) wraps it and adds its headers to the answers it sends too.
+    app.add_middleware(_CachedReads, reader=reader, token=config.token)
     if config.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=config.cors_origins, allow_methods=["GET"],
                            allow_headers=["Authorization", "If-None-Match", "If-Modified-Since"])
@@ -162,9 +237,7 @@ def create_app(config: ApiConfig) -> FastAPI:
     def authorized(request: Request) -> None:
         if config.token is None:
             return
-        given = request.headers.get("authorization", "")
-        scheme, _, value = given.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), config.token.encode()):
+        if not _token_ok(config.token, request.headers.get("authorization", "")):
             raise HTTPException(401, "a bearer token is required", headers={"WWW-Authenticate": "Bearer"})
 
     @app.exception_handler(RequestValidationError)
