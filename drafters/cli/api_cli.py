@@ -54,8 +54,9 @@ def _run(make_config: Callable[[], ApiConfig], host: str, port: int, what: str, 
         sock = bind(host, port)
     except OSError as exc:
         raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    shown = f" ({workers} worker processes)" if workers > 1 else ""
-    render.console.print(f"{what} listening on http://{host}:{sock.getsockname()[1]}/{shown}", markup=False,
+    if workers > 1:
+        render.console.print(f"{what}: {workers} worker processes", markup=False, highlight=False)
+    render.console.print(f"{what} listening on http://{host}:{sock.getsockname()[1]}/", markup=False,
                          highlight=False, soft_wrap=True)
     if workers > 1:
         serve_forked(lambda: _serve_one(make_config, sock), sock, workers)
