@@ -104,12 +104,12 @@ class _Reader:
             known = self._version
         if known is not None and now - known[0] < DATA_VERSION_TTL_S:
             return known[1], known[2]
-        assert self._engine is not None
+        assert self._engine is not None and self._store is not None  # store() ran first
         version, changed_at = data_version(self._engine)
         with self._lock:
-            if known is None or version != known[1]:
+            if self._version is None or version != self._version[1]:
                 self._cache.clear()
-                self._snapshot = SnapshotStore(self._engine)
+                self._snapshot = SnapshotStore(self._store)
             self._version = (now, version, changed_at)
         return version, changed_at
 

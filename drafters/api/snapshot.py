@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import threading
 
-from sqlalchemy import Engine
-
 from registry.store import Store
 from registry.store.records import DrafterRecord, DrafterRevisionRecord
 
@@ -20,8 +18,8 @@ from registry.store.records import DrafterRecord, DrafterRevisionRecord
 class SnapshotStore(Store):
     """A read-only Store whose drafter reads are remembered for its lifetime (one data version)."""
 
-    def __init__(self, engine: Engine) -> None:
-        super().__init__(engine)
+    def __init__(self, base: Store) -> None:
+        super().__init__(base.engine)
         self._lock = threading.Lock()
         self._drafters: dict[str, DrafterRecord | None] = {}
         self._heads: dict[str, DrafterRevisionRecord | None] = {}
