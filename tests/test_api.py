@@ -7,6 +7,7 @@ the API as in `drafters runs --json`."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import socket
@@ -21,6 +22,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
+from drafters.api import app as app_module
 from drafters.api.app import ApiConfig, create_app
 from drafters.api.server import ApiServer, bind
 from registry.domain.json_shapes import SCHEMA_VERSION, versioned
@@ -328,3 +330,28 @@ def test_accepted_connections_do_not_wait_for_delayed_acks(filled: Store, databa
         assert asyncio.run(accepted_nodelay()) != 0
     finally:
         listener.close()
+
+
+def test_one_request_reads_the_data_version_while_the_others_answer(filled: Store, database_url: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The data version query scans the runs; forty threads running it at once was the warm path's tail."""
+    reads: list[float] = []
+    real = app_module.data_version
+
+    def slow_data_version(engine: Any) -> Any:
+        reads.append(time.monotonic())
+        time.sleep(0.5)  # a long scan: every request that arrives meanwhile finds the read under way
+        return real(engine)
+
+    monkeypatch.setattr(app_module, "data_version", slow_data_version)
+    server = ApiServer(create_app(ApiConfig(database_url))).start()
+    try:
+        path = f"{server.url}/v1/targets/{TARGET}/drafters"
+        assert httpx.get(path, timeout=30).status_code == 200 and len(reads) == 1
+        time.sleep(1.1)  # the version is now due to be read again
+        with concurrent.futures.ThreadPoolExecutor(20) as pool:
+            answers = list(pool.map(lambda _: httpx.get(path, timeout=30).status_code, range(20)))
+        assert answers == [200] * 20
+        assert len(reads) == 2  # one read for twenty requests
+    finally:
+        server.stop()
