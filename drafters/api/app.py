@@ -9,7 +9,7 @@ sessions). Every body carries `schema_version`; each answer has an ETag (a hash 
 Last-Modified (the newest change among what it shows), and a repeated request with either gets 304. Bodies are
 cached by request and by the database's data version (one query, read at most once a second), so a repeated
 read costs no query; a cached GET is answered by a pure ASGI layer in front of FastAPI (`_CachedReads`), since
-routing, validation and the thread hop cost more than the answer (bench/api.py: about 4× the throughput).
+routing, validation and the thread hop cost more than the answer (bench/api.py: 1.7–3× the warm throughput).
 """
 
 from __future__ import annotations
