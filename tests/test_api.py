@@ -349,10 +349,12 @@ def test_one_request_reads_the_data_version_while_the_others_answer(filled: Stor
         path = f"{server.url}/v1/targets/{TARGET}/drafters"
         assert httpx.get(path, timeout=30).status_code == 200 and len(reads) == 1
         time.sleep(1.1)  # the version is now due to be read again
+        before = _reader(server).served_from_memory
         with concurrent.futures.ThreadPoolExecutor(20) as pool:
             answers = list(pool.map(lambda _: httpx.get(path, timeout=30).status_code, range(20)))
         assert answers == [200] * 20
-        assert len(reads) == 2  # one read for twenty requests answered from memory
+        assert len(reads) == 2  # one read for twenty requests
+        assert _reader(server).served_from_memory - before == 20  # none of them waited for FastAPI's thread pool
         time.sleep(1.1)
         with concurrent.futures.ThreadPoolExecutor(20) as pool:  # twenty bodies not built yet: the app's path
             answers = list(pool.map(lambda n: httpx.get(f"{server.url}/v1/runs?limit={n + 1}", timeout=30).status_code,
