@@ -2,15 +2,20 @@
 registry of 10,000 targets and 100,000 runs, and a 10 s burst at 1,000 requests/s with no error.
 
     .venv/bin/python bench/api.py [--targets 10000] [--runs 100000] [--requests 3000] [--burst-s 10] [--rate 1000]
+                                  [--workers 1,2]
 
 The registry: the bundled catalog, then every catalog target copied (rows, head revision, verdicts) until there
 are --targets targets, and one measured run copied until there are --runs runs spread over the copied targets
-and their exact drafters (bulk inserts: the bench measures reading, not loading). `drafters serve` runs as its
-own process on 127.0.0.1 (uvicorn, one worker), so client and server do not share an interpreter. The clients
+and their exact drafters (bulk inserts: the bench measures reading, not loading). `drafters serve --workers N`
+runs as its own processes on 127.0.0.1 (uvicorn), once per N in --workers, so client and server do not share an
+interpreter. The clients
 are asyncio tasks, each on its own raw keep-alive connection (an httpx pool costs more than the server it
 measures), loopback only, each loop bounded by a request count.
 
-Measured in the same run, as the reference: `/health` (the server and client stack with no database work).
+Measured in the same run, as the references: a bare uvicorn hello-world (a 12-byte ASGI app on the same server
+settings and the same number of processes: the floor of this server stack and this client on this machine) and
+`/health` (the FastAPI app with no database work). Client CPU = the load generator's CPU seconds / wall seconds:
+it shares the cores with the server.
 Rounds: cold (each request a different target, so the body cache never helps), warm (100 hot targets, answered
 from the body cache after one data-version query), 304 (warm with If-None-Match), then the burst on the warm
 path at a fixed arrival rate (open loop: a late answer does not slow the next request down).
@@ -29,10 +34,13 @@ import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 from sqlalchemy import insert, select
 
+from drafters.api.server import bind, make_server
+from drafters.api.workers import default_workers, serve_forked
 from registry.domain.measurement import Acceptance, RunSettings, SetMeasurement
 from registry.domain.run import Run
 from registry.store import Store
@@ -118,6 +126,7 @@ class Result:
     errors: int
     seconds: float
     latencies_ms: list[float]
+    client_cpu: float = 0.0
 
     def pct(self, q: float) -> float:
         ordered = sorted(self.latencies_ms)
@@ -208,19 +217,87 @@ async def burst(base: str, paths: list[str], rate: float, seconds: float, connec
     return Result(f"burst {rate:.0f}/s × {seconds:g} s", total, errors, time.perf_counter() - start, latencies)
 
 
-def start_server(url: str, home: Path) -> tuple[subprocess.Popen[str], str]:
+def start_server(url: str, home: Path, workers: int, *, hello: bool = False) -> tuple[subprocess.Popen[str], str]:
+    """`drafters serve --workers N`, or (hello) the floor: the same server settings around a trivial app."""
     env = {**os.environ, "DRAFTERS_DATABASE_URL": url, "DRAFTERS_HOME": str(home)}
     env.pop("DRAFTERS_HUB_WEBHOOK_SECRET", None)
-    process = subprocess.Popen([sys.executable, "-m", "drafters.cli", "serve", "--port", "0"], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    argv = ([sys.executable, __file__, "--hello", "--workers", str(workers)] if hello else
+            [sys.executable, "-m", "drafters.cli", "serve", "--port", "0", "--workers", str(workers)])
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert process.stdout is not None
     for _ in range(1000):
         line = process.stdout.readline()
-        if line.startswith("API listening on"):
-            return process, line.strip().rsplit(" ", 1)[-1].rstrip("/")
+        if "listening on" in line:
+            base = line.split("listening on ", 1)[1].split()[0].rstrip("/")
+            time.sleep(2.0 if workers > 1 else 0.5)  # the workers import the app after the socket is bound
+            return process, base
         if not line:
             break
-    raise SystemExit(f"drafters serve did not start: {process.stdout.read()}")
+    raise SystemExit(f"{argv} did not start: {process.stdout.read()}")
+
+
+async def _hello_app(scope: dict, receive: object, send: object) -> None:
+    await send({"type": "http.response.start", "status": 200,  # type: ignore[operator]
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"12")]})
+    await send({"type": "http.response.body", "body": b'{"ok":true}\n'})  # type: ignore[operator]
+
+
+def serve_hello(workers: int) -> None:
+    """The floor: uvicorn with the API's own settings (drafters/api/server.py) and process model around an ASGI
+    app that does nothing."""
+    sock = bind("127.0.0.1", 0)
+    print(f"hello listening on http://127.0.0.1:{sock.getsockname()[1]}/", flush=True)
+    if workers > 1:
+        serve_forked(lambda: make_server(_hello_app).run(sockets=[sock]), sock, workers)
+    else:
+        make_server(_hello_app).run(sockets=[sock])
+
+
+def stop_server(process: subprocess.Popen[str]) -> None:
+    process.terminate()
+    process.wait(timeout=30)
+
+
+def measure(url: str, home: Path, copied: list[str], workers: int, args: argparse.Namespace) -> list[Result]:
+    results: list[Result] = []
+
+    def done(result: Result) -> None:
+        results.append(result)
+        print(f"  {result.name}: {result.requests} requests, {result.errors} errors, {result.requests / result.seconds:.0f}"
+              f" req/s, p50 {result.pct(0.5):.1f} ms, p99 {result.pct(0.99):.1f} ms, client CPU "
+              f"{result.client_cpu:.0%}", flush=True)
+
+    process, base = start_server(url, home, workers, hello=True)
+    try:
+        done(timed(closed_loop(base, f"hello-world floor ×{workers}", ["/"], args.requests)))
+    finally:
+        stop_server(process)
+    process, base = start_server(url, home, workers)
+    try:
+        random.seed(0)
+        cold = [f"/v1/targets/{t}/drafters" for t in random.sample(copied, min(len(copied), args.requests))]
+        hot = cold[:100]
+        done(timed(closed_loop(base, f"/health ×{workers}", ["/health"], args.requests)))
+        done(timed(closed_loop(base, f"targets cold ×{workers}", cold, args.requests)))
+        # Every worker process has its own cache and each pass opens new connections, which the kernel hands to
+        # any worker: with 2 workers a key is still cold in one of them after k passes with chance 2^-k.
+        for _ in range(1 if workers == 1 else 12):
+            timed(closed_loop(base, "warm-up", hot, len(hot)))
+        done(timed(closed_loop(base, f"targets warm ×{workers}", hot, args.requests)))
+        etag = httpx.get(base + hot[0]).headers["etag"]
+        done(timed(closed_loop(base, f"targets 304 ×{workers}", hot[:1], args.requests, {"If-None-Match": etag})))
+        done(timed(burst(base, hot, args.rate, args.burst_s), f"burst {args.rate:.0f}/s × {args.burst_s:g} s ×{workers}"))
+    finally:
+        stop_server(process)
+    return results
+
+
+def timed(round_: Any, name: str | None = None) -> Result:
+    """Run one round and note the load generator's own CPU share (it runs on the server's cores)."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    result = asyncio.run(round_)
+    share = (time.process_time() - cpu) / max(time.perf_counter() - wall, 1e-9)
+    return replace(result, name=name or result.name, client_cpu=share)
 
 
 def main() -> None:
@@ -230,43 +307,32 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--burst-s", type=float, default=10.0)
     parser.add_argument("--rate", type=float, default=1000.0)
+    parser.add_argument("--workers", default=f"1,{default_workers()}",
+                        help="comma-separated server process counts to measure, each in turn")
+    parser.add_argument("--hello", action="store_true", help=argparse.SUPPRESS)  # the floor server itself
     args = parser.parse_args()
+    counts = [int(n) for n in dict.fromkeys(args.workers.split(","))]
+    if args.hello:
+        serve_hello(counts[0])
+        return
     with tempfile.TemporaryDirectory(prefix="bench-api-") as scratch:
         url = f"sqlite:///{scratch}/registry.db"
         started = time.perf_counter()
         copied = build_registry(url, args.targets, args.runs)
-        print(f"registry: {args.targets} targets, {args.runs} runs, built in {time.perf_counter() - started:.0f} s",
-              flush=True)
-        process, base = start_server(url, Path(scratch) / "home")
-        try:
-            random.seed(0)
-            cold = [f"/v1/targets/{t}/drafters" for t in random.sample(copied, min(len(copied), args.requests))]
-            hot = cold[:100]
-            results: list[Result] = []
-
-            def done(result: Result) -> None:
-                results.append(result)
-                print(f"  {result.name}: {result.requests} requests, {result.errors} errors, "
-                      f"p50 {result.pct(0.5):.1f} ms, p99 {result.pct(0.99):.1f} ms", flush=True)
-
-            done(asyncio.run(closed_loop(base, "/health (reference)", ["/health"], args.requests)))
-            done(asyncio.run(closed_loop(base, "targets/…/drafters cold", cold, args.requests)))
-            asyncio.run(closed_loop(base, "warm-up", hot, len(hot)))
-            done(asyncio.run(closed_loop(base, "targets/…/drafters warm", hot, args.requests)))
-            etag = httpx.get(base + hot[0]).headers["etag"]
-            done(asyncio.run(closed_loop(base, "targets/…/drafters 304", hot[:1], args.requests,
-                                         {"If-None-Match": etag})))
-            done(asyncio.run(burst(base, hot, args.rate, args.burst_s)))
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
-    reference = results[0].pct(0.5)
-    print(f"\n{CLIENTS} concurrent clients (bursts: open loop), SQLite, loopback; ratio = p50 / p50 of /health")
-    print(f"{'round':<34}{'requests':>9}{'errors':>8}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'ratio':>8}")
+        print(f"registry: {args.targets} targets, {args.runs} runs, built in {time.perf_counter() - started:.0f} s;"
+              f" {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}", flush=True)
+        results = [r for n in counts for r in measure(url, Path(scratch) / "home", copied, n, args)]
+    print(f"\n{CLIENTS} concurrent clients (bursts: open loop), SQLite, loopback, {os.cpu_count()} CPUs, load average "
+          f"{os.getloadavg()[0]:.1f} at the end; ×N = server processes; ratio = p99 / p99 of the hello-world floor "
+          "with as many processes")
+    print(f"{'round':<32}{'requests':>9}{'errors':>8}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'ratio':>8}{'client CPU':>12}")
+    floor = 0.0
     for r in results:
-        print(f"{r.name:<34}{r.requests:>9}{r.errors:>8}{r.requests / r.seconds:>9.0f}{r.pct(0.5):>9.1f}"
-              f"{r.pct(0.99):>9.1f}{r.pct(0.5) / reference:>8.1f}")
-    print(f"\ngoal: p99 ≤ 50 ms for /v1/targets/{{id}}/drafters; burst with no error")
+        if r.name.startswith("hello-world"):
+            floor = r.pct(0.99)
+        print(f"{r.name:<32}{r.requests:>9}{r.errors:>8}{r.requests / r.seconds:>9.0f}{r.pct(0.5):>9.1f}"
+              f"{r.pct(0.99):>9.1f}{r.pct(0.99) / floor:>8.1f}{r.client_cpu:>12.0%}")
+    print("\ngoal: p99 ≤ 50 ms for /v1/targets/{id}/drafters; burst with no error")
 
 
 if __name__ == "__main__":

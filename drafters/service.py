@@ -1,6 +1,6 @@
 """`drafters up`: the long-running service on one machine — watcher, alert delivery, feed, worker, dashboard, API.
 
-Each part runs in its own thread (the dashboard in its own process) and survives the others' failures; parts
+Each part runs in its own thread (the dashboard and the API in their own processes) and survives the others' failures; parts
 whose extras are not installed are skipped with one line saying so. A part that dies is said, recorded and
 restarted after a growing pause; each part writes what it is doing, when it last succeeded and its last error to
 the database (`service_status`), which `drafters status` reads from any process.
@@ -9,20 +9,24 @@ the database (`service_status`), which `drafters status` reads from any process.
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
+import os
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from dashboard.launch import free_port, launch, port_taken
-from drafters.api.app import ApiConfig, create_app
-from drafters.api.server import ApiServer
 from registry.alerts import webhooks as alerts
 from registry.alerts.feed import write_feed
 from registry.alerts.secrets import SecretBox
 from registry.files import open_private_append
 from registry.hub import HubClient
-from registry.processes import stop as stop_process
+from registry.processes import die_with_parent, stop as stop_process
 from registry.settings import Settings
 from registry.store import Store
 from registry.store.catalog_import import load_catalog
@@ -125,18 +129,46 @@ class Service:
         self.say(f"dashboard: http://127.0.0.1:{port}/ (log: {log_path})")
 
     def _api_loop(self) -> None:
-        """The read-only JSON API (`drafters serve`) until the service stops; a taken port ends this part, which is
-        said and retried like any part that dies."""
-        token = self.settings.api_token.get_secret_value() if self.settings.api_token is not None else None
-        config = ApiConfig(self.settings.resolved_database_url, token=token or None,
-                           cors_origins=list(self.settings.api_cors_origins))
-        server = ApiServer(create_app(config), self.settings.api_host, self.settings.api_port).start()
-        self.say(f"API: {server.url}/ (OpenAPI: {server.url}/openapi.json)")
-        self.status("api", "serving", detail=server.url, success=True)
+        """The read-only JSON API: `drafters serve` in a process of its own, with one worker process per core
+        (drafters/api/workers.py), until the service stops. It dies with this process, even of SIGKILL (its
+        workers with it); a taken port or a crash ends this part, which is said and retried like any part."""
+        log_path = self.settings.home_dir / "api.log"
+        token = self.settings.api_token.get_secret_value() if self.settings.api_token is not None else ""
+        env = {**os.environ, "DRAFTERS_HOME": str(self.settings.home_dir),
+               "DRAFTERS_DATABASE_URL": self.settings.resolved_database_url,
+               "DRAFTERS_API_HOST": self.settings.api_host, "DRAFTERS_API_PORT": str(self.settings.api_port),
+               "DRAFTERS_API_TOKEN": token, "DRAFTERS_API_CORS_ORIGINS": json.dumps(self.settings.api_cors_origins)}
+        env.pop("DRAFTERS_HUB_WEBHOOK_SECRET", None)  # the API of `up` has no webhook route (`drafters hub-webhooks` sets one up)
+        start = log_path.stat().st_size if log_path.exists() else 0
+        with open_private_append(log_path) as sink:
+            process = subprocess.Popen([sys.executable, "-m", "drafters.cli", "serve"], env=env, stdout=sink,
+                                       stderr=sink, stdin=subprocess.DEVNULL,
+                                       preexec_fn=die_with_parent)  # noqa: PLW1509 - only prctl, before exec
         try:
-            self.stop.wait()
+            url = self._wait_listening(process, log_path, start)
+            self.say(f"API: {url}/ (OpenAPI: {url}/openapi.json; log: {log_path})")
+            self.status("api", "serving", detail=url, success=True)
+            while not self.stop.wait(1.0):
+                if process.poll() is not None:
+                    raise RuntimeError(f"the API process exited ({process.returncode}); see {log_path}")
         finally:
-            server.stop()
+            stop_process(process)
+
+    def _wait_listening(self, process: subprocess.Popen[bytes], log_path: Path, start: int) -> str:
+        """The URL `drafters serve` says it listens on, from its log; its last line if it exits first."""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not self.stop.is_set():
+            with log_path.open("rb") as log_file:
+                log_file.seek(start)
+                lines = log_file.read().decode(errors="replace").splitlines()
+            found = next((line for line in lines if " listening on " in line), None)
+            if found is not None:
+                return found.split(" listening on ", 1)[1].split()[0].rstrip("/")
+            if process.poll() is not None:
+                last = next((line for line in reversed(lines) if line.strip()), "no output")
+                raise RuntimeError(f"the API did not start: {last.strip()}")
+            time.sleep(0.1)
+        raise RuntimeError(f"the API did not start within 120 s; see {log_path}")
 
     def _watch_loop(self) -> None:
         client = HubClient(self.settings.hub_endpoint, self.settings.token_value(), self.settings.hub_cache_dir,

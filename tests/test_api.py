@@ -6,20 +6,25 @@ the API as in `drafters runs --json`."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from sqlalchemy import text
 
+from drafters.api import app as app_module
 from drafters.api.app import ApiConfig, create_app
-from drafters.api.server import ApiServer
+from drafters.api.server import ApiServer, bind
 from registry.domain.json_shapes import SCHEMA_VERSION, versioned
 from registry.store import Store
 from registry.domain.plan import WorkerCapability
@@ -233,3 +238,128 @@ def test_cli_json_outputs_carry_the_version(database_url: str) -> None:
                               timeout=120, check=False)
         assert done.returncode == 0, (args, done.stderr)
         assert json.loads(done.stdout)["schema_version"] == SCHEMA_VERSION, args
+
+
+# ---- under load: bodies answered from memory, invalidated by a data change; TCP_NODELAY ----------------------------
+
+
+def _reader(server: ApiServer) -> Any:
+    return server.app.state.reader
+
+
+def test_a_cached_body_is_served_from_memory_byte_for_byte(filled: Store, database_url: str) -> None:
+    server = ApiServer(create_app(ApiConfig(database_url))).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            path = f"/v1/targets/{TARGET}/drafters?gpu=H100%20SXM"
+            first = client.get(path)
+            built = _reader(server).built
+            second = client.get(path)  # answered by the ASGI layer in front of FastAPI: nothing built
+            assert _reader(server).built == built and _reader(server).served_from_memory == 1
+            assert second.content == first.content
+            assert second.headers.raw == first.headers.raw  # same headers, same order, same bytes
+            not_modified = [client.get(path, headers={"If-None-Match": first.headers["etag"]}) for _ in range(2)]
+            assert [r.status_code for r in not_modified] == [304, 304] and _reader(server).built == built
+            assert _reader(server).served_from_memory == 3
+            assert not_modified[0].headers.raw == not_modified[1].headers.raw
+            assert client.get(f"/v1/targets/{TARGET}/drafters?gpu=A100").content != first.content  # own key
+    finally:
+        server.stop()
+
+
+def test_a_new_run_shows_up_in_a_cached_answer(filled: Store, database_url: str) -> None:
+    server = ApiServer(create_app(ApiConfig(database_url))).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            path = f"/v1/targets/{TARGET}/drafters"
+
+            def runs_measured() -> int:
+                body = client.get(path).json()
+                return sum(m["runs"] for d in body["drafters"] if d["drafter"] == DRAFTER for m in d["measured"])
+
+            before = runs_measured()
+            assert runs_measured() == before  # from the cache
+            record_run(filled, full_run(target=TARGET, drafter=DRAFTER, prediction=None, run_id="run-new",
+                                        created_at=full_run().created_at.replace(day=20)))
+            deadline = time.monotonic() + 10
+            while (now := runs_measured()) == before and time.monotonic() < deadline:
+                time.sleep(0.2)  # the data version is read at most once a second
+            assert now == before + 1
+    finally:
+        server.stop()
+
+
+def test_a_cached_body_still_needs_the_token_and_keeps_cors(filled: Store, database_url: str) -> None:
+    server = ApiServer(create_app(ApiConfig(database_url, token=TOKEN, cors_origins=["https://dash.example"]))).start()
+    try:
+        with httpx.Client(base_url=server.url) as client:
+            good = {"Authorization": f"Bearer {TOKEN}", "Origin": "https://dash.example"}
+            assert client.get("/v1/lag", headers=good).status_code == 200
+            built = _reader(server).built
+            again = client.get("/v1/lag", headers=good)
+            assert again.status_code == 200 and _reader(server).built == built  # from the cache
+            assert again.headers["access-control-allow-origin"] == "https://dash.example"
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}):
+                refused = client.get("/v1/lag", headers=headers)
+                assert refused.status_code == 401 and "lag" not in refused.json()
+    finally:
+        server.stop()
+
+
+def test_accepted_connections_do_not_wait_for_delayed_acks(filled: Store, database_url: str) -> None:
+    """asyncio turns Nagle's algorithm off only on sockets that say they are TCP; without it a two-part answer
+    (headers, then body) waited 40 ms for the client's delayed ACK."""
+    listener = bind("127.0.0.1", 0)
+
+    async def accepted_nodelay() -> int:
+        found: list[int] = []
+
+        async def on_connect(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            found.append(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        server = await asyncio.start_server(on_connect, sock=listener)
+        _, writer = await asyncio.open_connection("127.0.0.1", listener.getsockname()[1])
+        while not found:
+            await asyncio.sleep(0.01)
+        writer.close()
+        server.close()
+        return found[0]
+
+    try:
+        assert asyncio.run(accepted_nodelay()) != 0
+    finally:
+        listener.close()
+
+
+def test_one_request_reads_the_data_version_while_the_others_answer(filled: Store, database_url: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The data version query scans the runs; forty threads running it at once was the warm path's tail."""
+    reads: list[float] = []
+    real = app_module.data_version
+
+    def slow_data_version(engine: Any) -> Any:
+        reads.append(time.monotonic())
+        time.sleep(0.5)  # a long scan: every request that arrives meanwhile finds the read under way
+        return real(engine)
+
+    monkeypatch.setattr(app_module, "data_version", slow_data_version)
+    server = ApiServer(create_app(ApiConfig(database_url))).start()
+    try:
+        path = f"{server.url}/v1/targets/{TARGET}/drafters"
+        assert httpx.get(path, timeout=30).status_code == 200 and len(reads) == 1
+        time.sleep(1.1)  # the version is now due to be read again
+        before = _reader(server).served_from_memory
+        with concurrent.futures.ThreadPoolExecutor(20) as pool:
+            answers = list(pool.map(lambda _: httpx.get(path, timeout=30).status_code, range(20)))
+        assert answers == [200] * 20
+        assert len(reads) == 2  # one read for twenty requests
+        assert _reader(server).served_from_memory - before == 20  # none of them waited for FastAPI's thread pool
+        time.sleep(1.1)
+        with concurrent.futures.ThreadPoolExecutor(20) as pool:  # twenty bodies not built yet: the app's path
+            answers = list(pool.map(lambda n: httpx.get(f"{server.url}/v1/runs?limit={n + 1}", timeout=30).status_code,
+                                    range(20)))
+        assert answers == [200] * 20
+        assert len(reads) == 3  # one read for twenty requests the app answered
+    finally:
+        server.stop()

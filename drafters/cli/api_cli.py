@@ -1,15 +1,19 @@
 """`drafters serve` (the read-only JSON API, with the Hub webhook endpoint when a secret is set) and
-`drafters push-server` (the same app, for the webhook alone): one uvicorn server, limits from its settings."""
+`drafters push-server` (the same app, for the webhook alone): uvicorn servers, limits from their settings;
+`serve` runs one per core by default (drafters/api/workers.py)."""
 
 from __future__ import annotations
 
 import os
+import socket
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
 
 from drafters.api.app import ApiConfig, create_app
 from drafters.api.server import bind, make_server
+from drafters.api.workers import default_workers, serve_forked
 from drafters.cli import render
 from drafters.cli.common import UserError, app, open_store
 from drafters.cli.watching import make_watcher
@@ -32,36 +36,53 @@ def api_config(push: PushQueue | None) -> ApiConfig:
                      push=push)
 
 
-def _run(config: ApiConfig, host: str, port: int, what: str) -> None:
+def _serve_one(make_config: Callable[[], ApiConfig], sock: socket.socket) -> None:
+    """One uvicorn server on `sock` until SIGINT / SIGTERM; its app (and webhook queue) built here, in the
+    process that serves it."""
+    config = make_config()
+    if config.push is not None:
+        config.push.start()
+    try:
+        make_server(create_app(config)).run(sockets=[sock])
+    finally:
+        if config.push is not None:
+            config.push.stop()
+
+
+def _run(make_config: Callable[[], ApiConfig], host: str, port: int, what: str, workers: int = 1) -> None:
     try:
         sock = bind(host, port)
     except OSError as exc:
         raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    if config.push is not None:
-        config.push.start()
-    server = make_server(create_app(config))
+    if workers > 1:
+        render.console.print(f"{what}: {workers} worker processes", markup=False, highlight=False)
     render.console.print(f"{what} listening on http://{host}:{sock.getsockname()[1]}/", markup=False,
                          highlight=False, soft_wrap=True)
+    if workers > 1:
+        serve_forked(lambda: _serve_one(make_config, sock), sock, workers)
+        return
     try:
-        server.run(sockets=[sock])  # stops on SIGINT / SIGTERM
+        _serve_one(make_config, sock)
     finally:
         sock.close()
-        if config.push is not None:
-            config.push.stop()
 
 
 @app.command("serve")
 def serve_command(
     port: Annotated[int | None, typer.Option(help="Port (default DRAFTERS_API_PORT, 8788).")] = None,
     host: Annotated[str | None, typer.Option(help="Address (default DRAFTERS_API_HOST, 127.0.0.1).")] = None,
+    workers: Annotated[int | None, typer.Option(
+        min=1, help="Server processes sharing the port (default: one per CPU core, at most 8).")] = None,
 ) -> None:
     """The registry as a read-only HTTP JSON API (OpenAPI at /openapi.json); with DRAFTERS_HUB_WEBHOOK_SECRET set,
     also the Hub webhook endpoint (POST /)."""
     settings = get_settings()
     secret = os.environ.get(SECRET_ENV)
-    open_store()  # creates or upgrades the database once, so that the read-only side finds it at head
-    config = api_config(push_queue(secret) if secret else None)
-    _run(config, host or settings.api_host, settings.api_port if port is None else port, "API")
+    # Creates or upgrades the database once, so that the read-only side finds it at head; no connection stays
+    # open across the workers' fork.
+    open_store().engine.dispose()
+    _run(lambda: api_config(push_queue(secret) if secret else None), host or settings.api_host,
+         settings.api_port if port is None else port, "API", default_workers() if workers is None else workers)
 
 
 @app.command("push-server")
@@ -73,4 +94,4 @@ def push_server(
     secret = os.environ.get(secret_env)
     if not secret:
         raise UserError(f"set {secret_env} to the Hub webhook's secret first")
-    _run(api_config(push_queue(secret)), "127.0.0.1", port, "push endpoint")
+    _run(lambda: api_config(push_queue(secret)), "127.0.0.1", port, "push endpoint")

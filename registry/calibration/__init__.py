@@ -18,6 +18,7 @@ The fitting arithmetic (bytes per forward, fitted devices) is in fit.py; this mo
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from importlib import resources
@@ -26,7 +27,7 @@ from typing import Any
 
 from registry.calibration.fit import RunBytes, SideFacts, fitted_device, run_bytes
 from registry.domain import pair, pricing
-from registry.domain.catalog import load_catalog_data
+from registry.domain.catalog import Catalog, load_catalog_data
 from registry.domain.configs import ConfigError, parse_config
 from registry.domain.gpus import Gpu, find_gpu, load_gpus
 from registry.domain.memory import stored_bits_per_weight
@@ -40,6 +41,13 @@ MODEL_VERSION = 2  # 2: a per-forward overhead fitted per hardware and engine; C
 
 class PricingInputError(ValueError):
     """Something the price command needs is missing (no measured run, unknown sizes); the message says what."""
+
+
+@functools.cache
+def _bundled_catalog() -> Catalog:
+    """The packaged catalog, parsed once per process: it changes only with the code, and parsing it was a third
+    of an API answer for a target with no config of its own (bench/api.py)."""
+    return load_catalog_data()
 
 
 def side_facts(store: Store, ref: str, *, drafter: bool) -> SideFacts:
@@ -76,7 +84,7 @@ def side_facts(store: Store, ref: str, *, drafter: bool) -> SideFacts:
                 parameters = round(head.weight_bytes * 8 / stored_bits_per_weight(config))
                 basis = "registry weight bytes"
     if config is None:
-        catalog = load_catalog_data()
+        catalog = _bundled_catalog()
         if drafter:
             entry = next((d for d in catalog.drafters if d.repo_id == ref and not d.built_in), None)
             if entry is not None:

@@ -101,8 +101,11 @@ def data_version(engine: Engine) -> tuple[tuple[object, ...], datetime | None]:
     answer a repeated request from its cache or with 304 Not Modified."""
     queries = (
         select(func.max(Event.id), func.max(Event.created_at)),
-        select(func.count(BenchmarkRun.id), func.max(BenchmarkRun.created_at)),
-        select(func.count(Compatibility.id), func.max(Compatibility.checked_at)),
+        # A count and a maximum in one SELECT make SQLite scan one index for both (11 ms at 100,000 runs, a
+        # stall of the API's event loop every second under load); apart, the count scans the narrowest index
+        # and the maximum is one index lookup (2.5 ms).
+        select(func.count(BenchmarkRun.id)), select(func.max(BenchmarkRun.created_at)),
+        select(func.count(Compatibility.id)), select(func.max(Compatibility.checked_at)),
         select(func.max(Job.id), func.count(Job.started_at), func.count(Job.finished_at), func.max(Job.started_at),
                func.max(Job.finished_at)),
         select(func.count(Checkpoint.id)),

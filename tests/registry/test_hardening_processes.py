@@ -1,5 +1,5 @@
 """No orphaned processes: `drafters up` and `drafters dashboard` take their Streamlit child with them when stopped
-(SIGTERM) or killed (SIGKILL); llama-server stays on loopback behind a key; the llama.cpp converter never sees a
+(SIGTERM) or killed (SIGKILL), and `drafters serve` its API workers (`up` its API process too); llama-server stays on loopback behind a key; the llama.cpp converter never sees a
 folder that carries its publisher's code."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.support.cli import drafters, start
@@ -91,6 +92,104 @@ def test_sigkill_of_up_still_stops_the_dashboard_child(tmp_path: Path) -> None:
         assert _wait_gone(children) == [], "the kernel's parent-death signal should have stopped it"
     finally:
         for pid in children:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        children = _children(todo.pop())
+        found += children
+        todo += children
+    return found
+
+
+def _serve(home: Path, workers: int) -> tuple[subprocess.Popen[str], str]:
+    env = {**os.environ, "DRAFTERS_HOME": str(home)}
+    env.pop("DRAFTERS_DATABASE_URL", None)
+    env.pop("DRAFTERS_HUB_WEBHOOK_SECRET", None)
+    process = subprocess.Popen([sys.executable, "-m", "drafters.cli", "serve", "--port", "0", "--workers",
+                                str(workers)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert process.stdout is not None
+    seen = []
+    while not (line := process.stdout.readline()).startswith("API listening on"):
+        seen.append(line)
+        assert line, "".join(seen)
+    return process, line.strip().rsplit(" ", 1)[-1].rstrip("/")
+
+
+def _wait_children(pid: int, count: int, timeout_s: float = 30) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while len(children := [c for c in _children(pid) if _alive(c)]) != count and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(children) == count, children
+    return children
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+def test_api_workers_share_the_port_and_go_with_the_parent(tmp_path: Path, how: signal.Signals) -> None:
+    process, url = _serve(tmp_path / "home", 2)
+    workers = _wait_children(process.pid, 2)
+    try:
+        for _ in range(10):
+            assert httpx.get(f"{url}/health", timeout=30).json()["status"] == "ok"
+        process.send_signal(how)
+        process.communicate(timeout=60)
+        if how == signal.SIGTERM:
+            assert process.returncode == 0
+        assert _wait_gone(workers) == [], "the workers outlived `drafters serve`"
+    finally:
+        for pid in [process.pid, *workers]:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_dead_api_worker_is_replaced(tmp_path: Path) -> None:
+    process, url = _serve(tmp_path / "home", 2)
+    workers = _wait_children(process.pid, 2)
+    replaced: list[int] = []
+    try:
+        os.kill(workers[0], signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (replaced := [c for c in _children(process.pid)
+                                                                if _alive(c) and c not in workers]):
+            time.sleep(0.1)
+        assert replaced, "no new worker after one was killed"
+        for _ in range(10):
+            assert httpx.get(f"{url}/health", timeout=30).status_code == 200
+    finally:
+        process.terminate()
+        process.communicate(timeout=60)
+        assert _wait_gone([*workers, *replaced]) == []
+
+
+def test_sigkill_of_up_stops_the_api_and_its_workers(tmp_path: Path) -> None:
+    env = {**os.environ, "DRAFTERS_HOME": str(tmp_path / "home"), "DRAFTERS_DASHBOARD_PORT": str(_free_port()),
+           "DRAFTERS_API_PORT": str(_free_port()), "DRAFTERS_WATCHED_ORGS": "[]"}
+    env.pop("DRAFTERS_DATABASE_URL", None)
+    process = subprocess.Popen([sys.executable, "-m", "drafters.cli", "up", "--no-watch", "--no-worker", "--no-demo"],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert process.stdout is not None
+    seen = []
+    while "API: http" not in (line := process.stdout.readline()):
+        seen.append(line)
+        assert line, "".join(seen)
+    url = line.split("API: ", 1)[1].split("/ ", 1)[0]
+    descendants: list[int] = []
+    try:
+        assert httpx.get(f"{url}/v1/lag", timeout=30).json()["schema_version"] == 2
+        deadline = time.monotonic() + 30
+        # the dashboard, `drafters serve` and its (at least one) worker: the API runs as processes of its own
+        while len(descendants := [p for p in _descendants(process.pid) if _alive(p)]) < 3 \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(descendants) >= 3, descendants
+        process.kill()
+        process.communicate(timeout=60)
+        assert _wait_gone(descendants) == [], "the kernel's parent-death signal should have stopped them"
+    finally:
+        for pid in descendants:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
