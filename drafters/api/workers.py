@@ -9,7 +9,9 @@ from the parent's settings as they are, and each worker can be tied to the paren
 
 No orphans: each worker asks the kernel for SIGTERM when the parent dies (even of SIGKILL; PR_SET_PDEATHSIG,
 registry/processes.py). The parent stops the workers on SIGTERM or SIGINT (SIGTERM, then SIGKILL after a grace)
-and starts a new one when one dies.
+and starts a new one when one dies: at once after a worker that served a while, after a doubling delay after one
+that died young, and not at all after `MAX_QUICK_DEATHS` young deaths in a row (a worker that cannot start, e.g.
+its database is gone, would otherwise be forked forever): `serve_forked` then raises `WorkersFailing`.
 """
 
 from __future__ import annotations
@@ -22,11 +24,19 @@ import time
 import traceback
 from collections.abc import Callable
 
+from registry.errors import Failed
 from registry.processes import die_with_parent
 
 STOP_GRACE_S = 10.0
-RESTART_DELAY_S = 1.0
+RESTART_DELAY_S = 1.0  # after a young death; doubled for each young death in a row, up to MAX_RESTART_DELAY_S
+MAX_RESTART_DELAY_S = 30.0
+YOUNG_S = 10.0  # a worker that dies sooner than this did not get to serve
+MAX_QUICK_DEATHS = 5
 MAX_DEFAULT_WORKERS = 8
+
+
+class WorkersFailing(Failed):
+    """Every new API worker dies at start; the parent stops instead of forking them forever."""
 
 
 def default_workers() -> int:
@@ -69,20 +79,35 @@ def serve_forked(serve: Callable[[], None], sock: socket.socket, workers: int) -
         stopping = True
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    children: set[int] = set()
+    children: dict[int, float] = {}  # pid -> when it was started
+    quick_deaths = 0
+
+    def start() -> None:
+        children[_fork(serve)] = time.monotonic()
+
     try:
-        children.update(_fork(serve) for _ in range(workers))
+        for _ in range(workers):
+            start()
         while not stopping:
             pid, _status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
                 time.sleep(0.2)
                 continue
-            children.discard(pid)
+            started = children.pop(pid, time.monotonic())
+            if stopping:
+                break
+            quick_deaths = quick_deaths + 1 if time.monotonic() - started < YOUNG_S else 0
+            if quick_deaths >= MAX_QUICK_DEATHS:
+                raise WorkersFailing(f"API workers died within {YOUNG_S:.0f} s of starting {quick_deaths} times in a "
+                                     "row (their errors are above); stopping the API")
+            delay = min(RESTART_DELAY_S * 2 ** max(quick_deaths - 1, 0), MAX_RESTART_DELAY_S) if quick_deaths else 0
+            print(f"API worker {pid} exited; starting another" + (f" in {delay:.0f} s" if delay else ""),
+                  file=sys.stderr, flush=True)
+            deadline = time.monotonic() + delay
+            while not stopping and time.monotonic() < deadline:
+                time.sleep(0.1)
             if not stopping:
-                print(f"API worker {pid} exited; starting another", file=sys.stderr, flush=True)
-                time.sleep(RESTART_DELAY_S)
-                if not stopping:
-                    children.add(_fork(serve))
+                start()
     finally:
         _stop_all(children)
         for sig, handler in previous.items():
@@ -90,7 +115,8 @@ def serve_forked(serve: Callable[[], None], sock: socket.socket, workers: int) -
         sock.close()
 
 
-def _stop_all(children: set[int]) -> None:
+def _stop_all(started: dict[int, float]) -> None:
+    children = set(started)
     for pid in children:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_GRACE_S

@@ -10,12 +10,14 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from drafters.api import workers as workers_module
 from tests.support.cli import drafters, start
 
 REPO = Path(__file__).resolve().parents[2]
@@ -162,6 +164,32 @@ def test_a_dead_api_worker_is_replaced(tmp_path: Path) -> None:
         process.terminate()
         process.communicate(timeout=60)
         assert _wait_gone([*workers, *replaced]) == []
+
+
+def test_api_workers_that_die_at_start_are_not_forked_forever(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that cannot start (its database gone, a bad setting) dies young again and again: the parent waits
+    longer each time, then stops with an error instead of forking a new one every second forever."""
+    monkeypatch.setattr(workers_module, "RESTART_DELAY_S", 0.2)
+    started: list[float] = []
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+
+    def cannot_start() -> None:
+        raise RuntimeError("the database is gone")
+
+    real_fork = workers_module._fork
+
+    def counted_fork(serve):  # type: ignore[no-untyped-def]
+        started.append(time.monotonic())
+        return real_fork(serve)
+
+    monkeypatch.setattr(workers_module, "_fork", counted_fork)
+    with pytest.raises(workers_module.WorkersFailing, match="5 times in a row"):
+        workers_module.serve_forked(cannot_start, sock, 1)
+    assert len(started) == workers_module.MAX_QUICK_DEATHS
+    gaps = [b - a for a, b in zip(started, started[1:])]
+    # Delays of 0.2, 0.4, 0.8 and 1.6 s (plus the parent's 0.2 s poll): the last wait is 1.4 s longer than the first.
+    assert gaps == sorted(gaps) and gaps[-1] - gaps[0] > 1.0, gaps
 
 
 def test_sigkill_of_up_stops_the_api_and_its_workers(tmp_path: Path) -> None:
