@@ -81,7 +81,7 @@ def test_no_engine_from_the_coverage_table() -> None:
     row = only(PlanInputs([pair(drafter="deepseek-ai/eagle3_gemma4_x", method="eagle3")]))
     assert row.state == plan.NO_ENGINE and "no engine runs eagle3" in row.reason
     no_torch = replace(WORKER, engines={"llama.cpp": "b1"})
-    row = only(PlanInputs([pair(drafter="RedHatAI/Qwen3-8B-speculator.eagle3", method="eagle3")]), no_torch)
+    row = only(PlanInputs([pair(drafter="RedHatAI/Qwen3-8B-speculator.dflash", method="dflash")]), no_torch)
     assert row.state == plan.NO_ENGINE and "runs on pytorch, which this worker does not have" in row.reason
 
 
