@@ -25,7 +25,7 @@ from registry.store import Store
 from registry.domain.plan import WorkerCapability
 from registry.store.catalog_import import CatalogSummary, load_catalog
 from registry.store.read_only import open_read_only
-from registry.store.records import EventSpec
+from registry.domain.records import EventSpec
 from registry.store.runs import record_run
 from registry.store.workers import register_worker
 from tests.registry.run_fixtures import full_run

@@ -19,7 +19,7 @@ from registry.domain.launch import ENGINES, launch_command
 from registry.domain.plan import counts as plan_counts
 from registry.domain.run import Run
 from registry.store import NotFound, Store
-from registry.store.records import CheckpointRecord, DrafterRecord
+from registry.domain.records import CheckpointRecord, DrafterRecord
 from registry.store.plan_facts import live_plan
 from registry.store.runs import list_runs
 

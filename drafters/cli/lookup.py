@@ -20,7 +20,7 @@ from registry.domain.engines import MEASURED
 from registry.local import looks_like_folder, read_local_repo
 from registry.reports import built_in_label, find_for_checkpoint, lag_by, lag_table, upgrade_table
 from registry.store import NotFound, Store
-from registry.store.records import DrafterRecord
+from registry.domain.records import DrafterRecord
 from registry.store.catalog_import import load_catalog
 from registry.store.db import current_revision, head_revision
 from registry.store.roles import create_readonly_role

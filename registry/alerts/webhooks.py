@@ -31,7 +31,7 @@ from registry.alerts.signing import (  # noqa: F401
     verify,
 )
 from registry.store import Store, utcnow
-from registry.store.records import EventRecord, SubscriptionRecord, SubscriptionSpec
+from registry.domain.records import EventRecord, SubscriptionRecord, SubscriptionSpec
 
 log = logging.getLogger(__name__)
 

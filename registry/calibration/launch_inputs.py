@@ -19,7 +19,7 @@ from registry.domain.llama_commands import eagle3_converter_layers
 from registry.domain.names import COMMIT_SHA
 from registry.domain.run import Run
 from registry.store import Store
-from registry.store.records import CheckpointRecord, CompatRecord, DrafterRecord
+from registry.domain.records import CheckpointRecord, CompatRecord, DrafterRecord
 
 # The GPU class `price` is asked about when the caller names none: the most common serving card of the catalog.
 DEFAULT_GPU = "H100 SXM"

@@ -14,7 +14,7 @@ from registry.store.watch_state import WatchState
 
 
 class Store(WatchUnits, WatchState, Subscriptions):
-    """Commands that write and the reads they need, over plain records (registry.store.records)."""
+    """Commands that write and the reads they need, over plain records (registry.domain.records)."""
 
 
 __all__ = ["NotFound", "Store", "aware", "utcnow"]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from registry.domain.catalog import Catalog, CatalogDrafter, load_catalog_data
 from registry.store import Store
-from registry.store.records import CheckpointSpec, DrafterSpec, RevisionSpec
+from registry.domain.records import CheckpointSpec, DrafterSpec, RevisionSpec
 
 # Revision sha for facts the reference publishes but nobody has read from the Hub yet.
 CATALOG_SHA = "catalog"

@@ -14,7 +14,7 @@ from registry.store.core import utcnow
 from registry.store.lifecycle import CHECKPOINT, RepoLifecycle
 from registry.store.mappers import checkpoint_record, parse_config, revision_record
 from registry.store.models import Checkpoint, CheckpointBase, CheckpointRevision
-from registry.store.records import CheckpointRecord, CheckpointSpec, RevisionRecord, RevisionSpec
+from registry.domain.records import CheckpointRecord, CheckpointSpec, RevisionRecord, RevisionSpec
 
 
 class CheckpointCommands(RepoLifecycle):

@@ -15,7 +15,7 @@ from registry.store.core import utcnow
 from registry.store.lifecycle import DRAFTER, RepoLifecycle
 from registry.store.mappers import drafter_record, drafter_revision_record, parse_config
 from registry.store.models import Drafter, DrafterRevision, DrafterTarget
-from registry.store.records import DrafterRecord, DrafterRevisionRecord, DrafterSpec, RevisionSpec
+from registry.domain.records import DrafterRecord, DrafterRevisionRecord, DrafterSpec, RevisionSpec
 
 
 class DrafterCommands(RepoLifecycle):

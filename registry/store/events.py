@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from registry.store.core import StoreCore, utcnow
 from registry.store.mappers import event_record
 from registry.store.models import Event
-from registry.store.records import EventRecord, EventSpec
+from registry.domain.records import EventRecord, EventSpec
 
 
 class EventLog(StoreCore):

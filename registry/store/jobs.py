@@ -16,7 +16,7 @@ from registry.store import Store
 from registry.store.core import utcnow
 from registry.store.mappers import job_record
 from registry.store.models import Job
-from registry.store.records import JobRecord
+from registry.domain.records import JobRecord
 
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
 

@@ -26,7 +26,7 @@ from registry.store.models import (
     DrafterAlias,
     DrafterRevision,
 )
-from registry.store.records import CheckpointRecord, DrafterRecord, DrafterRevisionRecord, RevisionRecord, RevisionSpec
+from registry.domain.records import CheckpointRecord, DrafterRecord, DrafterRevisionRecord, RevisionRecord, RevisionSpec
 
 _Record = TypeVar("_Record", CheckpointRecord, DrafterRecord)
 _RevisionRecord = TypeVar("_RevisionRecord", RevisionRecord, DrafterRevisionRecord)

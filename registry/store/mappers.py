@@ -27,7 +27,7 @@ from registry.store.models import (
     Subscription,
     WatchFailure,
 )
-from registry.store.records import (
+from registry.domain.records import (
     CheckpointRecord,
     DrafterRecord,
     DrafterRevisionRecord,

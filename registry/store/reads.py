@@ -19,7 +19,7 @@ from registry.store.models import (
     Drafter,
     DrafterRevision,
 )
-from registry.store.records import CheckpointRecord, CompatRecord, DrafterRecord, DrafterRevisionRecord, RevisionRecord
+from registry.domain.records import CheckpointRecord, CompatRecord, DrafterRecord, DrafterRevisionRecord, RevisionRecord
 
 
 class Reads(CheckpointCommands, DrafterCommands):

@@ -16,7 +16,7 @@ from registry.store import Store
 from registry.store.core import aware, utcnow
 from registry.store.mappers import prediction_row, run_record, run_values, set_values
 from registry.store.models import BenchmarkRun, RunSetResult
-from registry.store.records import EventSpec
+from registry.domain.records import EventSpec
 
 __all__ = ["Run", "get_run", "hardware_names", "list_runs", "ok_runs_on_hardware", "record_run", "regression_event",
            "set_predictions"]

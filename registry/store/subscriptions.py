@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 from registry.store.core import StoreCore, utcnow
 from registry.store.mappers import event_record, subscription_record
 from registry.store.models import Delivery, Event, Subscription
-from registry.store.records import DueDelivery, EventRecord, SubscriptionRecord, SubscriptionSpec
+from registry.domain.records import DueDelivery, EventRecord, SubscriptionRecord, SubscriptionSpec
 
 
 def matches(subscription: SubscriptionRecord, event: EventRecord) -> bool:

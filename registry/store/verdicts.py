@@ -11,7 +11,7 @@ from registry.store.core import NotFound, aware, utcnow
 from registry.store.drafters import DrafterCommands
 from registry.store.mappers import head_of, loads
 from registry.store.models import Checkpoint, Compatibility, Drafter
-from registry.store.records import CompatRecord
+from registry.domain.records import CompatRecord
 
 
 class Verdicts(CheckpointCommands, DrafterCommands):

@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from registry.store.core import StoreCore, aware, utcnow
 from registry.store.mappers import failure_record
 from registry.store.models import Checkpoint, Drafter, ServiceStatus, WatchCursor, WatchFailure
-from registry.store.records import OrgLease, ServiceStatusRecord, WatchCursorRecord, WatchFailureRecord
+from registry.domain.records import OrgLease, ServiceStatusRecord, WatchCursorRecord, WatchFailureRecord
 
 
 class WatchState(StoreCore):

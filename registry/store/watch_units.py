@@ -17,8 +17,8 @@ from registry.store.lifecycle import CHECKPOINT, DRAFTER, KINDS
 from registry.store.mappers import checkpoint_record, head_of, revision_record
 from registry.store.models import Checkpoint, CheckpointAlias
 from registry.store.reads import Reads
-from registry.store.records import CheckpointRecord, DrafterRecord, DrafterSpec, EventSpec, RevisionRecord
-from registry.store.unit_records import (
+from registry.domain.records import CheckpointRecord, DrafterRecord, DrafterSpec, EventSpec, RevisionRecord
+from registry.domain.unit_records import (
     AppliedCheckpoint,
     AppliedDrafter,
     CheckpointState,

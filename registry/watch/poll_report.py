@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from registry.hub import HubError, HubModel
-from registry.store.records import EventRecord
+from registry.domain.records import EventRecord
 
 
 @dataclass

@@ -18,8 +18,8 @@ from registry.domain import configs, hub_presence, names, pair
 from registry.domain.drafter_facts import detect_method
 from registry.hub import HubClient, HubModel
 from registry.store import Store, aware, utcnow
-from registry.store.records import DrafterSpec, EventSpec, RevisionSpec
-from registry.store.unit_records import CheckpointState, CheckpointUnit, DrafterState, DrafterUnit, TargetRead
+from registry.domain.records import DrafterSpec, EventSpec, RevisionSpec
+from registry.domain.unit_records import CheckpointState, CheckpointUnit, DrafterState, DrafterUnit, TargetRead
 from registry.watch import classify, events
 from registry.watch.classify import DraftedIndex
 

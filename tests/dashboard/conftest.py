@@ -23,7 +23,7 @@ from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
 from dashboard.launch import launch
-from registry.store.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec
+from registry.domain.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec
 from registry.store.runs import Run, record_run
 from registry.settings import get_settings
 from registry.store import Store

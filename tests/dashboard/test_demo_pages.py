@@ -11,7 +11,7 @@ import pytest
 
 from registry.store.catalog_import import load_catalog
 from registry.domain.measurement import RunSettings
-from registry.store.records import EventSpec
+from registry.domain.records import EventSpec
 from registry.store.runs import Run, record_run
 from registry.store import Store
 from dashboard.data import md

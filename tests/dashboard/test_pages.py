@@ -27,7 +27,7 @@ from registry import reports
 from registry.store.db import head_revision
 from registry.store.read_only import open_read_only
 from registry.store.read_queries import ReadOnlyQueries
-from registry.store.records import DrafterSpec, RevisionSpec
+from registry.domain.records import DrafterSpec, RevisionSpec
 from registry.store.runs import Run, list_runs, record_run
 from registry.store import Store
 from tests.conftest import REPO_ROOT

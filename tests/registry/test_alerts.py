@@ -14,7 +14,7 @@ from registry.alerts.feed import ATOM, render_feed
 from registry.store.models import Delivery
 from drafters.api.server import push_endpoint
 from registry.watch.push import PushHint, repo_from_payload
-from registry.store.records import EventSpec
+from registry.domain.records import EventSpec
 from registry.alerts.secrets import SecretBox
 from registry.store import Store, utcnow
 from tests.support.receiver import Receiver

@@ -21,7 +21,7 @@ from registry.alerts import webhooks as alerts
 from registry.alerts.secrets import SecretBox
 from registry.store import Store
 from registry.store.models import Delivery
-from registry.store.records import EventSpec
+from registry.domain.records import EventSpec
 from tests.support.cli import drafters, running
 from tests.support.receiver import Receiver
 

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from registry.alerts import webhooks as alerts
-from registry.store.records import EventSpec
+from registry.domain.records import EventSpec
 from registry.alerts.secrets import SecretBox
 from registry.store import Store
 from tests.fakehub.scenario import Scenario

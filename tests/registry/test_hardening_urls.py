@@ -22,7 +22,7 @@ from registry.hub import HubClient
 from registry.redact import mask_url
 from registry.store import Store
 from registry.store.models import Delivery
-from registry.store.records import EventSpec
+from registry.domain.records import EventSpec
 from tests.support.cli import drafters, running
 from tests.support.receiver import Receiver
 

@@ -18,7 +18,7 @@ from registry.domain.launch import ENGINES, DraftLength, PairFacts, launch_comma
 from registry.domain.llama_commands import CONVERTER, EAGLE3_CONVERTER_KEY, eagle3_converter_layers
 from registry.store import Store
 from registry.store.catalog_import import load_catalog
-from registry.store.records import RevisionSpec
+from registry.domain.records import RevisionSpec
 from tests.support.cli import drafters as run_drafters
 
 SOURCES = json.loads((Path(__file__).resolve().parents[1] / "data" / "engine_sources.json").read_text())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from registry.store import Store
-from registry.store.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec
+from registry.domain.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec
 
 KINDS = ("checkpoint", "drafter")
 

@@ -20,7 +20,7 @@ import pytest
 from registry.domain import hub_presence
 from registry.hub import HubClient
 from drafters.api.server import ApiServer, push_endpoint
-from registry.store.records import DrafterSpec
+from registry.domain.records import DrafterSpec
 from registry.store.runs import Run, list_runs, record_run
 from tests.registry.run_fixtures import measured
 from registry.store import Store

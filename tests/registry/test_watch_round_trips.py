@@ -12,7 +12,7 @@ import pytest
 
 from registry.store import Store
 from registry.store.db import StatementCounter
-from registry.store.records import CheckpointSpec, RevisionSpec
+from registry.domain.records import CheckpointSpec, RevisionSpec
 from registry.watch.poller import UNIT_BATCH, Watcher
 from tests.fakehub.scenario import DAY_0
 from tests.fakehub.server import FakeHub

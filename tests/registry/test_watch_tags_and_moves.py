@@ -19,7 +19,7 @@ import pytest
 from registry.hub import HubClient
 from registry.reports import lag_table
 from registry.store import Store
-from registry.store.records import DrafterSpec, RevisionSpec
+from registry.domain.records import DrafterSpec, RevisionSpec
 from registry.watch import units as watch_units
 from registry.watch.classify import DRAFTER_QUERIES
 from registry.watch.poller import Watcher

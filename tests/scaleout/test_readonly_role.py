@@ -14,7 +14,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from dashboard import queries
-from registry.store.records import EventSpec
+from registry.domain.records import EventSpec
 from registry.store.roles import RoleError, create_readonly_role
 from registry.store import Store
 from tests.support.cli import drafters as run_drafters
