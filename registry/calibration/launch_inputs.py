@@ -47,15 +47,15 @@ def exact_pairs(store: Store, target: str, drafter: str | None = None, *,
     """The target's exact pairs (verdicts between the current heads), newest facts the registry holds. A caller
     that already read the verdicts, drafter records or checkpoint passes them (one read per request)."""
     built_in = _built_in()
-    checkpoint = checkpoint or store.get_checkpoint(target)
+    checkpoint = checkpoint or store.reads.get_checkpoint(target)
     pairs = []
-    for verdict in verdicts if verdicts is not None else store.verdicts(checkpoint_repo_id=target,
+    for verdict in verdicts if verdicts is not None else store.reads.verdicts(checkpoint_repo_id=target,
                                                                         drafter_repo_id=drafter):
         if verdict.verdict != "exact":
             continue
         record = records[verdict.drafter_repo_id] if records is not None and verdict.drafter_repo_id in records \
-            else store.get_drafter(verdict.drafter_repo_id)
-        revision = store.drafter_head_revision(verdict.drafter_repo_id)
+            else store.reads.get_drafter(verdict.drafter_repo_id)
+        revision = store.reads.drafter_head_revision(verdict.drafter_repo_id)
         block_size = (revision.block_size if revision is not None and revision.block_size else None) or (
             record.block_size if record is not None else None)
         pairs.append(PairFacts(

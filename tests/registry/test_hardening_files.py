@@ -30,7 +30,7 @@ WRITERS = 40
 
 
 def _event(store: Store, n: int) -> None:
-    store.record_event(EventSpec(type="drafter_released", subject=f"z-lab/model-{n}", dedupe_key=f"d:{n}",
+    store.events.record_event(EventSpec(type="drafter_released", subject=f"z-lab/model-{n}", dedupe_key=f"d:{n}",
                                  payload={"message": f"model {n}"}, org="z-lab", family="qwen"))
 
 
