@@ -8,8 +8,8 @@ from datetime import date
 
 from registry.domain import hub_presence, lag, names
 # The release rule is the pair's; reports, the API and the dashboard read it from here too.
-from registry.domain.pair import checkpoint_release_date, drafter_release_date
 from registry.domain.compat import VERDICT_ORDER
+from registry.domain.pair import checkpoint_release_date, drafter_release_date
 from registry.domain.records import CheckpointRecord, CompatRecord, DrafterRecord
 from registry.store import NotFound, Store
 

@@ -21,11 +21,11 @@ from sqlalchemy import text
 from drafters.api.app import ApiConfig, create_app
 from drafters.api.server import ApiServer
 from registry.domain.json_shapes import SCHEMA_VERSION, versioned
-from registry.store import Store
 from registry.domain.plan import WorkerCapability
+from registry.domain.records import EventSpec
+from registry.store import Store
 from registry.store.catalog_import import CatalogSummary, load_catalog
 from registry.store.read_only import open_read_only
-from registry.domain.records import EventSpec
 from registry.store.runs import record_run
 from registry.store.workers import register_worker
 from tests.registry.run_fixtures import full_run

@@ -17,9 +17,9 @@ from registry.domain.compat import VERDICT_ORDER
 from registry.domain.json_shapes import jsonable as to_jsonable
 from registry.domain.launch import ENGINES, launch_command
 from registry.domain.plan import counts as plan_counts
+from registry.domain.records import CheckpointRecord, DrafterRecord
 from registry.domain.run import Run
 from registry.store import NotFound, Store
-from registry.domain.records import CheckpointRecord, DrafterRecord
 from registry.store.plan_facts import live_plan
 from registry.store.runs import list_runs
 

@@ -17,10 +17,10 @@ from registry.domain import hub_presence, pair
 from registry.domain.catalog import load_catalog_data
 from registry.domain.coverage import coverage
 from registry.domain.engines import MEASURED
+from registry.domain.records import DrafterRecord
 from registry.local import looks_like_folder, read_local_repo
 from registry.reports import built_in_label, find_for_checkpoint, lag_by, lag_table, upgrade_table
 from registry.store import NotFound, Store
-from registry.domain.records import DrafterRecord
 from registry.store.catalog_import import load_catalog
 from registry.store.db import current_revision, head_revision
 from registry.store.roles import create_readonly_role

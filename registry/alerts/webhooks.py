@@ -30,8 +30,8 @@ from registry.alerts.signing import (  # noqa: F401
     slack_text,
     verify,
 )
-from registry.store import Store, utcnow
 from registry.domain.records import EventRecord, SubscriptionRecord, SubscriptionSpec
+from registry.store import Store, utcnow
 
 log = logging.getLogger(__name__)
 

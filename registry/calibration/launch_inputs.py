@@ -17,9 +17,9 @@ from registry.domain.gpus import Gpu, GpuCatalogError, find_gpu, load_gpus
 from registry.domain.launch import DraftLength, PairFacts
 from registry.domain.llama_commands import eagle3_converter_layers
 from registry.domain.names import COMMIT_SHA
+from registry.domain.records import CheckpointRecord, CompatRecord, DrafterRecord
 from registry.domain.run import Run
 from registry.store import Store
-from registry.domain.records import CheckpointRecord, CompatRecord, DrafterRecord
 
 # The GPU class `price` is asked about when the caller names none: the most common serving card of the catalog.
 DEFAULT_GPU = "H100 SXM"

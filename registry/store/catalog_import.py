@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass
 
 from registry.domain.catalog import Catalog, CatalogDrafter, load_catalog_data
-from registry.store import Store
 from registry.domain.records import CheckpointSpec, DrafterSpec, RevisionSpec
+from registry.store import Store
 
 # Revision sha for facts the reference publishes but nobody has read from the Hub yet.
 CATALOG_SHA = "catalog"

@@ -9,12 +9,12 @@ from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from registry.domain import configs, names
+from registry.domain.records import CheckpointRecord, CheckpointSpec, RevisionRecord, RevisionSpec
 from registry.store import lifecycle
 from registry.store.core import StoreCore, utcnow
 from registry.store.lifecycle import CHECKPOINT, RepoLifecycle
 from registry.store.mappers import checkpoint_record, parse_config, revision_record
 from registry.store.models import Checkpoint, CheckpointBase, CheckpointRevision
-from registry.domain.records import CheckpointRecord, CheckpointSpec, RevisionRecord, RevisionSpec
 
 
 class Checkpoints:

@@ -10,12 +10,12 @@ from sqlalchemy.orm import Session
 
 from registry.domain import configs
 from registry.domain.drafter_facts import drafter_facts
+from registry.domain.records import DrafterRecord, DrafterRevisionRecord, DrafterSpec, RevisionSpec
 from registry.store import lifecycle
 from registry.store.core import StoreCore, utcnow
 from registry.store.lifecycle import DRAFTER, RepoLifecycle
 from registry.store.mappers import drafter_record, drafter_revision_record, parse_config
 from registry.store.models import Drafter, DrafterRevision, DrafterTarget
-from registry.domain.records import DrafterRecord, DrafterRevisionRecord, DrafterSpec, RevisionSpec
 
 
 class Drafters:

@@ -8,10 +8,10 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from registry.domain.records import EventRecord, EventSpec
 from registry.store.core import StoreCore, utcnow
 from registry.store.mappers import event_record
 from registry.store.models import Event
-from registry.domain.records import EventRecord, EventSpec
 
 
 class Events:

@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from registry.domain.records import CheckpointRecord, DrafterRecord, DrafterRevisionRecord, RevisionRecord, RevisionSpec
 from registry.store.core import NotFound, StoreCore, utcnow
 from registry.store.mappers import checkpoint_record, drafter_record, drafter_revision_record, head_of, revision_record
 from registry.store.models import (
@@ -26,7 +27,6 @@ from registry.store.models import (
     DrafterAlias,
     DrafterRevision,
 )
-from registry.domain.records import CheckpointRecord, DrafterRecord, DrafterRevisionRecord, RevisionRecord, RevisionSpec
 
 _Record = TypeVar("_Record", CheckpointRecord, DrafterRecord)
 _RevisionRecord = TypeVar("_RevisionRecord", RevisionRecord, DrafterRevisionRecord)

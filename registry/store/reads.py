@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
+from registry.domain.records import CheckpointRecord, CompatRecord, DrafterRecord, DrafterRevisionRecord, RevisionRecord
 from registry.store.checkpoints import find_checkpoint
 from registry.store.core import StoreCore, aware
 from registry.store.lifecycle import CHECKPOINT, DRAFTER, RepoLifecycle
@@ -18,7 +19,6 @@ from registry.store.models import (
     Drafter,
     DrafterRevision,
 )
-from registry.domain.records import CheckpointRecord, CompatRecord, DrafterRecord, DrafterRevisionRecord, RevisionRecord
 
 
 class Reads:

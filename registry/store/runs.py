@@ -9,6 +9,7 @@ from dataclasses import replace
 from sqlalchemy import or_, select, text
 from sqlalchemy.orm import selectinload
 
+from registry.domain.records import EventSpec
 from registry.domain.regression import regression
 from registry.domain.run import Run, RunPrediction
 from registry.domain.stored_json import from_json, to_json
@@ -16,7 +17,6 @@ from registry.store import Store
 from registry.store.core import aware, utcnow
 from registry.store.mappers import prediction_row, run_record, run_values, set_values
 from registry.store.models import BenchmarkRun, RunSetResult
-from registry.domain.records import EventSpec
 
 __all__ = ["Run", "get_run", "hardware_names", "list_runs", "ok_runs_on_hardware", "record_run", "regression_event",
            "set_predictions"]

@@ -6,10 +6,10 @@ from datetime import datetime
 
 from sqlalchemy import func, select
 
+from registry.domain.records import DueDelivery, EventRecord, SubscriptionRecord, SubscriptionSpec
 from registry.store.core import StoreCore, utcnow
 from registry.store.mappers import event_record, subscription_record
 from registry.store.models import Delivery, Event, Subscription
-from registry.domain.records import DueDelivery, EventRecord, SubscriptionRecord, SubscriptionSpec
 
 
 def matches(subscription: SubscriptionRecord, event: EventRecord) -> bool:

@@ -6,12 +6,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from registry.domain import pair
+from registry.domain.records import CompatRecord
 from registry.store.checkpoints import find_checkpoint
 from registry.store.core import NotFound, StoreCore, aware, utcnow
 from registry.store.drafters import find_drafter
 from registry.store.mappers import head_of, loads
 from registry.store.models import Checkpoint, Compatibility, Drafter
-from registry.domain.records import CompatRecord
 
 
 class Verdicts:

@@ -7,10 +7,10 @@ from datetime import datetime, timedelta
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
+from registry.domain.records import OrgLease, ServiceStatusRecord, WatchCursorRecord, WatchFailureRecord
 from registry.store.core import StoreCore, aware, utcnow
 from registry.store.mappers import failure_record
 from registry.store.models import Checkpoint, Drafter, ServiceStatus, WatchCursor, WatchFailure
-from registry.domain.records import OrgLease, ServiceStatusRecord, WatchCursorRecord, WatchFailureRecord
 
 
 class WatchState:

@@ -11,14 +11,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
 from registry.domain.hub_presence import GONE
-from registry.store.checkpoints import Checkpoints
-from registry.store.core import NotFound, StoreCore
-from registry.store.drafters import Drafters
-from registry.store.events import Events
-from registry.store.lifecycle import CHECKPOINT, DRAFTER, KINDS, RepoLifecycle
-from registry.store.mappers import checkpoint_record, head_of, revision_record
-from registry.store.models import Checkpoint, CheckpointAlias
-from registry.store.reads import Reads
 from registry.domain.records import CheckpointRecord, DrafterRecord, DrafterSpec, EventSpec, RevisionRecord
 from registry.domain.unit_records import (
     AppliedCheckpoint,
@@ -29,6 +21,14 @@ from registry.domain.unit_records import (
     DrafterUnit,
     RecordedRepo,
 )
+from registry.store.checkpoints import Checkpoints
+from registry.store.core import NotFound, StoreCore
+from registry.store.drafters import Drafters
+from registry.store.events import Events
+from registry.store.lifecycle import CHECKPOINT, DRAFTER, KINDS, RepoLifecycle
+from registry.store.mappers import checkpoint_record, head_of, revision_record
+from registry.store.models import Checkpoint, CheckpointAlias
+from registry.store.reads import Reads
 from registry.store.verdicts import Verdicts
 
 # Most repo ids per query of checkpoint_states: far under the bound-parameter limits of SQLite (32,766) and

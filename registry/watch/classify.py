@@ -14,10 +14,10 @@ from registry import hub
 from registry.domain import configs, names
 from registry.domain.drafter_facts import drafter_facts
 from registry.domain.pair import TOKENIZER_FILES
+from registry.domain.records import CheckpointSpec, RevisionSpec
 from registry.domain.tokenizers import tokenizer_digest
 from registry.hub import HubClient, HubModel
 from registry.store import Store
-from registry.domain.records import CheckpointSpec, RevisionSpec
 
 DRAFTER_TAGS = frozenset({"dflash", "eagle3", "eagle", "speculators", "speculative-decoding-draft", "dspark", "mtp"})
 DRAFTER_ARCHITECTURES = frozenset(

@@ -24,9 +24,9 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard.launch import launch
 from registry.domain.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec
-from registry.store.runs import Run, record_run
 from registry.settings import get_settings
 from registry.store import Store
+from registry.store.runs import Run, record_run
 from tests.conftest import REPO_ROOT
 from tests.registry.run_fixtures import measured
 from tests.support.cli import stop

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from registry.store.catalog_import import load_catalog
 from registry.domain.measurement import RunSettings
 from registry.domain.records import EventSpec
-from registry.store.runs import Run, record_run
 from registry.store import Store
+from registry.store.catalog_import import load_catalog
+from registry.store.runs import Run, record_run
 from dashboard.data import md
 from registry.domain import memory
 from tests.registry.run_fixtures import measured

@@ -22,14 +22,14 @@ from streamlit.testing.v1 import AppTest
 
 import dashboard
 from dashboard import data, launch, queries
-from registry.domain import hub_presence, memory
 from registry import reports
+from registry.domain import hub_presence, memory
+from registry.domain.records import DrafterSpec, RevisionSpec
+from registry.store import Store
 from registry.store.db import head_revision
 from registry.store.read_only import open_read_only
 from registry.store.read_queries import ReadOnlyQueries
-from registry.domain.records import DrafterSpec, RevisionSpec
 from registry.store.runs import Run, list_runs, record_run
-from registry.store import Store
 from tests.conftest import REPO_ROOT
 from tests.registry.run_fixtures import measured
 from tests.dashboard.conftest import (

@@ -13,10 +13,10 @@ from registry.alerts import webhooks as alerts
 from registry.alerts.feed import ATOM, render_feed
 from registry.store.models import Delivery
 from drafters.api.server import push_endpoint
-from registry.watch.push import PushHint, repo_from_payload
-from registry.domain.records import EventSpec
 from registry.alerts.secrets import SecretBox
+from registry.domain.records import EventSpec
 from registry.store import Store, utcnow
+from registry.watch.push import PushHint, repo_from_payload
 from tests.support.receiver import Receiver
 
 

@@ -9,10 +9,10 @@ from datetime import date
 from typing import Any
 
 from registry.domain.catalog import parse_catalog
+from registry.domain.records import DrafterSpec, RevisionSpec
 from registry.reports import find_for_checkpoint, lag_by, lag_table, upgrade_table
 from registry.store import Store
 from registry.store.catalog_import import CATALOG_SHA, load_catalog
-from registry.domain.records import DrafterSpec, RevisionSpec
 from tests.support.cli import drafters
 from tests.snapshot import snapshot
 

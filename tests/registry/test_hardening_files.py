@@ -19,9 +19,9 @@ from sqlalchemy import select, update
 
 from registry.alerts import webhooks as alerts
 from registry.alerts.secrets import SecretBox
+from registry.domain.records import EventSpec
 from registry.store import Store
 from registry.store.models import Delivery
-from registry.domain.records import EventSpec
 from tests.support.cli import drafters, running
 from tests.support.receiver import Receiver
 

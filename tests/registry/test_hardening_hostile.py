@@ -11,10 +11,10 @@ import feedparser
 import pytest
 
 from registry.alerts import webhooks as alerts
-from registry.domain.drafter_facts import detect_method
 from registry.alerts.feed import render_feed
-from registry.domain.records import EventSpec
 from registry.alerts.secrets import SecretBox
+from registry.domain.drafter_facts import detect_method
+from registry.domain.records import EventSpec
 from registry.store import Store
 from tests.fakehub.scenario import QWEN3_8B_DFLASH_CONFIG, Scenario
 from tests.fakehub.server import FakeHub

@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from registry.alerts import webhooks as alerts
-from registry.domain.records import EventSpec
 from registry.alerts.secrets import SecretBox
+from registry.domain.records import EventSpec
 from registry.store import Store
 from tests.fakehub.scenario import Scenario
 from tests.fakehub.server import FakeHub

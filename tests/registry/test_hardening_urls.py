@@ -18,11 +18,11 @@ from sqlalchemy.engine import make_url
 
 from registry.alerts import webhooks as alerts
 from registry.alerts.secrets import SecretBox
+from registry.domain.records import EventSpec
 from registry.hub import HubClient
 from registry.redact import mask_url
 from registry.store import Store
 from registry.store.models import Delivery
-from registry.domain.records import EventSpec
 from tests.support.cli import drafters, running
 from tests.support.receiver import Receiver
 

@@ -16,9 +16,9 @@ import pytest
 from registry.calibration.launch_inputs import exact_pairs
 from registry.domain.launch import ENGINES, DraftLength, PairFacts, launch_command
 from registry.domain.llama_commands import CONVERTER, EAGLE3_CONVERTER_KEY, eagle3_converter_layers
+from registry.domain.records import RevisionSpec
 from registry.store import Store
 from registry.store.catalog_import import load_catalog
-from registry.domain.records import RevisionSpec
 from tests.support.cli import drafters as run_drafters
 
 SOURCES = json.loads((Path(__file__).resolve().parents[1] / "data" / "engine_sources.json").read_text())

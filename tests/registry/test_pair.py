@@ -14,9 +14,9 @@ import numpy as np
 from safetensors.numpy import save_file
 
 from registry.domain import pair
+from registry.domain.records import CheckpointSpec, DrafterSpec, RevisionSpec
 from registry.local import read_local_repo, weight_bytes
 from registry.store import Store
-from registry.domain.records import CheckpointSpec, DrafterSpec, RevisionSpec
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from registry.store import Store
 from registry.domain.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec
+from registry.store import Store
 
 KINDS = ("checkpoint", "drafter")
 

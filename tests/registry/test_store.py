@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from registry.store.catalog_import import load_catalog
 from registry.domain.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec
 from registry.reports import find_for_checkpoint
 from registry.store import Store
+from registry.store.catalog_import import load_catalog
 from tests.snapshot import snapshot
 
 QWEN3_8B = {

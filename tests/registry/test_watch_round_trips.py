@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from registry.domain.records import CheckpointSpec, RevisionSpec
 from registry.store import Store
 from registry.store.db import StatementCounter
-from registry.domain.records import CheckpointSpec, RevisionSpec
 from registry.watch.poller import UNIT_BATCH, Watcher
 from tests.fakehub.scenario import DAY_0
 from tests.fakehub.server import FakeHub

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from registry.domain.records import DrafterSpec, RevisionSpec
 from registry.hub import HubClient
 from registry.reports import lag_table
 from registry.store import Store
-from registry.domain.records import DrafterSpec, RevisionSpec
 from registry.watch import units as watch_units
 from registry.watch.classify import DRAFTER_QUERIES
 from registry.watch.poller import Watcher

@@ -15,8 +15,8 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from dashboard import queries
 from registry.domain.records import EventSpec
-from registry.store.roles import RoleError, create_readonly_role
 from registry.store import Store
+from registry.store.roles import RoleError, create_readonly_role
 from tests.support.cli import drafters as run_drafters
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
