@@ -59,7 +59,7 @@ def build_registry(url: str, targets: int, runs: int) -> list[str]:
     """The catalog, then copies of its targets and one run until the sizes are reached; the copied target ids."""
     store = Store.open(url)
     load_catalog(store)
-    store.recompute_compatibility()
+    store.verdicts.recompute_compatibility()
     template = Run(
         target="Qwen/Qwen3-8B", drafter="z-lab/Qwen3-8B-DFlash-b16", engine="pytorch", method="dflash",
         draft_length=15, settings=RunSettings(max_new_tokens=64, repeats=3, dtype="bfloat16", seed=0),
@@ -99,7 +99,7 @@ def build_registry(url: str, targets: int, runs: int) -> list[str]:
                 source_of[repo_id] = source.repo_id
                 count += 1
     # A copy has its source's verdicts: runs go to the drafters that are exact for their own target.
-    exact = {t: [v.drafter_repo_id for v in store.verdicts(checkpoint_repo_id=t) if v.verdict == "exact"]
+    exact = {t: [v.drafter_repo_id for v in store.reads.verdicts(checkpoint_repo_id=t) if v.verdict == "exact"]
              for t in set(source_of.values())}
     with store.engine.begin() as connection:
         base = connection.execute(select(BenchmarkRun).where(BenchmarkRun.run_id == recorded.run_id)).mappings().one()

@@ -66,7 +66,7 @@ def release_to_dashboard(interval_s: float) -> dict[str, float]:
         service = Service(settings, store, lambda _line: None)
         service.start(watch=True, worker=True, dashboard=False, demo=False)
         try:
-            while not any(s.name == "watcher" and s.state == "waiting" for s in store.service_statuses()):
+            while not any(s.name == "watcher" and s.state == "waiting" for s in store.watch_state.service_statuses()):
                 time.sleep(0.05)
             files = folder_files(dflash_dir)
             files["README.md"] = readme_with_card({"base_model": TARGET}, "# tiny DFlash drafter\n")
@@ -77,7 +77,7 @@ def release_to_dashboard(interval_s: float) -> dict[str, float]:
             seen = queued = None
             while True:
                 now = time.monotonic()
-                if seen is None and store.get_drafter(DRAFTER) is not None:
+                if seen is None and store.reads.get_drafter(DRAFTER) is not None:
                     seen = now - start
                 if queued is None and queue.list_jobs(store):
                     queued = now - start

@@ -89,7 +89,7 @@ def old_sequence(store: Store, run: Run) -> Run:
     record = record_run(store, run)
     event = regression_event(store, record)
     if event is not None:
-        store.record_event(event)
+        store.events.record_event(event)
     runs, prepared = calibration._prepare(store)  # every ok run, each one's bytes
     entry = prepared.get(record.run_id) or calibration._run_bytes(store, record)
     prediction = calibration._predict(record, entry, {**prepared, record.run_id: entry}, load_gpus(), overhead=True)

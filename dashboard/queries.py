@@ -240,7 +240,7 @@ def lag_report(db: ReadOnlyQueries, today: date) -> LagReport:
     """The lag tables of registry.reports (open lags measured up to today) as frames."""
     store = db.store
     rows = reports.lag_table(store, today)
-    drafters = {d.repo_id: d for d in store.drafters()}
+    drafters = {d.repo_id: d for d in store.reads.drafters()}
     targets = pd.DataFrame(
         [
             {

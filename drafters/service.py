@@ -64,7 +64,7 @@ class Service:
                error: str | None = None, restarted: bool = False) -> None:
         """Record a part's state; a database that cannot take it now is logged, never fatal."""
         try:
-            self.store.set_service_status(self.instance, name, state, detail=detail, success=success, error=error,
+            self.store.watch_state.set_service_status(self.instance, name, state, detail=detail, success=success, error=error,
                                           restarted=restarted)
         except Exception as exc:  # noqa: BLE001 - status is advisory
             log.warning("could not record the %s status: %s", name, type(exc).__name__)
@@ -225,7 +225,7 @@ class Service:
             # A bad round (database away, disk full) is said and retried; it never ends the loop.
             try:
                 alerts.deliver_pending(self.store, secrets, allow_internal=self.settings.webhook_allow_internal)
-                write_feed(self.store.events(), feed_path)
+                write_feed(self.store.events.events(), feed_path)
                 self.status("alerts", "waiting", detail="delivered pending alerts; next round in 30s", success=True)
             except Exception as exc:  # noqa: BLE001 - alerts keep going for the life of the service
                 log.exception("alerts round failed")

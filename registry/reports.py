@@ -8,9 +8,9 @@ from datetime import date
 
 from registry.domain import hub_presence, lag, names
 # The release rule is the pair's; reports, the API and the dashboard read it from here too.
-from registry.domain.pair import checkpoint_release_date, drafter_release_date
 from registry.domain.compat import VERDICT_ORDER
-from registry.store.records import CheckpointRecord, CompatRecord, DrafterRecord
+from registry.domain.pair import checkpoint_release_date, drafter_release_date
+from registry.domain.records import CheckpointRecord, CompatRecord, DrafterRecord
 from registry.store import NotFound, Store
 
 
@@ -70,11 +70,11 @@ def built_in_label(methods: tuple[str, ...]) -> str | None:
 
 
 def find_for_checkpoint(store: Store, repo_id: str) -> tuple[CheckpointRecord, list[FindRow]]:
-    checkpoint = store.get_checkpoint(repo_id)
+    checkpoint = store.reads.get_checkpoint(repo_id)
     if checkpoint is None:
         raise NotFound(f"{repo_id} is not in the registry (run `drafters catalog load` or `drafters watch --once`)")
-    store.recompute_compatibility(checkpoint_repo_id=checkpoint.repo_id)
-    drafters = {d.repo_id: d for d in store.drafters()}
+    store.verdicts.recompute_compatibility(checkpoint_repo_id=checkpoint.repo_id)
+    drafters = {d.repo_id: d for d in store.reads.drafters()}
     rows = [
         FindRow(
             drafter_repo_id=v.drafter_repo_id,
@@ -90,7 +90,7 @@ def find_for_checkpoint(store: Store, repo_id: str) -> tuple[CheckpointRecord, l
             license=drafters[v.drafter_repo_id].license,
             replaced_in_place=drafters[v.drafter_repo_id].replaced_in_place,
         )
-        for v in store.verdicts(checkpoint_repo_id=checkpoint.repo_id)
+        for v in store.reads.verdicts(checkpoint_repo_id=checkpoint.repo_id)
     ]
     # Within a verdict, drafters still on the Hub come before those gone from it.
     rows.sort(key=lambda r: (VERDICT_ORDER.get(r.verdict, 9), r.gone is not None, r.method, r.drafter_repo_id))
@@ -116,13 +116,13 @@ class _LagInputs:
 
     @classmethod
     def load(cls, store: Store) -> _LagInputs:
-        drafters = {d.repo_id: d for d in store.drafters()}
-        aliases = store.aliases()
+        drafters = {d.repo_id: d for d in store.reads.drafters()}
+        aliases = store.reads.aliases()
         by_target: dict[str, list[str]] = defaultdict(list)
         for drafter in drafters.values():
             for target, _ in drafter.targets:
                 by_target[aliases.get(target, target)].append(drafter.repo_id)
-        return cls(drafters, store.checkpoints(), _exact_by_target(store.verdicts()), dict(by_target))
+        return cls(drafters, store.reads.checkpoints(), _exact_by_target(store.reads.verdicts()), dict(by_target))
 
 
 def lag_table(store: Store, today: date, inputs: _LagInputs | None = None) -> list[LagRow]:
@@ -195,7 +195,7 @@ def _hub_notes(checkpoint: CheckpointRecord, drafters: list[DrafterRecord]) -> t
 def lag_by(rows: list[LagRow], key: str, store: Store | None = None) -> dict[str, lag.GroupLag]:
     """Median and worst lag per family (key="family") or per drafter publisher (key="publisher")."""
     groups: dict[str, list[lag.Lag]] = defaultdict(list)
-    publishers = {d.repo_id: d.publisher for d in store.drafters()} if store is not None else {}
+    publishers = {d.repo_id: d.publisher for d in store.reads.drafters()} if store is not None else {}
     for row in rows:
         if row.lag_days is None:
             continue

@@ -26,11 +26,11 @@ from drafters.api import app as app_module
 from drafters.api.app import ApiConfig, create_app
 from drafters.api.server import ApiServer, bind
 from registry.domain.json_shapes import SCHEMA_VERSION, versioned
-from registry.store import Store
 from registry.domain.plan import WorkerCapability
+from registry.domain.records import EventSpec
+from registry.store import Store
 from registry.store.catalog_import import CatalogSummary, load_catalog
 from registry.store.read_only import open_read_only
-from registry.store.records import EventSpec
 from registry.store.runs import record_run
 from registry.store.workers import register_worker
 from tests.registry.run_fixtures import full_run
@@ -43,12 +43,12 @@ TOKEN = "api-token-0123456789abcdef"
 def filled(database_url: str) -> Store:
     store = Store.open(database_url)
     load_catalog(store)
-    store.recompute_compatibility()
+    store.verdicts.recompute_compatibility()
     for n in range(3):
         record_run(store, full_run(target=TARGET, drafter=DRAFTER, prediction=None, run_id=f"run-{n}",
                                    created_at=full_run().created_at.replace(day=1 + n)))
     for n in range(5):
-        store.record_event(EventSpec(type="test", subject=f"event {n}", dedupe_key=f"api-test-{n}"))
+        store.events.record_event(EventSpec(type="test", subject=f"event {n}", dedupe_key=f"api-test-{n}"))
     return store
 
 
@@ -106,7 +106,7 @@ def test_etag_and_last_modified_answer_304_until_the_data_changes(api: httpx.Cli
     assert api.get("/v1/lag?limit=5", headers={"If-Modified-Since": modified}).status_code == 304
     assert api.get("/v1/lag?limit=5", headers={"If-None-Match": '"other"'}).status_code == 200
     time.sleep(1.1)  # HTTP dates count whole seconds (ETag is the exact validator)
-    filled.record_event(EventSpec(type="test", subject="a change", dedupe_key="api-test-change"))
+    filled.events.record_event(EventSpec(type="test", subject="a change", dedupe_key="api-test-change"))
     # The lag rows did not change, so their ETag still matches; the date says the registry did change.
     assert api.get("/v1/lag?limit=5", headers={"If-None-Match": etag}).status_code == 304
     again = api.get("/v1/lag?limit=5", headers={"If-Modified-Since": modified})
@@ -175,7 +175,7 @@ def test_the_api_cannot_write(filled: Store, database_url: str) -> None:
     with engine.connect() as connection, pytest.raises(Exception, match="(?i)read.only|readonly"):
         connection.execute(text("DELETE FROM event"))
         connection.commit()
-    assert len(filled.events()) == 5
+    assert len(filled.events.events()) == 5
 
 
 def test_bearer_token_and_cors(filled: Store, database_url: str) -> None:

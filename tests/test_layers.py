@@ -55,6 +55,8 @@ ORM_MODULES = {"registry.store.models", "sqlalchemy.orm"}
 ENGINE_NAMES = {"Engine", "Connection", "create_engine", "engine_from_config", "AsyncEngine", "create_async_engine"}
 DYNAMIC_IMPORTS = {"import_module", "__import__"}
 STRING_ATTRIBUTES = {"getattr", "hasattr", "setattr", "delattr"}
+# The plain values every layer shares live in registry/domain (records.py, unit_records.py), never in the store.
+STORE_RECORD_MODULES = {"registry.store.records", "registry.store.unit_records"}
 # Known violations in files other issues are rewriting, each with why it may stay until then.
 ALLOWED = {
     ("bench/dashboard.py", "engine"): "seeds 100,000 runs straight into the tables (the store writes them one by "
@@ -231,7 +233,33 @@ def violations(root: Path) -> list[str]:
             graph[i.source].add(i.target)
     problems += [f"import cycle: {' -> '.join(c)}" for c in cycles(graph)]
     problems += [problem for where, kind, problem in hidden_edges(root, modules) if (where, kind) not in ALLOWED]
+    problems += [f"{modules[i.source].relative_to(root)}:{i.line}: {i.source} imports {i.name}: the shared value "
+                 "types live in registry/domain" for i in found if i.name in STORE_RECORD_MODULES]
+    problems += inherited_store_areas(root, modules)
     return list(dict.fromkeys(problems))  # one line per statement, not per imported name
+
+
+def inherited_store_areas(root: Path, modules: dict[str, Path]) -> list[str]:
+    """The store's areas are objects `Store` lists, each given the others it needs: a class in registry/store that
+    inherits an area (StoreCore, a class whose constructor takes the `core`, or one that inherits either), or a
+    `Store` with more than one base, is the mixin diamond back. Names are matched within registry/store only."""
+    classes = [(path, node) for name, path in modules.items() if name.startswith("registry.store")
+               for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ClassDef)]
+    bases = {node.name: {ast.unparse(b).split(".")[-1] for b in node.bases} for _, node in classes}
+    areas = {"StoreCore"} | {node.name for _, node in classes for f in node.body
+                             if isinstance(f, ast.FunctionDef) and f.name == "__init__"
+                             and [a.arg for a in f.args.args[1:2]] == ["core"]}
+    while grown := {c for c, b in bases.items() if c not in areas and b & areas}:
+        areas |= grown
+    problems = []
+    for path, node in classes:
+        where = f"{path.relative_to(root)}:{node.lineno}"
+        if node.name == "Store" and len(node.bases) > 1:
+            problems.append(f"{where}: Store has {len(node.bases)} bases (its areas are attributes, not mixins)")
+        inherited = sorted(bases[node.name] & areas) if node.name != "Store" else []
+        if inherited:
+            problems.append(f"{where}: {node.name} inherits the store area {', '.join(inherited)} (pass it in instead)")
+    return problems
 
 
 def session_uses(root: Path, modules: dict[str, Path]) -> list[tuple[str, int]]:
@@ -387,3 +415,51 @@ def test_modules_over_400_lines_say_why_at_their_top() -> None:
         and not re.search(r"over 400 lines", ast.get_docstring(ast.parse(path.read_text())) or "", re.I)
     ]
     assert long == []
+
+
+def test_the_store_areas_are_attributes_not_mixins(tmp_path: Path) -> None:
+    core = "class StoreCore:\n    pass\n"
+    area = "class Checkpoints:\n    def __init__(self, core):\n        self.core = core\n"
+    found = plant(tmp_path, {
+        "registry/store/core.py": core,
+        "registry/store/checkpoints.py": area,
+        "registry/store/lifecycle.py": "from registry.store.core import StoreCore\n\n"
+                                       "class Lifecycle(StoreCore):\n    pass\n",
+        "registry/store/reads.py": "from registry.store.lifecycle import Lifecycle\n\n"
+                                   "class Reads(Lifecycle):\n    pass\n",
+        "registry/store/verdicts.py": "from registry.store import checkpoints\n\n"
+                                      "class Verdicts(checkpoints.Checkpoints):\n    pass\n",
+        "registry/store/__init__.py": "from registry.store.reads import Reads\n"
+                                      "from registry.store.verdicts import Verdicts\n\n"
+                                      "class Store(Reads, Verdicts):\n    pass\n",
+    })
+    assert sorted(p for p in found if "area" in p) == [
+        "registry/store/__init__.py:4: Store has 2 bases (its areas are attributes, not mixins)",
+        "registry/store/lifecycle.py:3: Lifecycle inherits the store area StoreCore (pass it in instead)",
+        "registry/store/reads.py:3: Reads inherits the store area Lifecycle (pass it in instead)",
+        "registry/store/verdicts.py:3: Verdicts inherits the store area Checkpoints (pass it in instead)",
+    ], found
+    assert plant(tmp_path / "clean", {
+        "registry/store/core.py": core,
+        "registry/store/checkpoints.py": area,
+        "registry/store/__init__.py": "from registry.store.checkpoints import Checkpoints\n"
+                                      "from registry.store.core import StoreCore\n\n"
+                                      "class Store(StoreCore):\n    def __init__(self):\n"
+                                      "        self.checkpoints = Checkpoints(self)\n",
+    }) == []
+
+
+def test_the_shared_value_types_live_in_the_domain(tmp_path: Path) -> None:
+    found = plant(tmp_path, {
+        "registry/store/records.py": "X = 1\n",
+        "registry/watch/events.py": "from registry.store.records import X\n",
+        "drafters/cli.py": "import registry.store.unit_records\n",
+        "registry/domain/records.py": "X = 1\n",
+        "registry/reports.py": "from registry.domain.records import X\n",
+    })
+    assert sorted(p for p in found if "value types" in p) == [
+        "drafters/cli.py:1: drafters.cli imports registry.store.unit_records: the shared value types live in "
+        "registry/domain",
+        "registry/watch/events.py:1: registry.watch.events imports registry.store.records: the shared value types "
+        "live in registry/domain",
+    ], found

@@ -92,7 +92,7 @@ def test_up_shows_drafters_lag_speedups_and_alerts(tmp_path: Path, hub: FakeHub,
             (r.drafter, r.status, r.failure_reason) for r in runs
         ]
         assert {r.method for r in runs} == {"draft-lm", "dflash", "eagle3", "gemma4-assistant"}
-        assert sum(1 for d in store.drafters() if d.in_21) == 21
+        assert sum(1 for d in store.reads.drafters() if d.in_21) == 21
         store.engine.dispose()
         _screenshots(url)
     finally:

@@ -17,9 +17,9 @@ from registry.domain.compat import VERDICT_ORDER
 from registry.domain.json_shapes import jsonable as to_jsonable
 from registry.domain.launch import ENGINES, launch_command
 from registry.domain.plan import counts as plan_counts
+from registry.domain.records import CheckpointRecord, DrafterRecord
 from registry.domain.run import Run
 from registry.store import NotFound, Store
-from registry.store.records import CheckpointRecord, DrafterRecord
 from registry.store.plan_facts import live_plan
 from registry.store.runs import list_runs
 
@@ -54,11 +54,11 @@ def target_lag(checkpoint: CheckpointRecord, exact: list[DrafterRecord | None], 
 def target_drafters(store: Store, target: str, today: date, gpu: str | None = None) -> dict[str, Any]:
     """Every drafter with a verdict for the target: reasons, measured τ/speedup per engine and hardware, and for
     exact pairs the launch command of each engine."""
-    checkpoint = store.get_checkpoint(target)
+    checkpoint = store.reads.get_checkpoint(target)
     if checkpoint is None:
         raise NotFound(f"{target} is not in the registry")
-    verdicts = store.verdicts(checkpoint_repo_id=checkpoint.repo_id)
-    records = {v.drafter_repo_id: store.get_drafter(v.drafter_repo_id) for v in verdicts}
+    verdicts = store.reads.verdicts(checkpoint_repo_id=checkpoint.repo_id)
+    records = {v.drafter_repo_id: store.reads.get_drafter(v.drafter_repo_id) for v in verdicts}
     # Filtered here rather than in SQL: with `status` in the query SQLite (no ANALYZE statistics) walks the
     # status index over every run instead of the target's few (63 ms → under 1 ms at 100,000 runs).
     runs = [r for r in list_runs(store, target=checkpoint.repo_id) if r.status == "ok"]
@@ -94,11 +94,11 @@ def target_drafters(store: Store, target: str, today: date, gpu: str | None = No
 
 
 def drafter(store: Store, repo_id: str) -> dict[str, Any]:
-    record = store.get_drafter(repo_id)
+    record = store.reads.get_drafter(repo_id)
     if record is None:
         raise NotFound(f"{repo_id} is not a drafter in the registry")
-    revision = store.drafter_head_revision(record.repo_id)
-    verdicts = store.verdicts(drafter_repo_id=record.repo_id)
+    revision = store.reads.drafter_head_revision(record.repo_id)
+    verdicts = store.reads.verdicts(drafter_repo_id=record.repo_id)
     runs = [r for r in list_runs(store, drafter=record.repo_id) if r.status == "ok"]  # see target_drafters
     return to_jsonable({
         "drafter": record.repo_id, "method": record.method, "publisher": record.publisher, "family": record.family,
@@ -128,7 +128,7 @@ def runs_page(store: Store, *, target: str | None, drafter: str | None, engine: 
 
 
 def events_after(store: Store, after: int, limit: int) -> list[dict[str, Any]]:
-    return to_jsonable(store.events(after_id=after, limit=limit))
+    return to_jsonable(store.events.events(after_id=after, limit=limit))
 
 
 def plan(store: Store, limit: int) -> dict[str, Any]:

@@ -15,10 +15,10 @@ from registry.store import NotFound
 
 def launches(target: str, drafter: str | None, engine: str, gpu: str | None, *, recompute: bool) -> list[Launch]:
     store = open_store()
-    if store.get_checkpoint(target) is None:
+    if store.reads.get_checkpoint(target) is None:
         raise NotFound(f"{target} is not in the registry (run `drafters catalog load` or `drafters watch --once`)")
     if recompute:
-        store.recompute_compatibility(checkpoint_repo_id=target)
+        store.verdicts.recompute_compatibility(checkpoint_repo_id=target)
     chosen_gpu = pick_gpu(gpu)
     pairs = exact_pairs(store, target, drafter)
     if not pairs:

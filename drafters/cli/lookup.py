@@ -17,10 +17,10 @@ from registry.domain import hub_presence, pair
 from registry.domain.catalog import load_catalog_data
 from registry.domain.coverage import coverage
 from registry.domain.engines import MEASURED
+from registry.domain.records import DrafterRecord
 from registry.local import looks_like_folder, read_local_repo
 from registry.reports import built_in_label, find_for_checkpoint, lag_by, lag_table, upgrade_table
 from registry.store import NotFound, Store
-from registry.store.records import DrafterRecord
 from registry.store.catalog_import import load_catalog
 from registry.store.db import current_revision, head_revision
 from registry.store.roles import create_readonly_role
@@ -132,13 +132,13 @@ def _license_of(store: Store, value: str) -> str | None:
     """The license a registered drafter states; None for a local folder or where no source says."""
     if looks_like_folder(value):
         return None
-    record = store.get_drafter(value)
+    record = store.reads.get_drafter(value)
     return record.license if record is not None else None
 
 
 def _coverage_of(store: Store, repo_id: str, method: str | None):
     """Which engines run this drafter, from its newest stored config (or its repo id when none is stored)."""
-    head = store.drafter_head_revision(repo_id)
+    head = store.reads.drafter_head_revision(repo_id)
     return coverage(method, head.config if head else None, repo_id)
 
 
@@ -146,7 +146,7 @@ def _gone_from_hub(store: Store, value: str, *, drafter: bool) -> str | None:
     """"gone from the Hub since …" when `value` is a recorded repo the watcher found deleted or made private."""
     if looks_like_folder(value):
         return None
-    record = store.get_drafter(value) if drafter else store.get_checkpoint(value)
+    record = store.reads.get_drafter(value) if drafter else store.reads.get_checkpoint(value)
     if record is None:
         return None
     return hub_presence.gone_marker(record.status, record.status_detail)
@@ -156,17 +156,17 @@ def _resolve_side(store: Store, value: str, *, drafter: bool) -> pair.Side:
     """One side of the pair, from a repo id the registry knows (its head revision) or a local folder."""
     if looks_like_folder(value):
         return read_local_repo(Path(value)).side()
-    record = store.get_drafter(value) if drafter else store.get_checkpoint(value)
+    record = store.reads.get_drafter(value) if drafter else store.reads.get_checkpoint(value)
     if record is None:
         kind = "drafter" if drafter else "checkpoint"
         raise NotFound(f"unknown {kind} {value!r}: not in the registry and not a folder")
-    head = store.drafter_head_revision(value) if drafter else store.head_revision(value)
+    head = store.reads.drafter_head_revision(value) if drafter else store.reads.head_revision(value)
     side = pair.Side(repo_id=record.repo_id)
     if head is not None:
         side = replace(side, config=head.config, tokenizer_digest=head.tokenizer_digest, problem=head.config_problem)
     if isinstance(record, DrafterRecord):
         side = replace(side, method=record.method,
-                       declared_targets=tuple(store.canonical_repo_id(t) for t, _ in record.targets))
+                       declared_targets=tuple(store.checkpoints.canonical_repo_id(t) for t, _ in record.targets))
     return side
 
 

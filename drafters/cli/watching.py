@@ -128,7 +128,7 @@ def alerts_command(
     as_json: JsonOption = False,
 ) -> None:
     """Events the watcher recorded."""
-    events = open_store().events(types=type_, org=org, family=family, since=_parse_since(since))
+    events = open_store().events.events(types=type_, org=org, family=family, since=_parse_since(since))
     if as_json:
         render.print_json(events)
         return
@@ -245,7 +245,7 @@ def feed_command(out: Annotated[Path | None, typer.Option(help="Where to write t
     # Checked before anything is written; the path is printed literally (`[/]` is a file name, not markup).
     if target.is_dir():
         raise UserError(f"{target} is a directory; --out takes a file path")
-    path = write_feed(open_store().events(), target)
+    path = write_feed(open_store().events.events(), target)
     render.console.print(f"feed written to {render.plain(path)}", highlight=False)
 
 
@@ -254,9 +254,9 @@ def status_command(as_json: JsonOption = False) -> None:
     """What each part of `drafters up` is doing, when it last succeeded and its last error; the watcher's orgs
     and quarantined repos. Reads the database, so it works from any process."""
     store = open_store()
-    statuses = store.service_statuses()
-    failures = store.watch_failures()
-    cursors = store.watch_cursors()
+    statuses = store.watch_state.service_statuses()
+    failures = store.watch_state.watch_failures()
+    cursors = store.watch_state.watch_cursors()
     if as_json:
         render.print_json({"services": statuses, "orgs": cursors, "failures": failures})
         return

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+from registry.domain.records import EventRecord
 from registry.files import write_private
-from registry.store.records import EventRecord
 
 ATOM = "http://www.w3.org/2005/Atom"
 FEED_ID = "tag:drafter-registry,2026:events"

@@ -30,8 +30,8 @@ from registry.alerts.signing import (  # noqa: F401
     slack_text,
     verify,
 )
+from registry.domain.records import EventRecord, SubscriptionRecord, SubscriptionSpec
 from registry.store import Store, utcnow
-from registry.store.records import EventRecord, SubscriptionRecord, SubscriptionSpec
 
 log = logging.getLogger(__name__)
 
@@ -80,18 +80,18 @@ def subscribe(
     uid = uuid.uuid4().hex
     if secret:
         secrets.put(uid, secret)
-    return store.add_subscription(
+    return store.subscriptions.add_subscription(
         SubscriptionSpec(uid=uid, url=url, event_types=tuple(event_types), org=org, family=family, repo=repo,
                          has_secret=bool(secret), include_past=include_past)
     )
 
 
 def subscriptions(store: Store) -> list[SubscriptionRecord]:
-    return store.subscriptions()
+    return store.subscriptions.subscriptions()
 
 
 def unsubscribe(store: Store, secrets: SecretBox, uid: str) -> bool:
-    if store.remove_subscription(uid) is None:
+    if store.subscriptions.remove_subscription(uid) is None:
         return False
     secrets.delete(uid)
     return True
@@ -150,25 +150,25 @@ def _post(client: httpx.Client, secrets: SecretBox, subscription: SubscriptionRe
 
 def deliver_pending(store: Store, secrets: SecretBox, *, client: httpx.Client | None = None,
                     limit: int = 200, allow_internal: bool = False) -> DeliveryReport:
-    store.plan_deliveries()
+    store.subscriptions.plan_deliveries()
     own_client = client is None
     client = client or httpx.Client(timeout=10.0)
     attempted = delivered = failed = 0
     try:
-        for due in store.due_deliveries(utcnow(), limit):
+        for due in store.subscriptions.due_deliveries(utcnow(), limit):
             attempted += 1
             status, error = _post(client, secrets, due.subscription, due.delivery_id, event_body(due.event),
                                   allow_internal)
             if error is None:
-                store.record_delivery(due.delivery_id, ok=True, status=status, error=None, next_attempt_at=None)
+                store.subscriptions.record_delivery(due.delivery_id, ok=True, status=status, error=None, next_attempt_at=None)
                 delivered += 1
             elif utcnow() - due.event.created_at > GIVE_UP_AFTER:
-                store.record_delivery(due.delivery_id, ok=False, status=status, error=error, next_attempt_at=None)
+                store.subscriptions.record_delivery(due.delivery_id, ok=False, status=status, error=error, next_attempt_at=None)
                 failed += 1
             else:
                 retry_at = utcnow() + timedelta(seconds=min(MAX_BACKOFF_S, 2.0 ** (due.attempts + 1)))
-                store.record_delivery(due.delivery_id, ok=False, status=status, error=error, next_attempt_at=retry_at)
+                store.subscriptions.record_delivery(due.delivery_id, ok=False, status=status, error=error, next_attempt_at=retry_at)
     finally:
         if own_client:
             client.close()
-    return DeliveryReport(attempted=attempted, delivered=delivered, failed=failed, pending=store.pending_deliveries())
+    return DeliveryReport(attempted=attempted, delivered=delivered, failed=failed, pending=store.subscriptions.pending_deliveries())

@@ -66,8 +66,8 @@ def side_facts(store: Store, ref: str, *, drafter: bool) -> SideFacts:
     method: str | None = None
     basis = "config estimate"
     if drafter:
-        record = store.get_drafter(ref)
-        head = store.drafter_head_revision(ref) if record else None
+        record = store.reads.get_drafter(ref)
+        head = store.reads.drafter_head_revision(ref) if record else None
         method = record.method if record else None
         if head is not None:
             config = head.config
@@ -75,7 +75,7 @@ def side_facts(store: Store, ref: str, *, drafter: bool) -> SideFacts:
                 parameters = round(head.weight_bytes * 8 / stored_bits_per_weight(config))
                 basis = "registry weight bytes"
     else:
-        head = store.head_revision(ref) if store.get_checkpoint(ref) else None
+        head = store.reads.head_revision(ref) if store.reads.get_checkpoint(ref) else None
         if head is not None:
             config = head.config
             if head.parameter_count:

@@ -18,9 +18,9 @@ from registry.domain.gpus import Gpu, GpuCatalogError, find_gpu, load_gpus
 from registry.domain.launch import DraftLength, PairFacts
 from registry.domain.llama_commands import eagle3_converter_layers
 from registry.domain.names import COMMIT_SHA
+from registry.domain.records import CheckpointRecord, CompatRecord, DrafterRecord
 from registry.domain.run import Run
 from registry.store import Store
-from registry.store.records import CheckpointRecord, CompatRecord, DrafterRecord
 
 # The GPU class `price` is asked about when the caller names none: the most common serving card of the catalog.
 DEFAULT_GPU = "H100 SXM"
@@ -48,15 +48,15 @@ def exact_pairs(store: Store, target: str, drafter: str | None = None, *,
     """The target's exact pairs (verdicts between the current heads), newest facts the registry holds. A caller
     that already read the verdicts, drafter records or checkpoint passes them (one read per request)."""
     built_in = _built_in()
-    checkpoint = checkpoint or store.get_checkpoint(target)
+    checkpoint = checkpoint or store.reads.get_checkpoint(target)
     pairs = []
-    for verdict in verdicts if verdicts is not None else store.verdicts(checkpoint_repo_id=target,
+    for verdict in verdicts if verdicts is not None else store.reads.verdicts(checkpoint_repo_id=target,
                                                                         drafter_repo_id=drafter):
         if verdict.verdict != "exact":
             continue
         record = records[verdict.drafter_repo_id] if records is not None and verdict.drafter_repo_id in records \
-            else store.get_drafter(verdict.drafter_repo_id)
-        revision = store.drafter_head_revision(verdict.drafter_repo_id)
+            else store.reads.get_drafter(verdict.drafter_repo_id)
+        revision = store.reads.drafter_head_revision(verdict.drafter_repo_id)
         block_size = (revision.block_size if revision is not None and revision.block_size else None) or (
             record.block_size if record is not None else None)
         pairs.append(PairFacts(

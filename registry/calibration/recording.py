@@ -35,7 +35,7 @@ def record_measurement(store: Store, run: Run) -> Run:
             step = "the regression check"
             event = regression_event(store, record)
             if event is not None:
-                store.record_event(event)  # once per dedupe key: a rerun records nothing
+                store.events.record_event(event)  # once per dedupe key: a rerun records nothing
             if record.status != "ok" or calibration.stored_prediction(record) is not None:
                 return record
             step = "the prediction"

@@ -1,20 +1,51 @@
 """The registry's one database: the only package that sees the ORM and sessions.
 
-`Store` is assembled here from one mixin per concern (core.py holds the engine and sessions): checkpoints.py and
-drafters.py (commands), verdicts.py (compatibility), reads.py, events.py (the event log), watch_units.py (the
-watcher's units of work over those, their values in unit_records.py), watch_state.py (cursors, leases, failures,
-service heartbeats) and subscriptions.py (webhooks). Runs and jobs are functions over a Store
-(runs.py, jobs.py); records.py holds the plain values that go in and out.
+`Store` holds the engine, sessions and units of work (core.py) and one object per area, each listed on it below;
+an area that needs another gets it in its constructor, none inherits from another. Runs and jobs are functions
+over a Store (runs.py, jobs.py); the plain values that go in and out are in registry/domain/records.py and
+registry/domain/unit_records.py.
 """
 
-from registry.store.core import NotFound, aware, utcnow
+from sqlalchemy import Engine
+
+from registry.store.checkpoints import Checkpoints
+from registry.store.core import NotFound, StoreCore, aware, utcnow
+from registry.store.drafters import Drafters
+from registry.store.events import Events
+from registry.store.lifecycle import RepoLifecycle
+from registry.store.reads import Reads
 from registry.store.subscriptions import Subscriptions
-from registry.store.watch_units import WatchUnits
+from registry.store.verdicts import Verdicts
 from registry.store.watch_state import WatchState
+from registry.store.watch_units import WatchUnits
 
 
-class Store(WatchUnits, WatchState, Subscriptions):
-    """Commands that write and the reads they need, over plain records (registry.store.records)."""
+class Store(StoreCore):
+    """The database's engine, sessions and units of work (`session`, `unit`, `defer`: StoreCore), and its areas:
+
+    - `lifecycle`: the repo lifecycle both kinds share (find, status, move, head, history), by `RepoKind`
+    - `checkpoints`: create, rename and re-status checkpoints, record their revisions
+    - `drafters`: the same for drafters, and dropping a catalog drafter
+    - `verdicts`: recompute compatibility verdicts
+    - `reads`: checkpoints, drafters, revisions, verdicts and aliases as records
+    - `events`: the event log
+    - `watch`: the watcher's units of work (one transaction per model read)
+    - `watch_state`: cursors, leases, failures and quarantine, service status rows
+    - `subscriptions`: webhook subscriptions and their deliveries
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self.lifecycle = RepoLifecycle(self)
+        self.checkpoints = Checkpoints(self, self.lifecycle)
+        self.drafters = Drafters(self, self.lifecycle)
+        self.verdicts = Verdicts(self)
+        self.reads = Reads(self, self.lifecycle)
+        self.events = Events(self)
+        self.watch = WatchUnits(self, lifecycle=self.lifecycle, checkpoints=self.checkpoints, drafters=self.drafters,
+                                reads=self.reads, verdicts=self.verdicts, events=self.events)
+        self.watch_state = WatchState(self)
+        self.subscriptions = Subscriptions(self)
 
 
 __all__ = ["NotFound", "Store", "aware", "utcnow"]

@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass
 
 from registry.domain.catalog import Catalog, CatalogDrafter, load_catalog_data
+from registry.domain.records import CheckpointSpec, DrafterSpec, RevisionSpec
 from registry.store import Store
-from registry.store.records import CheckpointSpec, DrafterSpec, RevisionSpec
 
 # Revision sha for facts the reference publishes but nobody has read from the Hub yet.
 CATALOG_SHA = "catalog"
@@ -29,7 +29,7 @@ def _config_bytes(config: dict | None) -> bytes | None:
 def load_catalog(store: Store, catalog: Catalog | None = None) -> CatalogSummary:
     catalog = catalog or load_catalog_data()
     for target in catalog.targets:
-        store.upsert_checkpoint(
+        store.checkpoints.upsert_checkpoint(
             CheckpointSpec(
                 repo_id=target.repo_id,
                 source="catalog",
@@ -42,16 +42,16 @@ def load_catalog(store: Store, catalog: Catalog | None = None) -> CatalogSummary
                 fact_source=target.source,
             )
         )
-        if all(r.last_modified is None for r in store.revisions(target.repo_id)):
+        if all(r.last_modified is None for r in store.reads.revisions(target.repo_id)):
             # As for drafters below: a rerun never moves a head the watcher has read from the Hub.
-            store.add_checkpoint_revision(
+            store.checkpoints.add_checkpoint_revision(
                 target.repo_id, RevisionSpec(sha=target.sha or CATALOG_SHA, config_raw=_config_bytes(target.config))
             )
     for drafter in catalog.drafters:
         if drafter.built_in:
             _load_built_in(store, catalog, drafter)
             continue
-        store.upsert_drafter(
+        store.drafters.upsert_drafter(
             DrafterSpec(
                 repo_id=drafter.repo_id,
                 method=drafter.method,
@@ -71,16 +71,16 @@ def load_catalog(store: Store, catalog: Catalog | None = None) -> CatalogSummary
                 replaced_in_place=drafter.replaced_in_place,
             )
         )
-        if all(r.last_modified is None for r in store.drafter_revisions(drafter.repo_id)):
+        if all(r.last_modified is None for r in store.reads.drafter_revisions(drafter.repo_id)):
             # Nothing read from the Hub yet: the catalog's revision is the best known, under the sha the catalog
             # names where it names one. The watcher's first read of that sha fills in its weights; once the Hub
             # has been read, a rerun leaves the head where the watcher put it.
-            store.add_drafter_revision(
+            store.drafters.add_drafter_revision(
                 drafter.repo_id,
                 RevisionSpec(sha=drafter.sha or CATALOG_SHA, config_raw=_config_bytes(drafter.config),
                              weight_bytes=drafter.weight_bytes),
             )
-    verdicts = store.recompute_compatibility()
+    verdicts = store.verdicts.recompute_compatibility()
     return CatalogSummary(
         targets=len(catalog.targets),
         drafters=sum(1 for d in catalog.drafters if not d.built_in),
@@ -95,7 +95,7 @@ def _load_built_in(store: Store, catalog: Catalog, drafter: CatalogDrafter) -> N
     offer it as a separate download. The checkpoint is a target of its own (served instead of its base), released
     when the drafter was; an MTP head's checkpoint is the catalog target itself."""
     known_target = drafter.repo_id in {t.repo_id for t in catalog.targets}
-    store.upsert_checkpoint(
+    store.checkpoints.upsert_checkpoint(
         CheckpointSpec(
             repo_id=drafter.repo_id,
             source="catalog",
@@ -114,9 +114,9 @@ def _load_built_in(store: Store, catalog: Catalog, drafter: CatalogDrafter) -> N
             }),
         )
     )
-    if not known_target and not store.revisions(drafter.repo_id):
-        store.add_checkpoint_revision(
+    if not known_target and not store.reads.revisions(drafter.repo_id):
+        store.checkpoints.add_checkpoint_revision(
             drafter.repo_id, RevisionSpec(sha=drafter.sha or CATALOG_SHA, config_raw=_config_bytes(drafter.config))
         )
     # An older import made it a drafter row; a rerun converges on the checkpoint alone.
-    store.drop_catalog_drafter(drafter.repo_id)
+    store.drafters.drop_catalog_drafter(drafter.repo_id)

@@ -9,35 +9,35 @@ from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from registry.domain import configs, names
+from registry.domain.records import CheckpointRecord, CheckpointSpec, RevisionRecord, RevisionSpec
 from registry.store import lifecycle
-from registry.store.core import utcnow
+from registry.store.core import StoreCore, utcnow
 from registry.store.lifecycle import CHECKPOINT, RepoLifecycle
 from registry.store.mappers import checkpoint_record, parse_config, revision_record
 from registry.store.models import Checkpoint, CheckpointBase, CheckpointRevision
-from registry.store.records import CheckpointRecord, CheckpointSpec, RevisionRecord, RevisionSpec
 
 
-class CheckpointCommands(RepoLifecycle):
+class Checkpoints:
     """The checkpoint kind of the repo lifecycle (lifecycle.py), and what only checkpoints have: bases, built-in
     drafters, and rows recorded from a listing alone."""
 
-    def _checkpoint(self, session: Session, repo_id: str) -> Checkpoint | None:
-        row: Checkpoint | None = lifecycle.find(session, CHECKPOINT, repo_id)
-        return row
+    def __init__(self, core: StoreCore, lifecycle: RepoLifecycle) -> None:
+        self.core = core
+        self.lifecycle = lifecycle
 
     def canonical_repo_id(self, repo_id: str) -> str:
-        with self.session() as session:
-            found = self._checkpoint(session, repo_id)
+        with self.core.session() as session:
+            found = find_checkpoint(session, repo_id)
             return found.repo_id if found else repo_id
 
     def upsert_checkpoint(self, spec: CheckpointSpec) -> CheckpointRecord:
-        with self.session() as session:
+        with self.core.session() as session:
             row = self._upsert_checkpoint(session, spec)
             session.flush()
             return checkpoint_record(row)
 
     def _upsert_checkpoint(self, session: Session, spec: CheckpointSpec) -> Checkpoint:
-        row = self._checkpoint(session, spec.repo_id)
+        row = find_checkpoint(session, spec.repo_id)
         if row is None:
             row = _new_checkpoint(spec)
             session.add(row)
@@ -62,21 +62,21 @@ class CheckpointCommands(RepoLifecycle):
         The watcher's first poll of a big org records thousands of these: inside a unit they are queued and
         written together (three statements for the lot, see _insert_listed), not one row and flush at a time.
         """
-        if not self.defer(_insert_listed, (spec, revision)):
-            with self.session() as session:
+        if not self.core.defer(_insert_listed, (spec, revision)):
+            with self.core.session() as session:
                 _insert_listed(session, [(spec, revision)])
 
     def rename_checkpoint(self, old_repo_id: str, new_repo_id: str) -> None:
         """A repo moved on the Hub: keep one checkpoint (and its runs) under the new id and remember the old one."""
-        self.move_repo(CHECKPOINT, old_repo_id, new_repo_id)
+        self.lifecycle.move_repo(CHECKPOINT, old_repo_id, new_repo_id)
 
     def set_checkpoint_status(self, repo_id: str, status: str, detail: str | None = None) -> None:
-        self.set_repo_status(CHECKPOINT, repo_id, status, detail)
+        self.lifecycle.set_repo_status(CHECKPOINT, repo_id, status, detail)
 
     def add_checkpoint_revision(self, repo_id: str, spec: RevisionSpec) -> tuple[RevisionRecord, bool]:
         """Record a revision once; a second call with the same sha returns the stored one unchanged, unless it was
         recorded from a listing only and this read has its config: one sha is one content, now read."""
-        with self.session() as session:
+        with self.core.session() as session:
             checkpoint = lifecycle.found(session, CHECKPOINT, repo_id)
             row, created = lifecycle.add_revision(
                 session, CHECKPOINT, checkpoint, spec,
@@ -106,6 +106,11 @@ class CheckpointCommands(RepoLifecycle):
         row.config_json = json.dumps(config, sort_keys=True) if config is not None else None
         row.config_fingerprint = configs.config_fingerprint(config) if config is not None else None
         row.config_problem = problem
+
+
+def find_checkpoint(session: Session, repo_id: str) -> Checkpoint | None:
+    row: Checkpoint | None = lifecycle.find(session, CHECKPOINT, repo_id)
+    return row
 
 
 def _new_checkpoint(spec: CheckpointSpec) -> Checkpoint:

@@ -10,30 +10,30 @@ from sqlalchemy.orm import Session
 
 from registry.domain import configs
 from registry.domain.drafter_facts import drafter_facts
+from registry.domain.records import DrafterRecord, DrafterRevisionRecord, DrafterSpec, RevisionSpec
 from registry.store import lifecycle
-from registry.store.core import utcnow
+from registry.store.core import StoreCore, utcnow
 from registry.store.lifecycle import DRAFTER, RepoLifecycle
 from registry.store.mappers import drafter_record, drafter_revision_record, parse_config
 from registry.store.models import Drafter, DrafterRevision, DrafterTarget
-from registry.store.records import DrafterRecord, DrafterRevisionRecord, DrafterSpec, RevisionSpec
 
 
-class DrafterCommands(RepoLifecycle):
+class Drafters:
     """The drafter kind of the repo lifecycle (lifecycle.py), and what only drafters have: declared targets, and
     catalog rows that turn out to be built into a checkpoint."""
 
-    def _drafter(self, session: Session, repo_id: str) -> Drafter | None:
-        row: Drafter | None = lifecycle.find(session, DRAFTER, repo_id)
-        return row
+    def __init__(self, core: StoreCore, lifecycle: RepoLifecycle) -> None:
+        self.core = core
+        self.lifecycle = lifecycle
 
     def rename_drafter(self, old_repo_id: str, new_repo_id: str) -> None:
         """A drafter repo moved on the Hub: keep one drafter (and its runs) under the new id and remember the old
         one; a move to another org changes its publisher."""
-        self.move_repo(DRAFTER, old_repo_id, new_repo_id)
+        self.lifecycle.move_repo(DRAFTER, old_repo_id, new_repo_id)
 
     def upsert_drafter(self, spec: DrafterSpec) -> DrafterRecord:
-        with self.session() as session:
-            row = self._drafter(session, spec.repo_id)
+        with self.core.session() as session:
+            row = find_drafter(session, spec.repo_id)
             if row is None:
                 row = Drafter(
                     repo_id=spec.repo_id,
@@ -62,7 +62,7 @@ class DrafterCommands(RepoLifecycle):
     def drop_catalog_drafter(self, repo_id: str) -> bool:
         """Remove a drafter row an older catalog import created for what is now known to be a full checkpoint
         with its drafter built in. Only a row the catalog alone made (never read from the Hub) goes; True if it did."""
-        with self.session() as session:
+        with self.core.session() as session:
             row = session.scalar(select(Drafter).where(Drafter.repo_id == repo_id))
             if row is None or row.source != "catalog" or any(r.last_modified is not None for r in row.revisions):
                 return False
@@ -71,7 +71,7 @@ class DrafterCommands(RepoLifecycle):
             return True
 
     def set_drafter_status(self, repo_id: str, status: str, detail: str | None = None) -> None:
-        self.set_repo_status(DRAFTER, repo_id, status, detail)
+        self.lifecycle.set_repo_status(DRAFTER, repo_id, status, detail)
 
     def add_drafter_revision(self, repo_id: str, spec: RevisionSpec, *,
                              parsed: tuple[dict[str, Any] | None, str | None] | None = None,
@@ -80,7 +80,7 @@ class DrafterCommands(RepoLifecycle):
         the same sha filled in: one sha is one content, so it stays one revision, now with its weights.
 
         `parsed`: the config and problem as `mappers.parse_config` gives them, when the caller parsed it already."""
-        with self.session() as session:
+        with self.core.session() as session:
             drafter = lifecycle.found(session, DRAFTER, repo_id)
             row, created = lifecycle.add_revision(
                 session, DRAFTER, drafter, spec,
@@ -115,3 +115,8 @@ class DrafterCommands(RepoLifecycle):
         row.config_problem = problem
         if facts is not None and facts.block_size and drafter.block_size is None:
             drafter.block_size = facts.block_size
+
+
+def find_drafter(session: Session, repo_id: str) -> Drafter | None:
+    row: Drafter | None = lifecycle.find(session, DRAFTER, repo_id)
+    return row

@@ -8,17 +8,22 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from registry.domain.records import EventRecord, EventSpec
 from registry.store.core import StoreCore, utcnow
 from registry.store.mappers import event_record
 from registry.store.models import Event
-from registry.store.records import EventRecord, EventSpec
 
 
-class EventLog(StoreCore):
+class Events:
+    """The event log: each change recorded once per dedupe key."""
+
+    def __init__(self, core: StoreCore) -> None:
+        self.core = core
+
     def record_event(self, spec: EventSpec) -> EventRecord | None:
         """Insert once per dedupe key; returns None when the event was already recorded."""
         try:
-            with self.session() as session:
+            with self.core.session() as session:
                 if session.scalar(select(Event.id).where(Event.dedupe_key == spec.dedupe_key)) is not None:
                     return None
                 row = Event(
@@ -46,7 +51,7 @@ class EventLog(StoreCore):
         after_id: int | None = None,
         limit: int | None = None,
     ) -> list[EventRecord]:
-        with self.session() as session:
+        with self.core.session() as session:
             query = select(Event).order_by(Event.id)
             if types:
                 query = query.where(Event.type.in_(list(types)))

@@ -12,11 +12,11 @@ from typing import Any
 from sqlalchemy import and_, or_, select, true, update
 from sqlalchemy.exc import IntegrityError
 
+from registry.domain.records import JobRecord
 from registry.store import Store
 from registry.store.core import utcnow
 from registry.store.mappers import job_record
 from registry.store.models import Job
-from registry.store.records import JobRecord
 
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
 

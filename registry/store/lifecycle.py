@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from registry.domain.records import CheckpointRecord, DrafterRecord, DrafterRevisionRecord, RevisionRecord, RevisionSpec
 from registry.store.core import NotFound, StoreCore, utcnow
 from registry.store.mappers import checkpoint_record, drafter_record, drafter_revision_record, head_of, revision_record
 from registry.store.models import (
@@ -26,7 +27,6 @@ from registry.store.models import (
     DrafterAlias,
     DrafterRevision,
 )
-from registry.store.records import CheckpointRecord, DrafterRecord, DrafterRevisionRecord, RevisionRecord, RevisionSpec
 
 _Record = TypeVar("_Record", CheckpointRecord, DrafterRecord)
 _RevisionRecord = TypeVar("_RevisionRecord", RevisionRecord, DrafterRevisionRecord)
@@ -127,37 +127,40 @@ def move(session: Session, kind: RepoKind[Any, Any], old_repo_id: str, new_repo_
         setattr(new, kind.org_column.key, new_repo_id.split("/", 1)[0])
 
 
-class RepoLifecycle(StoreCore):
+class RepoLifecycle:
     """The lifecycle as store commands and reads, each in its own session (one transaction inside a unit)."""
 
+    def __init__(self, core: StoreCore) -> None:
+        self.core = core
+
     def get_repo(self, kind: RepoKind[_Record, Any], repo_id: str) -> _Record | None:
-        with self.session() as session:
+        with self.core.session() as session:
             row = find(session, kind, repo_id)
             return kind.record(row) if row else None
 
     def set_repo_status(self, kind: RepoKind[Any, Any], repo_id: str, status: str, detail: str | None = None) -> None:
-        with self.session() as session:
+        with self.core.session() as session:
             set_status(session, kind, repo_id, status, detail)
 
     def move_repo(self, kind: RepoKind[Any, Any], old_repo_id: str, new_repo_id: str) -> None:
         """A repo moved on the Hub: keep one record (and its runs) under the new id and remember the old one."""
-        with self.session() as session:
+        with self.core.session() as session:
             move(session, kind, old_repo_id, new_repo_id)
 
     def repo_head(self, kind: RepoKind[Any, _RevisionRecord], repo_id: str) -> _RevisionRecord | None:
-        with self.session() as session:
+        with self.core.session() as session:
             row = find(session, kind, repo_id)
             head = head_of(row.revisions, row.head_sha) if row else None
             return kind.revision_record(row.repo_id, head) if head is not None and row is not None else None
 
     def repo_history(self, kind: RepoKind[Any, _RevisionRecord], repo_id: str) -> list[_RevisionRecord]:
         """Every recorded revision of the repo, oldest first; [] when it is not recorded."""
-        with self.session() as session:
+        with self.core.session() as session:
             row = find(session, kind, repo_id)
             if row is None:
                 return []
             return [kind.revision_record(row.repo_id, r) for r in sorted(row.revisions, key=lambda r: r.id)]
 
     def repos_with_head(self, kind: RepoKind[_Record, Any], sha: str) -> list[_Record]:
-        with self.session() as session:
+        with self.core.session() as session:
             return [kind.record(r) for r in session.scalars(select(kind.table).where(kind.table.head_sha == sha))]

@@ -12,6 +12,16 @@ from typing import Any, TypeVar
 
 from registry.domain import configs
 from registry.domain.measurement import SetMeasurement
+from registry.domain.records import (
+    CheckpointRecord,
+    DrafterRecord,
+    DrafterRevisionRecord,
+    EventRecord,
+    JobRecord,
+    RevisionRecord,
+    SubscriptionRecord,
+    WatchFailureRecord,
+)
 from registry.domain.run import Run, RunPrediction
 from registry.domain.stored_json import from_json, to_json
 from registry.store.core import aware
@@ -26,16 +36,6 @@ from registry.store.models import (
     RunPredictionRow,
     Subscription,
     WatchFailure,
-)
-from registry.store.records import (
-    CheckpointRecord,
-    DrafterRecord,
-    DrafterRevisionRecord,
-    EventRecord,
-    JobRecord,
-    RevisionRecord,
-    SubscriptionRecord,
-    WatchFailureRecord,
 )
 
 # A run's fields that have a column of their own (filtered, indexed or shown by SQL); the rest of the run (its

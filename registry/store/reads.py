@@ -5,10 +5,10 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
-from registry.store.checkpoints import CheckpointCommands
-from registry.store.core import aware
-from registry.store.drafters import DrafterCommands
-from registry.store.lifecycle import CHECKPOINT, DRAFTER
+from registry.domain.records import CheckpointRecord, CompatRecord, DrafterRecord, DrafterRevisionRecord, RevisionRecord
+from registry.store.checkpoints import find_checkpoint
+from registry.store.core import StoreCore, aware
+from registry.store.lifecycle import CHECKPOINT, DRAFTER, RepoLifecycle
 from registry.store.mappers import checkpoint_record, drafter_record
 from registry.store.models import (
     Checkpoint,
@@ -19,51 +19,56 @@ from registry.store.models import (
     Drafter,
     DrafterRevision,
 )
-from registry.store.records import CheckpointRecord, CompatRecord, DrafterRecord, DrafterRevisionRecord, RevisionRecord
 
 
-class Reads(CheckpointCommands, DrafterCommands):
+class Reads:
+    """Checkpoints, drafters, their revisions and verdicts as records."""
+
+    def __init__(self, core: StoreCore, lifecycle: RepoLifecycle) -> None:
+        self.core = core
+        self.lifecycle = lifecycle
+
     def get_checkpoint(self, repo_id: str) -> CheckpointRecord | None:
-        return self.get_repo(CHECKPOINT, repo_id)
+        return self.lifecycle.get_repo(CHECKPOINT, repo_id)
 
     def get_drafter(self, repo_id: str) -> DrafterRecord | None:
-        return self.get_repo(DRAFTER, repo_id)
+        return self.lifecycle.get_repo(DRAFTER, repo_id)
 
     def checkpoints(self) -> list[CheckpointRecord]:
-        with self.session() as session:
+        with self.core.session() as session:
             query = select(Checkpoint).options(selectinload(Checkpoint.bases)).order_by(Checkpoint.repo_id)
             return [checkpoint_record(r) for r in session.scalars(query)]
 
     def drafters(self) -> list[DrafterRecord]:
-        with self.session() as session:
+        with self.core.session() as session:
             query = select(Drafter).options(selectinload(Drafter.targets)).order_by(Drafter.repo_id)
             return [drafter_record(r) for r in session.scalars(query)]
 
     def derivatives(self, base_repo_id: str) -> list[CheckpointRecord]:
         """Checkpoints whose base_model relations name `base_repo_id` (finetunes, quantizations, adapters)."""
-        with self.session() as session:
+        with self.core.session() as session:
             query = select(Checkpoint).join(CheckpointBase).where(CheckpointBase.base_repo_id == base_repo_id)
             return [checkpoint_record(r) for r in session.scalars(query)]
 
     def checkpoints_with_head(self, sha: str) -> list[CheckpointRecord]:
-        return self.repos_with_head(CHECKPOINT, sha)
+        return self.lifecycle.repos_with_head(CHECKPOINT, sha)
 
     def head_revision(self, repo_id: str) -> RevisionRecord | None:
-        return self.repo_head(CHECKPOINT, repo_id)
+        return self.lifecycle.repo_head(CHECKPOINT, repo_id)
 
     def revisions(self, repo_id: str) -> list[RevisionRecord]:
-        return self.repo_history(CHECKPOINT, repo_id)
+        return self.lifecycle.repo_history(CHECKPOINT, repo_id)
 
     def drafter_head_revision(self, repo_id: str) -> DrafterRevisionRecord | None:
-        return self.repo_head(DRAFTER, repo_id)
+        return self.lifecycle.repo_head(DRAFTER, repo_id)
 
     def drafter_revisions(self, repo_id: str) -> list[DrafterRevisionRecord]:
-        return self.repo_history(DRAFTER, repo_id)
+        return self.lifecycle.repo_history(DRAFTER, repo_id)
 
     def verdicts(self, *, checkpoint_repo_id: str | None = None, drafter_repo_id: str | None = None,
                  heads_only: bool = True) -> list[CompatRecord]:
         """Stored verdicts, by default only between the current head revisions."""
-        with self.session() as session:
+        with self.core.session() as session:
             query = (
                 select(Compatibility, DrafterRevision.sha, Drafter, CheckpointRevision.sha, Checkpoint.repo_id)
                 .join(DrafterRevision, Compatibility.drafter_revision_id == DrafterRevision.id)
@@ -75,7 +80,7 @@ class Reads(CheckpointCommands, DrafterCommands):
                 # Every revision write moves head_sha, so the head is the revision whose sha it names.
                 query = query.where(DrafterRevision.sha == Drafter.head_sha, CheckpointRevision.sha == Checkpoint.head_sha)
             if checkpoint_repo_id is not None:
-                checkpoint = self._checkpoint(session, checkpoint_repo_id)
+                checkpoint = find_checkpoint(session, checkpoint_repo_id)
                 if checkpoint is None:
                     return []
                 query = query.where(Checkpoint.id == checkpoint.id)
@@ -100,12 +105,12 @@ class Reads(CheckpointCommands, DrafterCommands):
 
     def aliases(self) -> dict[str, str]:
         """Old repo id -> current repo id, for every renamed checkpoint."""
-        with self.session() as session:
+        with self.core.session() as session:
             rows = session.execute(select(CheckpointAlias.alias, Checkpoint.repo_id).join(Checkpoint))
             return {alias: repo_id for alias, repo_id in rows}
 
     def drafters_with_head(self, sha: str) -> list[DrafterRecord]:
-        return self.repos_with_head(DRAFTER, sha)
+        return self.lifecycle.repos_with_head(DRAFTER, sha)
 
     def needs_details(self, repo_id: str) -> bool:
         """True when the checkpoint's head revision was recorded from a listing only (its config never read)."""
@@ -114,7 +119,7 @@ class Reads(CheckpointCommands, DrafterCommands):
 
     def known_heads(self, org: str) -> dict[str, str | None]:
         """Repo id -> recorded head sha of every checkpoint and drafter of the org."""
-        with self.session() as session:
+        with self.core.session() as session:
             heads: dict[str, str | None] = dict(
                 session.execute(select(Checkpoint.repo_id, Checkpoint.head_sha).where(Checkpoint.org == org)).all())
             prefix = f"{org}/"
@@ -126,7 +131,7 @@ class Reads(CheckpointCommands, DrafterCommands):
 
     def gone_repo_ids(self, org: str) -> set[str]:
         """Checkpoints and drafters of the org last found gone from the Hub (status "gone")."""
-        with self.session() as session:
+        with self.core.session() as session:
             gone = set(session.scalars(select(Checkpoint.repo_id).where(Checkpoint.org == org,
                                                                         Checkpoint.status == "gone")))
             gone |= set(session.scalars(select(Drafter.repo_id).where(

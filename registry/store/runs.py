@@ -9,6 +9,7 @@ from dataclasses import replace
 from sqlalchemy import or_, select, text
 from sqlalchemy.orm import selectinload
 
+from registry.domain.records import EventSpec
 from registry.domain.regression import regression
 from registry.domain.run import Run, RunPrediction
 from registry.domain.stored_json import from_json, to_json
@@ -16,7 +17,6 @@ from registry.store import Store
 from registry.store.core import aware, utcnow
 from registry.store.mappers import prediction_row, run_record, run_values, set_values
 from registry.store.models import BenchmarkRun, RunSetResult
-from registry.store.records import EventSpec
 
 __all__ = ["Run", "get_run", "hardware_names", "list_runs", "ok_runs_on_hardware", "record_run", "regression_event",
            "set_predictions"]
@@ -29,7 +29,7 @@ def record_run(store: Store, run: Run) -> Run:
     prediction, in one transaction); this is its first write.
     Returns the run as it reads back (its id and time set, JSON values as stored)."""
     run = replace(run, run_id=run.run_id or uuid.uuid4().hex, created_at=run.created_at or utcnow(),
-                  target=store.canonical_repo_id(run.target), drafter=_current_drafter_id(store, run.drafter))
+                  target=store.checkpoints.canonical_repo_id(run.target), drafter=_current_drafter_id(store, run.drafter))
     with store.session() as session:
         existing = session.scalar(select(BenchmarkRun).where(BenchmarkRun.run_id == run.run_id))
         if existing is not None:
@@ -45,7 +45,7 @@ def record_run(store: Store, run: Run) -> Run:
 def _current_drafter_id(store: Store, drafter: str | None) -> str | None:
     """The id the registry records this drafter under now (renames followed); anything else (a local folder, a
     drafter not in the registry) as given."""
-    record = store.get_drafter(drafter) if drafter is not None else None
+    record = store.reads.get_drafter(drafter) if drafter is not None else None
     return record.repo_id if record is not None else drafter
 
 
@@ -70,7 +70,7 @@ def list_runs(
     """Newest first; a drafter's or target's old id (before a rename) finds its runs too. `offset` skips that many
     (the API's pages)."""
     drafter = _current_drafter_id(store, drafter)
-    target = store.canonical_repo_id(target) if target is not None else None
+    target = store.checkpoints.canonical_repo_id(target) if target is not None else None
     with store.session() as session:
         query = (
             select(BenchmarkRun)

@@ -6,10 +6,10 @@ from datetime import datetime
 
 from sqlalchemy import func, select
 
+from registry.domain.records import DueDelivery, EventRecord, SubscriptionRecord, SubscriptionSpec
 from registry.store.core import StoreCore, utcnow
 from registry.store.mappers import event_record, subscription_record
 from registry.store.models import Delivery, Event, Subscription
-from registry.store.records import DueDelivery, EventRecord, SubscriptionRecord, SubscriptionSpec
 
 
 def matches(subscription: SubscriptionRecord, event: EventRecord) -> bool:
@@ -23,10 +23,15 @@ def matches(subscription: SubscriptionRecord, event: EventRecord) -> bool:
     return not (subscription.repo and event.subject != subscription.repo)
 
 
-class Subscriptions(StoreCore):
+class Subscriptions:
+    """Webhook subscriptions and the deliveries planned for them."""
+
+    def __init__(self, core: StoreCore) -> None:
+        self.core = core
+
     def add_subscription(self, spec: SubscriptionSpec) -> SubscriptionRecord:
         """Store an active subscription; unless `include_past`, events recorded before it are never sent."""
-        with self.session() as session:
+        with self.core.session() as session:
             last_event = session.scalar(select(func.max(Event.id))) or 0
             row = Subscription(
                 uid=spec.uid,
@@ -45,12 +50,12 @@ class Subscriptions(StoreCore):
             return subscription_record(row)
 
     def subscriptions(self) -> list[SubscriptionRecord]:
-        with self.session() as session:
+        with self.core.session() as session:
             return [subscription_record(r) for r in session.scalars(select(Subscription).order_by(Subscription.id))]
 
     def remove_subscription(self, uid: str) -> SubscriptionRecord | None:
         """Deactivate a subscription (its deliveries stay, as history); None when the uid is unknown."""
-        with self.session() as session:
+        with self.core.session() as session:
             row = session.scalar(select(Subscription).where(Subscription.uid == uid))
             if row is None:
                 return None
@@ -63,7 +68,7 @@ class Subscriptions(StoreCore):
         Returns how many were created."""
         now = utcnow()
         created = 0
-        with self.session() as session:
+        with self.core.session() as session:
             for subscription in session.scalars(select(Subscription).where(Subscription.active.is_(True))):
                 wanted = subscription_record(subscription)
                 planned = set(session.scalars(select(Delivery.event_id).where(Delivery.subscription_id == subscription.id)))
@@ -79,7 +84,7 @@ class Subscriptions(StoreCore):
 
     def due_deliveries(self, now: datetime, limit: int) -> list[DueDelivery]:
         """Pending deliveries whose next attempt is due by `now`, oldest first."""
-        with self.session() as session:
+        with self.core.session() as session:
             rows = session.execute(
                 select(Delivery.id, Delivery.attempts, Subscription, Event)
                 .join(Subscription, Delivery.subscription_id == Subscription.id)
@@ -97,7 +102,7 @@ class Subscriptions(StoreCore):
         """Count one attempt. Delivered when `ok`; otherwise keep the error and retry at `next_attempt_at`, or,
         when that is None, give the delivery up (status "failed"). `status` is the HTTP status when there was
         a response; it is not stored (the error says it)."""
-        with self.session() as session:
+        with self.core.session() as session:
             row = session.get(Delivery, delivery_id)
             row.attempts += 1
             if ok:
@@ -110,5 +115,5 @@ class Subscriptions(StoreCore):
                 row.next_attempt_at = next_attempt_at
 
     def pending_deliveries(self) -> int:
-        with self.session() as session:
+        with self.core.session() as session:
             return session.scalar(select(func.count()).select_from(Delivery).where(Delivery.status == "pending")) or 0

@@ -6,27 +6,32 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from registry.domain import pair
-from registry.store.checkpoints import CheckpointCommands
-from registry.store.core import NotFound, aware, utcnow
-from registry.store.drafters import DrafterCommands
+from registry.domain.records import CompatRecord
+from registry.store.checkpoints import find_checkpoint
+from registry.store.core import NotFound, StoreCore, aware, utcnow
+from registry.store.drafters import find_drafter
 from registry.store.mappers import head_of, loads
 from registry.store.models import Checkpoint, Compatibility, Drafter
-from registry.store.records import CompatRecord
 
 
-class Verdicts(CheckpointCommands, DrafterCommands):
+class Verdicts:
+    """Compatibility verdicts between head revisions, judged by registry.domain.pair."""
+
+    def __init__(self, core: StoreCore) -> None:
+        self.core = core
+
     def recompute_compatibility(
         self, *, drafter_repo_id: str | None = None, checkpoint_repo_id: str | None = None
     ) -> list[CompatRecord]:
         """Recompute verdicts between head revisions: for one drafter, one checkpoint, or everything."""
-        with self.session() as session:
+        with self.core.session() as session:
             pairs = self._candidate_pairs(session, drafter_repo_id, checkpoint_repo_id)
             return [self._store_verdict(session, drafter, checkpoint) for drafter, checkpoint in pairs]
 
     def _declared(self, session: Session, drafter: Drafter) -> set[str]:
         declared = set()
         for target in drafter.targets:
-            found = self._checkpoint(session, target.target_repo_id)
+            found = find_checkpoint(session, target.target_repo_id)
             declared.add(found.repo_id if found else target.target_repo_id)
         return declared
 
@@ -35,14 +40,14 @@ class Verdicts(CheckpointCommands, DrafterCommands):
     ) -> list[tuple[Drafter, Checkpoint]]:
         """Pairs worth a verdict: declared targets, their derivatives, and checkpoints of the same width."""
         if drafter_repo_id is not None:
-            drafter = self._drafter(session, drafter_repo_id)
+            drafter = find_drafter(session, drafter_repo_id)
             if drafter is None:
                 raise NotFound(drafter_repo_id)
             drafters = [drafter]
         else:
             drafters = list(session.scalars(select(Drafter)))
         if checkpoint_repo_id is not None:
-            checkpoint = self._checkpoint(session, checkpoint_repo_id)
+            checkpoint = find_checkpoint(session, checkpoint_repo_id)
             if checkpoint is None:
                 raise NotFound(checkpoint_repo_id)
             checkpoints = [checkpoint]

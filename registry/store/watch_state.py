@@ -7,19 +7,24 @@ from datetime import datetime, timedelta
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
+from registry.domain.records import OrgLease, ServiceStatusRecord, WatchCursorRecord, WatchFailureRecord
 from registry.store.core import StoreCore, aware, utcnow
 from registry.store.mappers import failure_record
 from registry.store.models import Checkpoint, Drafter, ServiceStatus, WatchCursor, WatchFailure
-from registry.store.records import OrgLease, ServiceStatusRecord, WatchCursorRecord, WatchFailureRecord
 
 
-class WatchState(StoreCore):
+class WatchState:
+    """The watcher's cursors, leases and failures, and every service's status row."""
+
+    def __init__(self, core: StoreCore) -> None:
+        self.core = core
+
     def record_watch_failure(self, repo_id: str, org: str, error: str, *, quarantine_after: int,
                              quarantine_s: float) -> WatchFailureRecord:
         """Count one more failure of the repo; at `quarantine_after` failures it is quarantined for
         `quarantine_s` seconds (doubling with each further failure)."""
         now = utcnow()
-        with self.session() as session:
+        with self.core.session() as session:
             row = session.scalar(select(WatchFailure).where(WatchFailure.repo_id == repo_id))
             if row is None:
                 row = WatchFailure(repo_id=repo_id, org=org, failures=0, last_error="", failed_at=now)
@@ -34,7 +39,7 @@ class WatchState(StoreCore):
             return failure_record(row)
 
     def clear_watch_failure(self, repo_id: str) -> None:
-        with self.session() as session:
+        with self.core.session() as session:
             row = session.scalar(select(WatchFailure).where(WatchFailure.repo_id == repo_id))
             if row is not None:
                 session.delete(row)
@@ -42,7 +47,7 @@ class WatchState(StoreCore):
     def release_quarantine(self, repo_id: str | None = None) -> int:
         """End the quarantine of one repo (or all) now: the next poll tries it again. Returns how many."""
         now = utcnow()
-        with self.session() as session:
+        with self.core.session() as session:
             query = select(WatchFailure).where(WatchFailure.retry_at.is_not(None))
             if repo_id is not None:
                 query = query.where(WatchFailure.repo_id == repo_id)
@@ -54,18 +59,18 @@ class WatchState(StoreCore):
     def quarantined(self, org: str) -> set[str]:
         """Repos of the org the watcher skips for now."""
         now = utcnow()
-        with self.session() as session:
+        with self.core.session() as session:
             return set(session.scalars(select(WatchFailure.repo_id).where(
                 WatchFailure.org == org, WatchFailure.retry_at.is_not(None), WatchFailure.retry_at > now)))
 
     def watch_cursors(self) -> list[WatchCursorRecord]:
-        with self.session() as session:
+        with self.core.session() as session:
             return [WatchCursorRecord(org=r.org, polled_at=aware(r.polled_at), last_error=r.last_error,
                                       lease_owner=r.lease_owner)
                     for r in session.scalars(select(WatchCursor).order_by(WatchCursor.org))]
 
     def watch_failures(self) -> list[WatchFailureRecord]:
-        with self.session() as session:
+        with self.core.session() as session:
             return [failure_record(r) for r in session.scalars(select(WatchFailure).order_by(WatchFailure.repo_id))]
 
     def set_service_status(self, host: str, name: str, state: str, *, detail: str | None = None,
@@ -74,7 +79,7 @@ class WatchState(StoreCore):
         now = utcnow()
         for attempt in range(2):
             try:
-                with self.session() as session:
+                with self.core.session() as session:
                     row = session.scalar(select(ServiceStatus).where(ServiceStatus.host == host,
                                                                      ServiceStatus.name == name))
                     if row is None:
@@ -93,7 +98,7 @@ class WatchState(StoreCore):
                     raise  # two writers created the row at once; the second try updates it
 
     def service_statuses(self) -> list[ServiceStatusRecord]:
-        with self.session() as session:
+        with self.core.session() as session:
             rows = session.scalars(select(ServiceStatus).order_by(ServiceStatus.host, ServiceStatus.name))
             return [ServiceStatusRecord(host=r.host, name=r.name, state=r.state, detail=r.detail,
                                         heartbeat_at=aware(r.heartbeat_at), last_success_at=aware(r.last_success_at),
@@ -108,7 +113,7 @@ class WatchState(StoreCore):
         seconds; the lease is ours when it is free, already ours, or expired."""
         now = utcnow()
         try:
-            with self.session() as session:
+            with self.core.session() as session:
                 if session.scalar(select(WatchCursor.id).where(WatchCursor.org == org)) is None:
                     session.add(WatchCursor(org=org))
         except IntegrityError:
@@ -123,7 +128,7 @@ class WatchState(StoreCore):
                 WatchCursor.polled_at.is_(None)
                 | (WatchCursor.polled_at <= now - timedelta(seconds=skip_if_polled_within_s))
             )
-        with self.session() as session:
+        with self.core.session() as session:
             won = session.execute(
                 update(WatchCursor)
                 .execution_options(synchronize_session=False)
@@ -135,7 +140,7 @@ class WatchState(StoreCore):
 
     def release_org_lease(self, org: str, owner: str, *, error: str | None, completed: bool) -> None:
         """Free the org's lease if `owner` still holds it, keeping the error; a completed poll stamps polled_at."""
-        with self.session() as session:
+        with self.core.session() as session:
             values: dict = {"lease_owner": None, "lease_expires_at": None, "last_error": error}
             if completed:
                 values["polled_at"] = utcnow()
@@ -148,14 +153,14 @@ class WatchState(StoreCore):
 
     def advance_cursor(self, org: str, last_modified: datetime) -> None:
         """Move the org's cursor forward to `last_modified`; it never moves back."""
-        with self.session() as session:
+        with self.core.session() as session:
             row = session.scalar(select(WatchCursor).where(WatchCursor.org == org))
             if row.last_modified is None or aware(row.last_modified) < last_modified:
                 row.last_modified = last_modified
 
     def head_shas(self, org: str) -> set[str | None]:
         """Head shas of the org's checkpoints and drafters (a listed repo with one of them may be a rename)."""
-        with self.session() as session:
+        with self.core.session() as session:
             shas: set[str | None] = set(session.scalars(select(Checkpoint.head_sha).where(Checkpoint.org == org)))
             shas |= set(session.scalars(
                 select(Drafter.head_sha).where(Drafter.repo_id.startswith(f"{org}/", autoescape=True))))

@@ -11,14 +11,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
 from registry.domain.hub_presence import GONE
-from registry.store.core import NotFound
-from registry.store.events import EventLog
-from registry.store.lifecycle import CHECKPOINT, DRAFTER, KINDS
-from registry.store.mappers import checkpoint_record, head_of, revision_record
-from registry.store.models import Checkpoint, CheckpointAlias
-from registry.store.reads import Reads
-from registry.store.records import CheckpointRecord, DrafterRecord, DrafterSpec, EventSpec, RevisionRecord
-from registry.store.unit_records import (
+from registry.domain.records import CheckpointRecord, DrafterRecord, DrafterSpec, EventSpec, RevisionRecord
+from registry.domain.unit_records import (
     AppliedCheckpoint,
     AppliedDrafter,
     CheckpointState,
@@ -27,6 +21,14 @@ from registry.store.unit_records import (
     DrafterUnit,
     RecordedRepo,
 )
+from registry.store.checkpoints import Checkpoints
+from registry.store.core import NotFound, StoreCore
+from registry.store.drafters import Drafters
+from registry.store.events import Events
+from registry.store.lifecycle import CHECKPOINT, DRAFTER, KINDS, RepoLifecycle
+from registry.store.mappers import checkpoint_record, head_of, revision_record
+from registry.store.models import Checkpoint, CheckpointAlias
+from registry.store.reads import Reads
 from registry.store.verdicts import Verdicts
 
 # Most repo ids per query of checkpoint_states: far under the bound-parameter limits of SQLite (32,766) and
@@ -34,22 +36,34 @@ from registry.store.verdicts import Verdicts
 STATE_CHUNK = 5000
 
 
-class WatchUnits(Verdicts, Reads, EventLog):
+class WatchUnits:
+    """The watcher's units of work, over the other areas (each passed in, none inherited)."""
+
+    def __init__(self, core: StoreCore, *, lifecycle: RepoLifecycle, checkpoints: Checkpoints, drafters: Drafters,
+                 reads: Reads, verdicts: Verdicts, events: Events) -> None:
+        self.core = core
+        self.lifecycle = lifecycle
+        self.checkpoints = checkpoints
+        self.drafters = drafters
+        self.reads = reads
+        self.verdicts = verdicts
+        self.events = events
+
     # ---- reads -----------------------------------------------------------------------------------
 
     def checkpoint_state(self, repo_id: str) -> CheckpointState | None:
-        with self.unit():
-            record = self.get_checkpoint(repo_id)
+        with self.core.unit():
+            record = self.reads.get_checkpoint(repo_id)
             if record is None:
                 return None
-            return _checkpoint_state(record, self.head_revision(repo_id))
+            return _checkpoint_state(record, self.reads.head_revision(repo_id))
 
     def checkpoint_states(self, repo_ids: list[str]) -> dict[str, CheckpointState]:
         """`checkpoint_state` of each of many repo ids (aliases followed) in a few queries, not one per repo: the
         watcher reads what is recorded for a listing's models at once. Ids it records nothing under are absent."""
         states: dict[str, CheckpointState] = {}
         wanted = list(dict.fromkeys(repo_ids))
-        with self.session() as session:
+        with self.core.session() as session:
             for start in range(0, len(wanted), STATE_CHUNK):
                 chunk = wanted[start:start + STATE_CHUNK]
                 rows = {r.repo_id: r for r in session.scalars(
@@ -70,118 +84,118 @@ class WatchUnits(Verdicts, Reads, EventLog):
         return states
 
     def drafter_state(self, repo_id: str) -> DrafterState | None:
-        with self.unit():
-            record = self.get_drafter(repo_id)
+        with self.core.unit():
+            record = self.reads.get_drafter(repo_id)
             if record is None:
                 return None
-            unread = all(r.last_modified is None for r in self.drafter_revisions(repo_id))
-            return DrafterState(record=record, head=self.drafter_head_revision(repo_id), unread=unread)
+            unread = all(r.last_modified is None for r in self.reads.drafter_revisions(repo_id))
+            return DrafterState(record=record, head=self.reads.drafter_head_revision(repo_id), unread=unread)
 
     def heads_needing_details(self, target_repo_ids: list[str]) -> list[RevisionRecord]:
         """Head revisions, recorded from a listing only, of these targets and their derivatives."""
-        with self.unit():
-            related = target_repo_ids + [d.repo_id for t in target_repo_ids for d in self.derivatives(t)]
+        with self.core.unit():
+            related = target_repo_ids + [d.repo_id for t in target_repo_ids for d in self.reads.derivatives(t)]
             heads: dict[str, RevisionRecord] = {}  # one read per checkpoint, whichever of its ids came first
             for repo_id in dict.fromkeys(related):
-                if self.get_checkpoint(repo_id) is not None and self.needs_details(repo_id):
-                    head = self.head_revision(repo_id)
+                if self.reads.get_checkpoint(repo_id) is not None and self.reads.needs_details(repo_id):
+                    head = self.reads.head_revision(repo_id)
                     heads.setdefault(head.repo_id, head)
             return list(heads.values())
 
     def drafters_with_targets(self) -> list[tuple[DrafterRecord, tuple[str, ...]]]:
         """Every drafter with the canonical ids of its declared targets (aliases followed), in one read."""
-        with self.unit():
-            return [(d, tuple(self.canonical_repo_id(t) for t, _ in d.targets)) for d in self.drafters()]
+        with self.core.unit():
+            return [(d, tuple(self.checkpoints.canonical_repo_id(t) for t, _ in d.targets)) for d in self.reads.drafters()]
 
     def recorded_repo(self, repo_id: str) -> RecordedRepo | None:
         """What the registry records under `repo_id` (aliases followed): a checkpoint or a drafter, its current
         record, head revision and the shas of every revision it has; None when it records no such repo."""
-        with self.unit():
+        with self.core.unit():
             for kind in KINDS.values():
-                record = self.get_repo(kind, repo_id)
+                record = self.lifecycle.get_repo(kind, repo_id)
                 if record is not None:
-                    return RecordedRepo(kind=kind.name, record=record, head=self.repo_head(kind, repo_id),
-                                        shas=frozenset(r.sha for r in self.repo_history(kind, repo_id)))
+                    return RecordedRepo(kind=kind.name, record=record, head=self.lifecycle.repo_head(kind, repo_id),
+                                        shas=frozenset(r.sha for r in self.lifecycle.repo_history(kind, repo_id)))
             return None
 
     def rename_repo(self, old_repo_id: str, new_repo_id: str) -> None:
         """A repo moved on the Hub: the drafter or checkpoint recorded under the old id keeps one record (and one
         run history) under the new id."""
-        with self.unit():
-            self.move_repo(DRAFTER if self.get_drafter(old_repo_id) is not None else CHECKPOINT,
+        with self.core.unit():
+            self.lifecycle.move_repo(DRAFTER if self.reads.get_drafter(old_repo_id) is not None else CHECKPOINT,
                            old_repo_id, new_repo_id)
 
     def mark_repo_gone(self, repo_id: str, detail: str, announce: EventSpec | None = None) -> bool:
         """Mark the checkpoint or drafter recorded under `repo_id` gone with `detail` and record `announce`; a repo
         already marked keeps its first detail and announces nothing again. True when it was marked now."""
-        with self.unit():
+        with self.core.unit():
             recorded = self.recorded_repo(repo_id)
             if recorded is None or recorded.status == GONE:
                 return False
-            self.set_repo_status(KINDS[recorded.kind], repo_id, GONE, detail)
+            self.lifecycle.set_repo_status(KINDS[recorded.kind], repo_id, GONE, detail)
             if announce is not None:
-                self.record_event(announce)
+                self.events.record_event(announce)
             return True
 
     def record_events(self, specs: list[EventSpec]) -> None:
-        with self.unit():
+        with self.core.unit():
             for spec in specs:
-                self.record_event(spec)
+                self.events.record_event(spec)
 
     # ---- writes ----------------------------------------------------------------------------------
 
     def apply_checkpoint_unit(self, unit: CheckpointUnit) -> AppliedCheckpoint:
         repo_id = unit.spec.repo_id
-        with self.unit():
+        with self.core.unit():
             if not unit.read:
                 if unit.new:
-                    self.add_listed_checkpoint(unit.spec, unit.revision)
+                    self.checkpoints.add_listed_checkpoint(unit.spec, unit.revision)
                     revision, created = None, True
                 else:
-                    self.upsert_checkpoint(unit.spec)
-                    revision, created = self.add_checkpoint_revision(repo_id, unit.revision)
+                    self.checkpoints.upsert_checkpoint(unit.spec)
+                    revision, created = self.checkpoints.add_checkpoint_revision(repo_id, unit.revision)
                     if unit.status is not None:
-                        self.set_checkpoint_status(repo_id, *unit.status)
+                        self.checkpoints.set_checkpoint_status(repo_id, *unit.status)
                 self.record_events(list(unit.events))
                 return AppliedCheckpoint(revision=revision, created=created, attached=False)
-            self.upsert_checkpoint(unit.spec)
+            self.checkpoints.upsert_checkpoint(unit.spec)
             if unit.status is not None:
-                self.set_checkpoint_status(repo_id, *unit.status)
-            revision, created = self.add_checkpoint_revision(repo_id, unit.revision)
+                self.checkpoints.set_checkpoint_status(repo_id, *unit.status)
+            revision, created = self.checkpoints.add_checkpoint_revision(repo_id, unit.revision)
             attached = False
             for drafter_repo_id in unit.name_matched:
-                drafter = self.get_drafter(drafter_repo_id)
+                drafter = self.reads.get_drafter(drafter_repo_id)
                 if drafter is not None and not drafter.targets:
-                    self.upsert_drafter(DrafterSpec(repo_id=drafter.repo_id, method=drafter.method,
+                    self.drafters.upsert_drafter(DrafterSpec(repo_id=drafter.repo_id, method=drafter.method,
                                                     publisher=drafter.publisher, source=drafter.source,
                                                     targets=((repo_id, "name_convention"),)))
                     attached = True
-            verdicts = self.recompute_compatibility(checkpoint_repo_id=repo_id)
+            verdicts = self.verdicts.recompute_compatibility(checkpoint_repo_id=repo_id)
             self.record_events(list(unit.events))
             return AppliedCheckpoint(revision=revision, created=created, attached=attached, verdicts=verdicts)
 
     def apply_drafter_unit(self, unit: DrafterUnit) -> AppliedDrafter:
         repo_id = unit.spec.repo_id
-        with self.unit():
+        with self.core.unit():
             if unit.catalog_revision is not None:
-                self.add_drafter_revision(repo_id, unit.catalog_revision)
-            previous = self.drafter_head_revision(repo_id)
-            exact_before = ({v.checkpoint_repo_id for v in self.verdicts() if v.verdict == "exact"}
+                self.drafters.add_drafter_revision(repo_id, unit.catalog_revision)
+            previous = self.reads.drafter_head_revision(repo_id)
+            exact_before = ({v.checkpoint_repo_id for v in self.reads.verdicts() if v.verdict == "exact"}
                             if unit.first_hub_revision else set())
-            self.upsert_drafter(unit.spec)
-            self.set_drafter_status(repo_id, *unit.status)
-            revision, created = self.add_drafter_revision(repo_id, unit.revision,
+            self.drafters.upsert_drafter(unit.spec)
+            self.drafters.set_drafter_status(repo_id, *unit.status)
+            revision, created = self.drafters.add_drafter_revision(repo_id, unit.revision,
                                                           parsed=(unit.config, unit.config_problem))
             for read in unit.targets_read:
-                self.set_checkpoint_status(read.repo_id, *read.status)
-                self.add_checkpoint_revision(read.repo_id, read.revision)
-                self.recompute_compatibility(checkpoint_repo_id=read.repo_id)
-            verdicts = self.recompute_compatibility(drafter_repo_id=repo_id)
-            drafter = self.get_drafter(repo_id)
+                self.checkpoints.set_checkpoint_status(read.repo_id, *read.status)
+                self.checkpoints.add_checkpoint_revision(read.repo_id, read.revision)
+                self.verdicts.recompute_compatibility(checkpoint_repo_id=read.repo_id)
+            verdicts = self.verdicts.recompute_compatibility(drafter_repo_id=repo_id)
+            drafter = self.reads.get_drafter(repo_id)
             if drafter is None:
                 raise NotFound(repo_id)
             newly_exact = tuple(
-                (v.checkpoint_repo_id, self.get_checkpoint(v.checkpoint_repo_id)) for v in verdicts
+                (v.checkpoint_repo_id, self.reads.get_checkpoint(v.checkpoint_repo_id)) for v in verdicts
                 if unit.first_hub_revision and v.verdict == "exact" and v.checkpoint_repo_id not in exact_before)
             return AppliedDrafter(revision=revision, created=created, previous=previous,
                                   targets=tuple(t for t, _ in drafter.targets), verdicts=verdicts,

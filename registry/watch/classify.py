@@ -14,10 +14,10 @@ from registry import hub
 from registry.domain import configs, names
 from registry.domain.drafter_facts import drafter_facts
 from registry.domain.pair import TOKENIZER_FILES
+from registry.domain.records import CheckpointSpec, RevisionSpec
 from registry.domain.tokenizers import tokenizer_digest
 from registry.hub import HubClient, HubModel
 from registry.store import Store
-from registry.store.records import CheckpointSpec, RevisionSpec
 
 DRAFTER_TAGS = frozenset({"dflash", "eagle3", "eagle", "speculators", "speculative-decoding-draft", "dspark", "mtp"})
 DRAFTER_ARCHITECTURES = frozenset(
@@ -133,7 +133,7 @@ class DraftedIndex:
 def drafted_index(store: Store) -> DraftedIndex:
     drafted: dict[str, list[str]] = {}
     stems: list[tuple[str, str, bool]] = []
-    drafters = store.drafters_with_targets()
+    drafters = store.watch.drafters_with_targets()
     for drafter, targets in drafters:
         for target in targets:
             # A target recorded before local paths were refused is no repo: it succeeds and precedes nothing.
@@ -189,7 +189,7 @@ def declared_targets(store: Store, model: HubModel, config: dict | None) -> tupl
         stem = names.drafter_target_stem(model.repo_id)
         if stem is not None:
             key = names.name_key(stem)
-            for checkpoint in store.checkpoints():
+            for checkpoint in store.reads.checkpoints():
                 if names.name_key(checkpoint.repo_id.split("/", 1)[1]) == key:
                     targets.append((checkpoint.repo_id, "name_convention"))
     return tuple(dict.fromkeys(targets))

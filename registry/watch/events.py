@@ -10,8 +10,8 @@ from collections.abc import Callable
 from datetime import date
 
 from registry.domain import names
+from registry.domain.records import CompatRecord, DrafterRecord, EventSpec
 from registry.hub import HubModel
-from registry.store.records import CompatRecord, DrafterRecord, EventSpec
 from registry.watch.classify import kind
 
 # Called with (drafter repo, drafter sha, target repo, target sha, verdict) for new exact/structural pairs.

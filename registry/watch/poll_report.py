@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from registry.domain.records import EventRecord
 from registry.hub import HubError, HubModel
-from registry.store.records import EventRecord
 
 
 @dataclass

@@ -120,7 +120,7 @@ class Watcher:
         report = PollReport()
         self.units.new_poll()
         self._tag_ids, self._tag_vanished_done = None, False
-        earlier = self.store.events()  # this poll's events are the ones after the last of these
+        earlier = self.store.events.events()  # this poll's events are the ones after the last of these
         first_event = earlier[-1].id if earlier else 0
         self.client.start_budget()
         first_request = self.client.request_count
@@ -151,7 +151,7 @@ class Watcher:
                     self._resume_at = org
                 if org_report.retry_after is None:
                     report.config_error = org_report.error
-        report.events = self.store.events(after_id=first_event)
+        report.events = self.store.events.events(after_id=first_event)
         report.requests = self.client.request_count - first_request
         report.seconds = time.monotonic() - started
         return report
@@ -170,7 +170,7 @@ class Watcher:
     def _acquire(self, org: str, skip_if_polled_within_s: float = 0.0) -> tuple[bool, datetime | None, bool]:
         """Take the org's lease (two watchers never poll one org at once) unless it was polled within the given
         seconds; returns (got it, cursor, baseline)."""
-        lease = self.store.acquire_org_lease(org, self.owner, self.lease_s,
+        lease = self.store.watch_state.acquire_org_lease(org, self.owner, self.lease_s,
                                              skip_if_polled_within_s=skip_if_polled_within_s)
         return lease.won, lease.cursor, lease.baseline
 
@@ -194,16 +194,16 @@ class Watcher:
             # A spent deadline costs no listing request, once this poll has recorded something (a poll always
             # gets one unit done, however loaded the machine, so that polls move on).
             self._check_budget(before_unit=True)
-            quarantined = self.store.quarantined(org)
-            self._failing = {f.repo_id for f in self.store.watch_failures() if f.org == org}
+            quarantined = self.store.watch_state.quarantined(org)
+            self._failing = {f.repo_id for f in self.store.watch_state.watch_failures() if f.org == org}
             # Repos the id listing shows changed, new or newly public: what the detailed listing must cover, and
             # what it does not (an older repo that went public or was renamed) gets read on its own.
             unseen: dict[str, None] = {}
             # Recorded repos the id listing no longer shows publicly: renamed away, deleted or made private.
             vanished: list[str] = []
             if query is None and not baseline:
-                known = self.store.known_heads(org)
-                gone = self.store.gone_repo_ids(org)
+                known = self.store.reads.known_heads(org)
+                gone = self.store.reads.gone_repo_ids(org)
                 ids = self.client.list_org_ids(org)
                 public = {r.repo_id for r in ids if not r.private}
                 unseen = dict.fromkeys(
@@ -221,7 +221,7 @@ class Watcher:
                 if tagged is not None and not baseline:
                     # The watched orgs' repos are their own listings' business.
                     outside = [r for r in tagged if not r.private and r.repo_id.split("/", 1)[0] not in self.orgs]
-                    gone = {d.repo_id for d in self.store.drafters() if d.status == "gone"}
+                    gone = {d.repo_id for d in self.store.reads.drafters() if d.status == "gone"}
                     # A recorded drafter public again under its tag: its lastModified may be older than the cursor.
                     unseen = dict.fromkeys(r.repo_id for r in outside if r.repo_id in gone
                                            and r.repo_id not in quarantined)
@@ -301,13 +301,13 @@ class Watcher:
             error = report.error
             if error is None and report.failed:
                 error = f"{len(report.failed)} repo(s) failed: {', '.join(report.failed[:5])}"
-            self.store.release_org_lease(org, self.owner, error=error, completed=completed)
+            self.store.watch_state.release_org_lease(org, self.owner, error=error, completed=completed)
         return report
 
     def _count_failure(self, org: str, repo_id: str, message: str, report: OrgReport) -> bool:
         """Log and count one repo's failure; True when it is now quarantined (skipped for a while)."""
         self.units.forget()  # may hold what just rolled back
-        record = self.store.record_watch_failure(repo_id, org, message, quarantine_after=QUARANTINE_AFTER,
+        record = self.store.watch_state.record_watch_failure(repo_id, org, message, quarantine_after=QUARANTINE_AFTER,
                                                  quarantine_s=QUARANTINE_S)
         report.failed.append(repo_id)
         quarantined = record.retry_at is not None
@@ -340,7 +340,7 @@ class Watcher:
             return  # a tag listing failed (or was cut off): "not listed" would mean nothing this poll
         self._tag_vanished_done = True
         listed = {r.repo_id for ids in self._tag_ids.values() if ids for r in ids if not r.private}
-        found_by_tag = [d.repo_id for d in self.store.drafters()
+        found_by_tag = [d.repo_id for d in self.store.reads.drafters()
                         if d.source == "hub" and d.status != "gone" and d.repo_id.split("/", 1)[0] not in self.orgs]
         for repo_id in [r for r in found_by_tag if r not in listed][:MAX_UNSEEN_READS]:
             self._check_budget(before_unit=True)
@@ -407,7 +407,7 @@ class Watcher:
 
     def _succeeded(self, repo_id: str) -> None:
         if repo_id in self._failing:
-            self.store.clear_watch_failure(repo_id)
+            self.store.watch_state.clear_watch_failure(repo_id)
             self._failing.discard(repo_id)
 
     def _record_unit(self, org: str, pending: list[HubModel], *, baseline: bool, report: OrgReport,
@@ -435,7 +435,7 @@ class Watcher:
                     if self.client.request_count != requests_before:
                         break
                     cheap = done
-                self.store.advance_cursor(org, capped(pending[done - 1].last_modified, ceiling))
+                self.store.watch_state.advance_cursor(org, capped(pending[done - 1].last_modified, ceiling))
             for model in pending[:done]:
                 self._succeeded(model.repo_id)
             return done
@@ -461,7 +461,7 @@ class Watcher:
                     for model in batch:
                         # reads nothing from the Hub, as before
                         self.units.process_model(model, baseline=baseline, drafters_only=drafters_only)
-                    self.store.advance_cursor(org, capped(batch[-1].last_modified, ceiling))
+                    self.store.watch_state.advance_cursor(org, capped(batch[-1].last_modified, ceiling))
             except (PollCut, *SYSTEMIC):
                 raise
             except Exception as exc:  # noqa: BLE001 - one repo's failure is that repo's

@@ -16,10 +16,10 @@ from typing import TypeVar
 from registry import hub
 from registry.domain import configs, hub_presence, names, pair
 from registry.domain.drafter_facts import detect_method
+from registry.domain.records import DrafterSpec, EventSpec, RevisionSpec
+from registry.domain.unit_records import CheckpointState, CheckpointUnit, DrafterState, DrafterUnit, TargetRead
 from registry.hub import HubClient, HubModel
 from registry.store import Store, aware, utcnow
-from registry.store.records import DrafterSpec, EventSpec, RevisionSpec
-from registry.store.unit_records import CheckpointState, CheckpointUnit, DrafterState, DrafterUnit, TargetRead
 from registry.watch import classify, events
 from registry.watch.classify import DraftedIndex
 
@@ -57,13 +57,13 @@ class ModelUnits:
         to come. Only a model's own unit changes its state, except drafter units and renames, which forget."""
         missing = [m.repo_id for m in models if m.repo_id not in self._states]
         if missing:
-            found = self.store.checkpoint_states(missing)
+            found = self.store.watch.checkpoint_states(missing)
             self._states.update({repo_id: found.get(repo_id) for repo_id in missing})
 
     def _checkpoint_state(self, repo_id: str) -> CheckpointState | None:
         if repo_id in self._states:
             return self._states.pop(repo_id)
-        return self.store.checkpoint_state(repo_id)
+        return self.store.watch.checkpoint_state(repo_id)
 
     def _drafted(self) -> DraftedIndex:
         """Target repo id -> drafters declaring it; kept for a poll, dropped whenever a drafter changes."""
@@ -107,7 +107,7 @@ class ModelUnits:
         """Read what the store knows, read the Hub, then hand the store one unit of work (rows, status, verdicts,
         events): one read and one write in the common case."""
         store = self.store
-        state = self._followed(model, self._checkpoint_state(model.repo_id), store.checkpoint_state, drafter=False)
+        state = self._followed(model, self._checkpoint_state(model.repo_id), store.watch.checkpoint_state, drafter=False)
         known = state.record if state is not None else None
         unread = state is not None and state.needs_details
         back = known is not None and known.status == "gone"  # deleted or private once, public again now
@@ -123,7 +123,7 @@ class ModelUnits:
             checkpoint_spec = replace(checkpoint_spec, released=day, released_precision="day", released_note=note)
         if (known is None or unread) and not classify.interesting(self._drafted(), model):
             # Outside every drafted line: remember it exists, read its config only when it becomes relevant.
-            store.apply_checkpoint_unit(CheckpointUnit(
+            store.watch.apply_checkpoint_unit(CheckpointUnit(
                 spec=checkpoint_spec,
                 revision=RevisionSpec(sha=model.sha, last_modified=model.last_modified),
                 new=known is None,
@@ -144,7 +144,7 @@ class ModelUnits:
             predecessors = classify.predecessors(self._drafted(), model.repo_id) if official else []
             if predecessors:
                 unit_events.append(events.base_upgrade(model, predecessors))
-        applied = store.apply_checkpoint_unit(CheckpointUnit(
+        applied = store.watch.apply_checkpoint_unit(CheckpointUnit(
             spec=checkpoint_spec,
             revision=spec,
             new=known is None,
@@ -161,7 +161,7 @@ class ModelUnits:
             return
         if known is not None and applied.created and previous is not None and classify.weights_changed(
                 previous.weight_digest, applied.revision.weight_digest):
-            store.record_event(events.weights_changed(model, previous.sha, drafter=False))
+            store.events.record_event(events.weights_changed(model, previous.sha, drafter=False))
         events.notify_pairs(self.on_pair, applied.verdicts)
 
     def _followed(self, model: HubModel, state: _State | None, read: Callable[[str], _State | None], *,
@@ -181,10 +181,10 @@ class ModelUnits:
         a drafter's) may be that repo, renamed."""
         org = model.repo_id.split("/", 1)[0]
         if org not in self._head_shas:
-            self._head_shas[org] = self.store.head_shas(org)
+            self._head_shas[org] = self.store.watch_state.head_shas(org)
         if model.sha not in self._head_shas[org]:
             return None
-        records = self.store.drafters_with_head(model.sha) if drafter else self.store.checkpoints_with_head(model.sha)
+        records = self.store.reads.drafters_with_head(model.sha) if drafter else self.store.reads.checkpoints_with_head(model.sha)
         for record in records:
             if record.repo_id.split("/", 1)[0] != org or record.repo_id == model.repo_id:
                 continue
@@ -197,7 +197,7 @@ class ModelUnits:
         """Targets (and their derivatives) recorded from a listing only get their config and tokenizer read once
         a drafter names them."""
         reads = []
-        for head in self.store.heads_needing_details(targets) if targets else []:
+        for head in self.store.watch.heads_needing_details(targets) if targets else []:
             try:
                 spec = classify.revision_spec(self.client, head.repo_id, head.sha, head.last_modified,
                                               with_tokenizer=True)
@@ -210,7 +210,7 @@ class ModelUnits:
     def _process_drafter(self, model: HubModel, *, baseline: bool, drafters_only: bool = False,
                          revealed: bool = False) -> None:
         store = self.store
-        state = self._followed(model, store.drafter_state(model.repo_id), store.drafter_state, drafter=True)
+        state = self._followed(model, store.watch.drafter_state(model.repo_id), store.watch.drafter_state, drafter=True)
         known = state.record if state is not None else None
         # Known only from the catalog (its "catalog" revision, or the sha it names): never read from the Hub.
         unread = state is not None and state.unread
@@ -262,7 +262,7 @@ class ModelUnits:
         # The drafter's targets once upserted: those it declares already, then the new ones.
         targets = list(dict.fromkeys([t for t, _ in (known.targets if known else ())]
                                      + [t for t, _ in drafter_spec.targets]))
-        applied = store.apply_drafter_unit(DrafterUnit(
+        applied = store.watch.apply_drafter_unit(DrafterUnit(
             spec=drafter_spec,
             status=_status(spec),
             revision=spec,
@@ -289,14 +289,14 @@ class ModelUnits:
                                                                                  applied.revision.weight_digest):
             later.append(events.weights_changed(model, previous.sha, drafter=True))
         if later:
-            store.record_events(later)
+            store.watch.record_events(later)
         events.notify_pairs(self.on_pair, verdicts)
 
     # ---- one repo: renames, deletions, push hints ------------------------------------------------
 
     def recorded_id(self, repo_id: str) -> str | None:
         """The id the registry records `repo_id` under now (aliases followed), or None when it is not recorded."""
-        recorded = self.store.recorded_repo(repo_id)
+        recorded = self.store.watch.recorded_repo(repo_id)
         return recorded.repo_id if recorded is not None else None
 
     def canonical(self, repo_id: str) -> str | None:
@@ -313,16 +313,16 @@ class ModelUnits:
         A drafter pulled from the Hub is announced (`drafter_gone`): whoever serves it can no longer fetch it.
         A checkpoint is not: the watched orgs hide and delete checkpoints (finetunes, quantizations) routinely,
         and every report marks it anyway. A repo already marked keeps its first day, and announces nothing again."""
-        recorded = self.store.recorded_repo(repo_id)
+        recorded = self.store.watch.recorded_repo(repo_id)
         if recorded is None or recorded.status == hub_presence.GONE:
             return
         announce = events.drafter_gone(recorded.drafter, why) if recorded.drafter is not None else None
-        if self.store.mark_repo_gone(repo_id, hub_presence.gone_detail(why, utcnow().date()), announce):
+        if self.store.watch.mark_repo_gone(repo_id, hub_presence.gone_detail(why, utcnow().date()), announce):
             log.info("%s: %s", repo_id, why)
 
     def rename(self, old: str, new: str) -> None:
         """Keep one record across a move on the Hub: the checkpoint or drafter takes the new id."""
-        self.store.rename_repo(old, new)
+        self.store.watch.rename_repo(old, new)
         self.forget()
         log.info("%s was renamed to %s", old, new)
 
@@ -353,7 +353,7 @@ class ModelUnits:
             self.process_listed(model, baseline=False)
 
     def _older_than_head(self, model: HubModel) -> bool:
-        recorded = self.store.recorded_repo(model.repo_id)
+        recorded = self.store.watch.recorded_repo(model.repo_id)
         head = recorded.head if recorded is not None else None
         if recorded is None or head is None or head.sha == model.sha:
             return False

@@ -23,10 +23,10 @@ from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
 from dashboard.launch import launch
-from registry.store.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec
-from registry.store.runs import Run, record_run
+from registry.domain.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec
 from registry.settings import get_settings
 from registry.store import Store
+from registry.store.runs import Run, record_run
 from tests.conftest import REPO_ROOT
 from tests.registry.run_fixtures import measured
 from tests.support.cli import stop
@@ -76,12 +76,12 @@ class Seeded:
 
 def _checkpoint(store: Store, repo_id: str, family: str, released: date, config: str | None,
                 weight_bytes: int | None = None, parameter_count: int | None = None) -> None:
-    store.upsert_checkpoint(
+    store.checkpoints.upsert_checkpoint(
         CheckpointSpec(repo_id=repo_id, source="hub", family=family, kind="base", released=released,
                        released_precision="day")
     )
     if config is not None:
-        store.add_checkpoint_revision(
+        store.checkpoints.add_checkpoint_revision(
             repo_id,
             RevisionSpec(sha=TARGET_SHA_1, config_raw=config_bytes(config), weight_bytes=weight_bytes,
                          parameter_count=parameter_count),
@@ -90,12 +90,12 @@ def _checkpoint(store: Store, repo_id: str, family: str, released: date, config:
 
 def _drafter(store: Store, repo_id: str, method: str, target: str, released: date, config: str | None,
              weight_bytes: int | None = None) -> None:
-    store.upsert_drafter(
+    store.drafters.upsert_drafter(
         DrafterSpec(repo_id=repo_id, method=method, publisher=repo_id.split("/")[0], source="hub",
                     targets=((target, "catalog"),), released=released, released_precision="day")
     )
     if config is not None:
-        store.add_drafter_revision(
+        store.drafters.add_drafter_revision(
             repo_id, RevisionSpec(sha=DRAFTER_SHA, config_raw=config_bytes(config), weight_bytes=weight_bytes)
         )
 
@@ -159,14 +159,14 @@ def seed(store: Store, url: str) -> Seeded:
     _drafter(store, EAGLE_8B, "eagle3", QWEN3_8B, date(2025, 6, 1), "RedHatAI__Qwen3-8B-speculator.eagle3.json")
     _drafter(store, EAGLE_LLAMA, "eagle3", LLAMA, date(2025, 3, 1), "yuhuili__EAGLE3-LLaMA3.1-Instruct-8B.json")
     _drafter(store, DFLASH_36_27B, "dflash", QWEN36_27B, date(2026, 4, 23), None)
-    store.recompute_compatibility()
+    store.verdicts.recompute_compatibility()
     for index, (kind, subject, org, family) in enumerate([
         ("new_drafter", DFLASH_8B, "Qwen", "Qwen3"),
         ("new_drafter", EAGLE_LLAMA, "meta-llama", "Llama-3.1"),
         ("lag_opened", QWEN36_27B, "Qwen", "Qwen3.6"),
         ("revision_changed", QWEN3_8B, "Qwen", "Qwen3"),
     ]):
-        store.record_event(
+        store.events.record_event(
             EventSpec(type=kind, subject=subject, dedupe_key=f"{kind}:{subject}:{index}", org=org, family=family,
                       payload={"message": f"{kind.replace('_', ' ')}: {subject}"})
         )

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from registry.store.catalog_import import load_catalog
 from registry.domain.measurement import RunSettings
-from registry.store.records import EventSpec
-from registry.store.runs import Run, record_run
+from registry.domain.records import EventSpec
 from registry.store import Store
+from registry.store.catalog_import import load_catalog
+from registry.store.runs import Run, record_run
 from dashboard.data import md
 from registry.domain import memory
 from tests.registry.run_fixtures import measured
@@ -44,7 +44,7 @@ def seed_demo(url: str) -> None:
             peak_memory_bytes=427_220_992, target_weight_bytes=2_015_040, drafter_weight_bytes=405_696,
             metric_version=2,
             per_set=(measured("gsm8k", "g", tau=3.9, speedup=0.61, lossless=True, marginal=(0.9, 0.7, 0.5)),)))
-    store.record_event(EventSpec(type="drafter_released", subject="z-lab/Qwen3.5-27B-DFlash", dedupe_key="demo:1",
+    store.events.record_event(EventSpec(type="drafter_released", subject="z-lab/Qwen3.5-27B-DFlash", dedupe_key="demo:1",
                                  payload={"message": "dflash drafter z-lab/Qwen3.5-27B-DFlash released"},
                                  org="z-lab", family="Qwen3.5"))
     store.engine.dispose()

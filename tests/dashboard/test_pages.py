@@ -22,14 +22,14 @@ from streamlit.testing.v1 import AppTest
 
 import dashboard
 from dashboard import data, launch, queries
-from registry.domain import hub_presence, memory
 from registry import reports
+from registry.domain import hub_presence, memory
+from registry.domain.records import DrafterSpec, RevisionSpec
+from registry.store import Store
 from registry.store.db import head_revision
 from registry.store.read_only import open_read_only
 from registry.store.read_queries import ReadOnlyQueries
-from registry.store.records import DrafterSpec, RevisionSpec
 from registry.store.runs import Run, list_runs, record_run
-from registry.store import Store
 from tests.conftest import REPO_ROOT
 from tests.registry.run_fixtures import measured
 from tests.dashboard.conftest import (
@@ -68,20 +68,20 @@ def test_counts_equal_what_the_store_holds(seeded: Seeded, db: ReadOnlyQueries) 
     store = seeded.store
     today = datetime.now(UTC).date()
     counts = queries.counts(db)
-    assert counts.targets == len(store.checkpoints()) == 5
-    assert counts.drafters == len(store.drafters()) == 5
-    assert counts.exact_pairs == sum(1 for v in store.verdicts() if v.verdict == "exact") == 4
+    assert counts.targets == len(store.reads.checkpoints()) == 5
+    assert counts.drafters == len(store.reads.drafters()) == 5
+    assert counts.exact_pairs == sum(1 for v in store.reads.verdicts() if v.verdict == "exact") == 4
     assert counts.open_lags == sum(1 for row in reports.lag_table(store, today) if row.open) == 1
     assert counts.runs == len(list_runs(store)) == 8
     assert counts.failed_runs == len(list_runs(store, status="failed")) == 1
-    assert counts.events == len(store.events()) == 4
+    assert counts.events == len(store.events.events()) == 4
 
 
 def test_availability_cells_are_the_best_head_verdict(seeded: Seeded, db: ReadOnlyQueries) -> None:
     cells = queries.availability(db)
     assert len(cells) == 5 * len(queries.METHOD_LABELS)
     best: dict[tuple[str, str], str] = {}
-    for verdict in seeded.store.verdicts():
+    for verdict in seeded.store.reads.verdicts():
         key = (verdict.checkpoint_repo_id, verdict.method)
         if key not in best or reports.VERDICT_ORDER[verdict.verdict] < reports.VERDICT_ORDER[best[key]]:
             best[key] = verdict.verdict
@@ -115,7 +115,7 @@ def test_availability_filters(seeded: Seeded, db: ReadOnlyQueries) -> None:
 
 def test_drafters_for_lists_every_verdict_best_first_and_follows_renames(seeded: Seeded, db: ReadOnlyQueries) -> None:
     fits = queries.drafters_for(db, QWEN3_8B)
-    stored = {v.drafter_repo_id: v for v in seeded.store.verdicts(checkpoint_repo_id=QWEN3_8B)}
+    stored = {v.drafter_repo_id: v for v in seeded.store.reads.verdicts(checkpoint_repo_id=QWEN3_8B)}
     assert set(fits["drafter"]) == set(stored)
     for row in fits.itertuples():
         assert row.verdict == stored[row.drafter].verdict
@@ -125,7 +125,7 @@ def test_drafters_for_lists_every_verdict_best_first_and_follows_renames(seeded:
     assert db.search_checkpoints("qwen3-8") == [QWEN3_8B]
     assert db.resolve_checkpoint("nobody/None") is None
 
-    seeded.store.rename_checkpoint(QWEN3_4B, "Qwen/Qwen3-4B-Renamed")
+    seeded.store.checkpoints.rename_checkpoint(QWEN3_4B, "Qwen/Qwen3-4B-Renamed")
     assert db.resolve_checkpoint(QWEN3_4B) == "Qwen/Qwen3-4B-Renamed"
     assert list(queries.drafters_for(db, QWEN3_4B)["verdict"]) == ["exact"]
 
@@ -134,11 +134,11 @@ def test_an_undated_catalog_drafter_has_no_release_day_as_in_the_reports(seeded:
     """The dashboard dated a catalog drafter without a published date by the day the catalog was loaded (its
     first_seen), inventing a lag the reports (`drafters find`, the API) do not show; one rule now."""
     undated = "someone/Qwen3-8B-DSpark"
-    seeded.store.upsert_drafter(DrafterSpec(repo_id=undated, method="dspark", publisher="someone", source="catalog",
+    seeded.store.drafters.upsert_drafter(DrafterSpec(repo_id=undated, method="dspark", publisher="someone", source="catalog",
                                             targets=((QWEN3_8B, "catalog"),)))
-    seeded.store.add_drafter_revision(undated, RevisionSpec(
+    seeded.store.drafters.add_drafter_revision(undated, RevisionSpec(
         sha="e" * 40, config_raw=config_bytes("deepseek-ai__dspark_qwen3_4b_block7.json")))
-    seeded.store.recompute_compatibility(drafter_repo_id=undated)
+    seeded.store.verdicts.recompute_compatibility(drafter_repo_id=undated)
     _, found = reports.find_for_checkpoint(seeded.store, QWEN3_8B)
     assert {r.drafter_repo_id: r.drafter_released for r in found}[undated] is None
 
@@ -227,7 +227,7 @@ def test_runs_keep_failed_ones_with_their_reason(seeded: Seeded, db: ReadOnlyQue
 
 def test_events_filters_and_messages(seeded: Seeded, db: ReadOnlyQueries) -> None:
     every = queries.events(db)
-    stored = seeded.store.events()
+    stored = seeded.store.events.events()
     assert list(every["id"]) == [e.id for e in reversed(stored)]
     assert list(every["message"]) == [e.payload["message"] for e in reversed(stored)]
     assert set(queries.events(db, types=["new_drafter"])["subject"]) == {DFLASH_8B, EAGLE_LLAMA}
@@ -241,13 +241,13 @@ def test_events_filters_and_messages(seeded: Seeded, db: ReadOnlyQueries) -> Non
 
 def test_pair_queries(seeded: Seeded, db: ReadOnlyQueries) -> None:
     verdict = queries.pair_verdict(db, QWEN3_8B, DFLASH_8B)
-    [stored] = seeded.store.verdicts(checkpoint_repo_id=QWEN3_8B, drafter_repo_id=DFLASH_8B)
+    [stored] = seeded.store.reads.verdicts(checkpoint_repo_id=QWEN3_8B, drafter_repo_id=DFLASH_8B)
     assert verdict is not None
     assert (verdict.verdict, verdict.reasons, verdict.checks) == (stored.verdict, stored.reasons, stored.checks)
     assert verdict.checkpoint_sha == TARGET_SHA_1
     assert queries.pair_verdict(db, QWEN36_27B, DFLASH_8B) is None
     choices = queries.pair_choices(db)
-    assert len(choices) == len(seeded.store.verdicts())  # every run pair also has a verdict here
+    assert len(choices) == len(seeded.store.reads.verdicts())  # every run pair also has a verdict here
     assert not choices.duplicated(["target", "drafter"]).any()
     revisions = queries.checkpoint_revisions(db, QWEN3_8B)
     assert list(revisions["sha"]) == [TARGET_SHA_1] and bool(revisions["head"].iloc[0])
@@ -288,7 +288,7 @@ def test_the_engine_refuses_writes(seeded: Seeded) -> None:
                 connection.execute(text("DELETE FROM event"))
     finally:
         engine.dispose()
-    assert len(seeded.store.events()) == 4
+    assert len(seeded.store.events.events()) == 4
 
 
 def test_a_missing_sqlite_database_is_reported_and_not_created(tmp_path: Path) -> None:
@@ -351,25 +351,25 @@ def test_overview_shows_the_counts_and_latest_events(dashboard_db: Seeded) -> No
     counts = queries.counts(reader)
     reader.close()
     assert metrics(app) == {
-        "Targets tracked": str(len(store.checkpoints())),
-        "Drafters": str(len(store.drafters())),
+        "Targets tracked": str(len(store.reads.checkpoints())),
+        "Drafters": str(len(store.reads.drafters())),
         "Exact pairs": str(counts.exact_pairs),
         "Open lags": "1",
         "Benchmark runs": str(len(list_runs(store))),
-        "DFlash v1 drafters": str(sum(1 for d in store.drafters() if d.in_21)),
+        "DFlash v1 drafters": str(sum(1 for d in store.reads.drafters() if d.in_21)),
     }
     speedups = frame_with(app, "speedup")
     newest_ok = next(r for r in list_runs(store) if r.status == "ok")
     assert newest_ok.speedup in list(speedups["speedup"])
     events = frame_with(app, "message")
-    assert list(events["message"]) == [e.payload["message"] for e in reversed(store.events())]
+    assert list(events["message"]) == [e.payload["message"] for e in reversed(store.events.events())]
 
 
 def test_availability_matrix_filters_and_search(dashboard_db: Seeded) -> None:
     app = run_page("availability")
     assert_clean(app)
     matrix = frame_with(app, "DFlash").set_index("checkpoint")
-    assert list(matrix.index) == sorted(c.repo_id for c in dashboard_db.store.checkpoints())
+    assert list(matrix.index) == sorted(c.repo_id for c in dashboard_db.store.reads.checkpoints())
     assert matrix.loc[QWEN3_8B, "EAGLE-3"] == f"exact · {EAGLE_8B} · {(date(2025, 6, 1) - date(2025, 4, 29)).days} d"
     assert matrix.loc[LLAMA, "DFlash"].startswith(f"incompatible · {DFLASH_8B}")
     assert matrix.loc[QWEN36_27B, "DFlash"] == queries.NO_VERDICT
@@ -385,7 +385,7 @@ def test_availability_matrix_filters_and_search(dashboard_db: Seeded) -> None:
     app.text_input(key="search").input("qwen3-8").run()
     assert_clean(app)
     found = frame_with(app, "reasons")
-    stored = {v.drafter_repo_id: v.verdict for v in dashboard_db.store.verdicts(checkpoint_repo_id=QWEN3_8B)}
+    stored = {v.drafter_repo_id: v.verdict for v in dashboard_db.store.reads.verdicts(checkpoint_repo_id=QWEN3_8B)}
     assert dict(zip(found["drafter"], found["verdict"])) == stored
 
     app.text_input(key="search").input("nobody/Nothing-1B").run()
@@ -477,7 +477,7 @@ def test_pair_page_shows_verdict_revisions_runs_and_memory(dashboard_db: Seeded)
     app = run_page("pair", query_params={"target": QWEN3_8B, "drafter": DFLASH_8B})
     assert_clean(app)
     assert (app.selectbox(key="target").value, app.selectbox(key="drafter").value) == (QWEN3_8B, DFLASH_8B)
-    [stored] = dashboard_db.store.verdicts(checkpoint_repo_id=QWEN3_8B, drafter_repo_id=DFLASH_8B)
+    [stored] = dashboard_db.store.reads.verdicts(checkpoint_repo_id=QWEN3_8B, drafter_repo_id=DFLASH_8B)
     markdown = " ".join(m.value for m in app.markdown)
     assert f"**{stored.verdict}**" in markdown
     for reason in stored.reasons:
@@ -504,15 +504,15 @@ def test_pair_page_shows_verdict_revisions_runs_and_memory(dashboard_db: Seeded)
     app.selectbox(key="target").set_value(LLAMA).run()
     assert_clean(app)
     assert set(app.selectbox(key="drafter").options) == {
-        v.drafter_repo_id for v in dashboard_db.store.verdicts(checkpoint_repo_id=LLAMA)
+        v.drafter_repo_id for v in dashboard_db.store.reads.verdicts(checkpoint_repo_id=LLAMA)
     }
 
 
 def test_pages_mark_repos_gone_from_the_hub_and_follow_a_renamed_drafters_runs(dashboard_db: Seeded) -> None:
     store = dashboard_db.store
     why = "no longer public on the Hub (deleted or made private)"
-    store.set_drafter_status(EAGLE_8B, "gone", hub_presence.gone_detail(why, date(2026, 5, 2)))
-    store.set_checkpoint_status(LLAMA, "gone", hub_presence.gone_detail(why, date(2026, 5, 3)))
+    store.drafters.set_drafter_status(EAGLE_8B, "gone", hub_presence.gone_detail(why, date(2026, 5, 2)))
+    store.checkpoints.set_checkpoint_status(LLAMA, "gone", hub_presence.gone_detail(why, date(2026, 5, 3)))
     drafter_gone, target_gone = "gone from the Hub since 2026-05-02", "gone from the Hub since 2026-05-03"
 
     app = run_page("availability")
@@ -537,7 +537,7 @@ def test_pages_mark_repos_gone_from_the_hub_and_follow_a_renamed_drafters_runs(d
 
     # The watcher follows a rename on the Hub (Store.rename_drafter): the runs go with the drafter.
     renamed = "z-lab/Qwen3-8B-DFlash-b16-v2"
-    store.rename_drafter(DFLASH_8B, renamed)
+    store.drafters.rename_drafter(DFLASH_8B, renamed)
     st.cache_data.clear()  # as the pages' TTL would, a minute later
     app = run_page("pair", query_params={"target": QWEN3_8B, "drafter": renamed})
     assert_clean(app)

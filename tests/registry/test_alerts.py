@@ -13,15 +13,15 @@ from registry.alerts import webhooks as alerts
 from registry.alerts.feed import ATOM, render_feed
 from registry.store.models import Delivery
 from drafters.api.server import push_endpoint
-from registry.watch.push import PushHint, repo_from_payload
-from registry.store.records import EventSpec
 from registry.alerts.secrets import SecretBox
+from registry.domain.records import EventSpec
 from registry.store import Store, utcnow
+from registry.watch.push import PushHint, repo_from_payload
 from tests.support.receiver import Receiver
 
 
 def _event(store: Store, n: int, type_: str = "drafter_released", org: str = "z-lab") -> None:
-    store.record_event(
+    store.events.record_event(
         EventSpec(type=type_, subject=f"{org}/model-{n}", dedupe_key=f"{type_}:{n}", payload={"message": f"m{n}"},
                   org=org, family="qwen")
     )
@@ -84,9 +84,9 @@ def test_bad_subscriptions_refused(store: Store, tmp_path) -> None:
 
 def test_feed_entry_ids_are_stable(store: Store) -> None:
     _event(store, 1)
-    first = ET.fromstring(render_feed(store.events()))
+    first = ET.fromstring(render_feed(store.events.events()))
     _event(store, 2)
-    second = ET.fromstring(render_feed(store.events()))
+    second = ET.fromstring(render_feed(store.events.events()))
     ids_first = [e.findtext(f"{{{ATOM}}}id") for e in first.findall(f"{{{ATOM}}}entry")]
     ids_second = [e.findtext(f"{{{ATOM}}}id") for e in second.findall(f"{{{ATOM}}}entry")]
     assert len(ids_first) == 1 and ids_first[0] in ids_second and len(ids_second) == 2

@@ -9,10 +9,10 @@ from datetime import date
 from typing import Any
 
 from registry.domain.catalog import parse_catalog
+from registry.domain.records import DrafterSpec, RevisionSpec
 from registry.reports import find_for_checkpoint, lag_by, lag_table, upgrade_table
 from registry.store import Store
 from registry.store.catalog_import import CATALOG_SHA, load_catalog
-from registry.store.records import DrafterSpec, RevisionSpec
 from tests.support.cli import drafters
 from tests.snapshot import snapshot
 
@@ -64,13 +64,13 @@ def test_built_in_drafters_mark_their_checkpoint_and_are_no_drafter_rows(store: 
     summary = load_catalog(store)
     assert summary.built_in >= 15 and summary.dflash_21 == 21
     for repo_id in (V4_FLASH_DSPARK, "Qwen/Qwen3.5-27B", "XiaomiMiMo/MiMo-V2.5-Pro-FP4-DFlash"):
-        assert store.get_drafter(repo_id) is None, repo_id
-    dspark = store.get_checkpoint(V4_FLASH_DSPARK)
+        assert store.reads.get_drafter(repo_id) is None, repo_id
+    dspark = store.reads.get_checkpoint(V4_FLASH_DSPARK)
     assert dspark is not None and dspark.built_in == ("dspark",) and dspark.kind == "base"
     assert (V4_FLASH, "built_in_from") in dspark.bases
-    assert store.get_checkpoint("Qwen/Qwen3.5-27B").built_in == ("mtp",)  # type: ignore[union-attr]
-    assert store.get_checkpoint("openai/gpt-oss-20b").built_in == ()  # type: ignore[union-attr]
-    assert not any(v.drafter_repo_id in (V4_FLASH_DSPARK, "Qwen/Qwen3.5-27B") for v in store.verdicts())
+    assert store.reads.get_checkpoint("Qwen/Qwen3.5-27B").built_in == ("mtp",)  # type: ignore[union-attr]
+    assert store.reads.get_checkpoint("openai/gpt-oss-20b").built_in == ()  # type: ignore[union-attr]
+    assert not any(v.drafter_repo_id in (V4_FLASH_DSPARK, "Qwen/Qwen3.5-27B") for v in store.reads.verdicts())
     before = snapshot(store.engine)
     load_catalog(store)
     assert snapshot(store.engine) == before
@@ -78,25 +78,25 @@ def test_built_in_drafters_mark_their_checkpoint_and_are_no_drafter_rows(store: 
 
 def test_an_older_import_of_a_full_checkpoint_as_a_drafter_converges(store: Store) -> None:
     # What the import did before issue 21: the DSpark checkpoint as a drafter of DeepSeek-V4-Flash.
-    store.upsert_drafter(DrafterSpec(repo_id=V4_FLASH_DSPARK, method="dspark", publisher="deepseek-ai",
+    store.drafters.upsert_drafter(DrafterSpec(repo_id=V4_FLASH_DSPARK, method="dspark", publisher="deepseek-ai",
                                      source="catalog", targets=((V4_FLASH, "catalog"),)))
-    store.add_drafter_revision(V4_FLASH_DSPARK, RevisionSpec(sha=CATALOG_SHA))
+    store.drafters.add_drafter_revision(V4_FLASH_DSPARK, RevisionSpec(sha=CATALOG_SHA))
     # A drafter the watcher read from the Hub is the Hub's word, not the catalog's: it stays.
-    store.upsert_drafter(DrafterSpec(repo_id="deepseek-ai/DeepSeek-V4-Pro-DSpark", method="dspark",
+    store.drafters.upsert_drafter(DrafterSpec(repo_id="deepseek-ai/DeepSeek-V4-Pro-DSpark", method="dspark",
                                      publisher="deepseek-ai", source="hub"))
     load_catalog(store)
-    assert store.get_drafter(V4_FLASH_DSPARK) is None
-    assert store.get_checkpoint(V4_FLASH_DSPARK).built_in == ("dspark",)  # type: ignore[union-attr]
-    assert store.get_drafter("deepseek-ai/DeepSeek-V4-Pro-DSpark") is not None
+    assert store.reads.get_drafter(V4_FLASH_DSPARK) is None
+    assert store.reads.get_checkpoint(V4_FLASH_DSPARK).built_in == ("dspark",)  # type: ignore[union-attr]
+    assert store.reads.get_drafter("deepseek-ai/DeepSeek-V4-Pro-DSpark") is not None
     _, rows = find_for_checkpoint(store, V4_FLASH)
     assert V4_FLASH_DSPARK not in {r.drafter_repo_id for r in rows}
 
 
 def test_license_and_in_place_replacements_are_imported(store: Store) -> None:
     load_catalog(store)
-    assert store.get_drafter(NON_COMMERCIAL).license == "cc-by-nc-nd-4.0"  # type: ignore[union-attr]
-    assert store.get_drafter("z-lab/Qwen3-8B-DFlash-b16").license is None  # type: ignore[union-attr]
-    replaced = store.get_drafter("z-lab/Qwen3.5-122B-A10B-DFlash").replaced_in_place  # type: ignore[union-attr]
+    assert store.reads.get_drafter(NON_COMMERCIAL).license == "cc-by-nc-nd-4.0"  # type: ignore[union-attr]
+    assert store.reads.get_drafter("z-lab/Qwen3-8B-DFlash-b16").license is None  # type: ignore[union-attr]
+    replaced = store.reads.get_drafter("z-lab/Qwen3.5-122B-A10B-DFlash").replaced_in_place  # type: ignore[union-attr]
     assert len(replaced) == 1 and replaced[0].startswith("2026-06-19: overwritten by the Modal retrain")
     _, rows = find_for_checkpoint(store, GLM_FLASH)
     assert {r.drafter_repo_id: r.license for r in rows}[NON_COMMERCIAL] == "cc-by-nc-nd-4.0"

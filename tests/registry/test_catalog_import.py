@@ -24,15 +24,15 @@ def _watcher(store: Store, hub: FakeHub, tmp_path: Path) -> Watcher:
 
 
 def _types(store: Store, subject: str) -> list[str]:
-    return [e.type for e in store.events() if e.subject == subject]
+    return [e.type for e in store.events.events() if e.subject == subject]
 
 
 def test_import_keeps_the_sha_the_catalog_names(store: Store) -> None:
     load_catalog(store)
-    [named] = store.drafter_revisions(DRAFTER)
+    [named] = store.reads.drafter_revisions(DRAFTER)
     assert named.sha == ZLAB_QWEN3_8B_DFLASH_SHA and named.last_modified is None
-    assert store.get_drafter(DRAFTER).head_sha == ZLAB_QWEN3_8B_DFLASH_SHA
-    assert [r.sha for r in store.drafter_revisions(UNNAMED)] == [CATALOG_SHA]
+    assert store.reads.get_drafter(DRAFTER).head_sha == ZLAB_QWEN3_8B_DFLASH_SHA
+    assert [r.sha for r in store.reads.drafter_revisions(UNNAMED)] == [CATALOG_SHA]
     before = snapshot(store.engine)
     load_catalog(store)
     assert snapshot(store.engine) == before
@@ -43,7 +43,7 @@ def test_watcher_reading_the_named_sha_fills_it_in(store: Store, scenario: Scena
     load_catalog(store)
     watcher = _watcher(store, hub, tmp_path)
     watcher.poll_repo(DRAFTER)  # not a baseline: a false alert would be recorded
-    [revision] = store.drafter_revisions(DRAFTER)
+    [revision] = store.reads.drafter_revisions(DRAFTER)
     assert revision.sha == ZLAB_QWEN3_8B_DFLASH_SHA
     assert revision.last_modified is not None and revision.weight_digest is not None
     assert "weights_changed" not in _types(store, DRAFTER)
@@ -52,24 +52,24 @@ def test_watcher_reading_the_named_sha_fills_it_in(store: Store, scenario: Scena
     after_watch = snapshot(store.engine)
     load_catalog(store)  # a restart re-imports: the Hub's read stays the head, nothing is added
     assert snapshot(store.engine) == after_watch
-    assert len(store.drafter_revisions(DRAFTER)) == 1
+    assert len(store.reads.drafter_revisions(DRAFTER)) == 1
 
     # The filled-in digest is what a later in-place change is judged against.
     scenario.advance("weights_replaced")
     watcher.poll_once()
     assert _types(store, DRAFTER).count("weights_changed") == 1
-    assert [r.sha for r in store.drafter_revisions(DRAFTER)][0] == ZLAB_QWEN3_8B_DFLASH_SHA
-    assert len(store.drafter_revisions(DRAFTER)) == 2
+    assert [r.sha for r in store.reads.drafter_revisions(DRAFTER)][0] == ZLAB_QWEN3_8B_DFLASH_SHA
+    assert len(store.reads.drafter_revisions(DRAFTER)) == 2
 
 
 def test_hub_past_the_named_sha_is_a_change(store: Store, scenario: Scenario, hub: FakeHub, tmp_path: Path) -> None:
     load_catalog(store)
     scenario.advance("weights_replaced")  # before the watcher ever looked
     _watcher(store, hub, tmp_path).poll_repo(DRAFTER)
-    old, new = store.drafter_revisions(DRAFTER)
+    old, new = store.reads.drafter_revisions(DRAFTER)
     assert old.sha == ZLAB_QWEN3_8B_DFLASH_SHA and old.weight_digest is not None
-    assert new.sha != old.sha and store.get_drafter(DRAFTER).head_sha == new.sha
-    [changed] = [e for e in store.events() if e.type == "weights_changed"]
+    assert new.sha != old.sha and store.reads.get_drafter(DRAFTER).head_sha == new.sha
+    [changed] = [e for e in store.events.events() if e.type == "weights_changed"]
     assert changed.payload["old_sha"] == ZLAB_QWEN3_8B_DFLASH_SHA and changed.payload["new_sha"] == new.sha
 
 
@@ -82,6 +82,6 @@ def test_hub_past_the_named_sha_with_the_same_weights_is_no_alert(
     scenario.state.commit(DRAFTER, {"README.md": repo.files["README.md"] + b"\nMore text.\n"},
                           title="Update README.md", date=repo.head.date + timedelta(days=1))
     _watcher(store, hub, tmp_path).poll_repo(DRAFTER)
-    assert [r.sha for r in store.drafter_revisions(DRAFTER)][0] == ZLAB_QWEN3_8B_DFLASH_SHA
-    assert len(store.drafter_revisions(DRAFTER)) == 2
+    assert [r.sha for r in store.reads.drafter_revisions(DRAFTER)][0] == ZLAB_QWEN3_8B_DFLASH_SHA
+    assert len(store.reads.drafter_revisions(DRAFTER)) == 2
     assert "weights_changed" not in _types(store, DRAFTER)

@@ -19,9 +19,9 @@ from sqlalchemy import select, update
 
 from registry.alerts import webhooks as alerts
 from registry.alerts.secrets import SecretBox
+from registry.domain.records import EventSpec
 from registry.store import Store
 from registry.store.models import Delivery
-from registry.store.records import EventSpec
 from tests.support.cli import drafters, running
 from tests.support.receiver import Receiver
 
@@ -30,7 +30,7 @@ WRITERS = 40
 
 
 def _event(store: Store, n: int) -> None:
-    store.record_event(EventSpec(type="drafter_released", subject=f"z-lab/model-{n}", dedupe_key=f"d:{n}",
+    store.events.record_event(EventSpec(type="drafter_released", subject=f"z-lab/model-{n}", dedupe_key=f"d:{n}",
                                  payload={"message": f"model {n}"}, org="z-lab", family="qwen"))
 
 

@@ -11,10 +11,10 @@ import feedparser
 import pytest
 
 from registry.alerts import webhooks as alerts
-from registry.domain.drafter_facts import detect_method
 from registry.alerts.feed import render_feed
-from registry.store.records import EventSpec
 from registry.alerts.secrets import SecretBox
+from registry.domain.drafter_facts import detect_method
+from registry.domain.records import EventSpec
 from registry.store import Store
 from tests.fakehub.scenario import QWEN3_8B_DFLASH_CONFIG, Scenario
 from tests.fakehub.server import FakeHub
@@ -51,7 +51,7 @@ def test_a_hostile_hub_config_breaks_nothing(tmp_path: Path, scenario: Scenario,
     database_url = f"sqlite:///{home / 'registry.db'}"
     store = Store.open(database_url)
     # Whatever a future message is made of, it may carry Hub text: the outputs must hold up on their own.
-    store.record_event(EventSpec(type="drafter_released", subject=EVIL_DRAFTER, dedupe_key="hostile:1",
+    store.events.record_event(EventSpec(type="drafter_released", subject=EVIL_DRAFTER, dedupe_key="hostile:1",
                                  payload={"message": f"drafter says {HOSTILE}"}, org="z-lab", family="qwen"))
     box = SecretBox(home / "secrets.json")
     with Receiver() as receiver:
@@ -62,7 +62,7 @@ def test_a_hostile_hub_config_breaks_nothing(tmp_path: Path, scenario: Scenario,
         delivered = drafters("deliver", env={**env, "DRAFTERS_WEBHOOK_ALLOW_INTERNAL": "1"})
         assert delivered.returncode == 0, delivered.stderr
         bodies = [r.json for r in receiver.received]
-    events = store.events()
+    events = store.events.events()
     assert any(e.subject == EVIL_DRAFTER and e.type == "drafter_released" and e.dedupe_key != "hostile:1"
                for e in events), [(e.type, e.subject) for e in events]
 
@@ -107,7 +107,7 @@ def test_hostile_names_are_literal_on_the_pages(tmp_path: Path, monkeypatch: pyt
     url = f"sqlite:///{tmp_path / 'pages.db'}"
     store = Store.open(url)
     record_run(store, Run(target=folder + "-target", drafter=folder, method="dflash", run_id="job1"))
-    store.record_event(EventSpec(type="drafter_released", subject=EVIL_DRAFTER, dedupe_key="hostile:page",
+    store.events.record_event(EventSpec(type="drafter_released", subject=EVIL_DRAFTER, dedupe_key="hostile:page",
                                  payload={"message": HOSTILE}, org="z-lab", family="qwen"))
     store.engine.dispose()
     point_dashboard_at(url, monkeypatch)

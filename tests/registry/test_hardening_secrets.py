@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from registry.alerts import webhooks as alerts
-from registry.store.records import EventSpec
 from registry.alerts.secrets import SecretBox
+from registry.domain.records import EventSpec
 from registry.store import Store
 from tests.fakehub.scenario import Scenario
 from tests.fakehub.server import FakeHub
@@ -129,7 +129,7 @@ def test_home_is_0700_and_the_sqlite_file_0600(base_env: dict[str, str], home: P
 
 def _event(database_url: str, n: int) -> None:
     store = Store.open(database_url)
-    store.record_event(EventSpec(type="drafter_released", subject=f"z-lab/model-{n}", dedupe_key=f"d:{n}",
+    store.events.record_event(EventSpec(type="drafter_released", subject=f"z-lab/model-{n}", dedupe_key=f"d:{n}",
                                  payload={"message": f"model {n}"}, org="z-lab", family="qwen"))
     store.engine.dispose()
 

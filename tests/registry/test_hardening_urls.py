@@ -18,11 +18,11 @@ from sqlalchemy.engine import make_url
 
 from registry.alerts import webhooks as alerts
 from registry.alerts.secrets import SecretBox
+from registry.domain.records import EventSpec
 from registry.hub import HubClient
 from registry.redact import mask_url
 from registry.store import Store
 from registry.store.models import Delivery
-from registry.store.records import EventSpec
 from tests.support.cli import drafters, running
 from tests.support.receiver import Receiver
 
@@ -189,7 +189,7 @@ def test_internal_targets_are_allowed_by_the_setting_and_delivered(base_env: dic
         created = drafters("subscribe", receiver.url, "--unsigned", env=allowed)
         assert created.returncode == 0, created.stderr
         store = Store.open(f"sqlite:///{home / 'registry.db'}")
-        store.record_event(EventSpec(type="drafter_released", subject="z-lab/m", dedupe_key="d:1",
+        store.events.record_event(EventSpec(type="drafter_released", subject="z-lab/m", dedupe_key="d:1",
                                      payload={"message": "m"}, org="z-lab", family="qwen"))
         # Without the setting, delivery refuses the internal address too (the name could resolve there later).
         refused = drafters("deliver", env=base_env)
@@ -210,7 +210,7 @@ def test_the_library_refuses_internal_targets_by_default(tmp_path: Path) -> None
     box = SecretBox(tmp_path / "secrets.json")
     with pytest.raises(ValueError, match="internal address"):
         alerts.subscribe(store, box, "http://169.254.169.254/latest", secret=alerts.new_secret())
-    assert store.subscriptions() == [] and not box.path.exists()
+    assert store.subscriptions.subscriptions() == [] and not box.path.exists()
     store.engine.dispose()
 
 

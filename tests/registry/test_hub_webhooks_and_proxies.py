@@ -121,7 +121,7 @@ def test_a_dead_part_is_restarted_reported_and_shown_by_drafters_status(
     service.threads[0].join(5)
     assert len(runs) == 2
     assert any(line.startswith("alerts died (RuntimeError: database went away); restarting in") for line in said)
-    [status] = store.service_statuses()
+    [status] = store.watch_state.service_statuses()
     assert (status.name, status.state, status.restarts) == ("alerts", "stopped", 1)
     assert status.last_error == "RuntimeError: database went away" and status.last_success_at is not None
 

@@ -17,9 +17,9 @@ import pytest
 from registry.calibration.launch_inputs import exact_pairs
 from registry.domain.launch import ENGINES, DraftLength, PairFacts, launch_command
 from registry.domain.llama_commands import CONVERTER, EAGLE3_CONVERTER_KEY, eagle3_converter_layers
+from registry.domain.records import RevisionSpec
 from registry.store import Store
 from registry.store.catalog_import import load_catalog
-from registry.store.records import RevisionSpec
 from tests.support.cli import drafters as run_drafters
 
 SOURCES = json.loads((Path(__file__).resolve().parents[1] / "data" / "engine_sources.json").read_text())
@@ -58,12 +58,12 @@ def check_sglang(argv: tuple[str, ...]) -> None:
 def catalog_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     store = Store.open(f"sqlite:///{tmp_path_factory.mktemp('launch') / 'registry.db'}")
     load_catalog(store)
-    store.recompute_compatibility()
+    store.verdicts.recompute_compatibility()
     return store
 
 
 def test_every_exact_pair_of_the_catalog_gets_a_command_or_a_reason(catalog_store: Store) -> None:
-    pairs = [p for c in catalog_store.checkpoints() for p in exact_pairs(catalog_store, c.repo_id)]
+    pairs = [p for c in catalog_store.reads.checkpoints() for p in exact_pairs(catalog_store, c.repo_id)]
     assert len(pairs) > 20
     supported = {engine: 0 for engine in ENGINES}
     for pair in pairs:
@@ -218,8 +218,8 @@ def test_launch_reads_the_eagle3_layers_from_the_recorded_config(tmp_path: Path)
     store = Store.open(f"sqlite:///{tmp_path / 'registry.db'}")
     load_catalog(store)
     drafter = "RedHatAI/Qwen3-8B-speculator.eagle3"
-    store.add_drafter_revision(drafter, RevisionSpec(sha="a" * 40, config_raw=json.dumps(YUHUILI_HEAD).encode()))
-    store.recompute_compatibility(checkpoint_repo_id="Qwen/Qwen3-8B")
+    store.drafters.add_drafter_revision(drafter, RevisionSpec(sha="a" * 40, config_raw=json.dumps(YUHUILI_HEAD).encode()))
+    store.verdicts.recompute_compatibility(checkpoint_repo_id="Qwen/Qwen3-8B")
     (pair,) = exact_pairs(store, "Qwen/Qwen3-8B", drafter)
     assert pair.eagle3_layers == (2, 18, 33) and pair.drafter_config_read
     printed = launch_command(pair, "llamacpp").shell()

@@ -14,9 +14,9 @@ import numpy as np
 from safetensors.numpy import save_file
 
 from registry.domain import pair
+from registry.domain.records import CheckpointSpec, DrafterSpec, RevisionSpec
 from registry.local import read_local_repo, weight_bytes
 from registry.store import Store
-from registry.store.records import CheckpointSpec, DrafterSpec, RevisionSpec
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 
@@ -72,14 +72,14 @@ DFLASH_8B = json.loads((CONFIGS / "z-lab__Qwen3-8B-DFlash-b16.json").read_text()
 def test_check_judges_a_registered_pair_as_its_stored_verdict_does(store: Store, database_url: str) -> None:
     """`drafters check` read no drafter tokenizer digest: a pair whose tokenizers differ was "exact" there and
     "incompatible" in `drafters find`."""
-    store.upsert_checkpoint(CheckpointSpec(repo_id="Qwen/Qwen3-8B", source="hub", kind="base"))
-    store.add_checkpoint_revision("Qwen/Qwen3-8B", RevisionSpec(sha="a" * 40, config_raw=json.dumps(QWEN3_8B).encode(),
+    store.checkpoints.upsert_checkpoint(CheckpointSpec(repo_id="Qwen/Qwen3-8B", source="hub", kind="base"))
+    store.checkpoints.add_checkpoint_revision("Qwen/Qwen3-8B", RevisionSpec(sha="a" * 40, config_raw=json.dumps(QWEN3_8B).encode(),
                                                                  tokenizer_digest="c" * 64))
-    store.upsert_drafter(DrafterSpec(repo_id="z-lab/Qwen3-8B-DFlash-b16", method="dflash", publisher="z-lab",
+    store.drafters.upsert_drafter(DrafterSpec(repo_id="z-lab/Qwen3-8B-DFlash-b16", method="dflash", publisher="z-lab",
                                      source="hub", targets=(("Qwen/Qwen3-8B", "catalog"),)))
-    store.add_drafter_revision("z-lab/Qwen3-8B-DFlash-b16", RevisionSpec(
+    store.drafters.add_drafter_revision("z-lab/Qwen3-8B-DFlash-b16", RevisionSpec(
         sha="b" * 40, config_raw=json.dumps(DFLASH_8B).encode(), tokenizer_digest="d" * 64))
-    [stored] = store.recompute_compatibility(checkpoint_repo_id="Qwen/Qwen3-8B")
+    [stored] = store.verdicts.recompute_compatibility(checkpoint_repo_id="Qwen/Qwen3-8B")
     assert stored.verdict == "incompatible"
 
     checked = subprocess.run(

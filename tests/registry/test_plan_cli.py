@@ -23,7 +23,7 @@ def test_plan_explains_every_catalog_pair(isolated_env: Path) -> None:
     assert report["schema_version"] == SCHEMA_VERSION
     assert report["worker"]["memory_bytes"] == 24 * 2**30
     store = Store.open(f"sqlite:///{isolated_env / 'registry.db'}")
-    exact = {(v.drafter_repo_id, v.checkpoint_repo_id) for v in store.verdicts() if v.verdict == "exact"}
+    exact = {(v.drafter_repo_id, v.checkpoint_repo_id) for v in store.reads.verdicts() if v.verdict == "exact"}
     store.engine.dispose()
     pairs = report["pairs"]
     assert {(p["drafter"], p["target"]) for p in pairs} == exact and len(pairs) == len(exact)

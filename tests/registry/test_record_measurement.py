@@ -50,7 +50,7 @@ def test_a_run_its_regression_event_and_its_prediction_land_together_and_a_rerun
     recorded = record_measurement(store, regressed)
     assert recorded.prediction is not None and recorded.prediction.predicted_baseline_tokens_per_s == pytest.approx(11)
     assert get_run(store, "regressed") == recorded
-    assert [e.type for e in store.events()] == ["acceptance_regressed"]
+    assert [e.type for e in store.events.events()] == ["acceptance_regressed"]
     assert _counts(store) == (3, 1, 3)
     # A retried job records the same run id again: the stored run back, nothing new written.
     assert record_measurement(store, regressed) == recorded
@@ -75,7 +75,7 @@ def test_a_failure_part_way_leaves_nothing_and_says_which_step_failed(
     if step == "the prediction":  # after the run and its event were written in the transaction
         monkeypatch.setattr(calibration, "predict_one", broken)
     else:
-        monkeypatch.setattr(store, "record_event", broken)
+        monkeypatch.setattr(store.events, "record_event", broken)
     with pytest.raises(RecordingFailed) as failure:
         record_measurement(store, regressed)
     assert str(failure.value) == (f"run regressed of {DRAFTER} on {TARGET} was not stored, nothing of it was "

@@ -31,11 +31,11 @@ def test_runs_under_a_checkpoints_old_id_follow_its_rename(store: Store, scenari
                                                            tmp_path: Path) -> None:
     watcher = _watcher(store, hub, tmp_path)
     watcher.poll_once()
-    assert store.get_checkpoint(OLD) is not None and store.get_checkpoint(NEW) is None
+    assert store.reads.get_checkpoint(OLD) is not None and store.reads.get_checkpoint(NEW) is None
     record_run(store, Run(target=OLD, drafter="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", run_id="before"))
     scenario.advance("repo_renamed")
     assert not watcher.poll_once().errors
-    assert store.get_checkpoint(NEW) is not None and store.get_checkpoint(NEW).repo_id == NEW  # type: ignore[union-attr]
+    assert store.reads.get_checkpoint(NEW) is not None and store.reads.get_checkpoint(NEW).repo_id == NEW  # type: ignore[union-attr]
     # A job queued under the old id that finishes after the move lands in the same history.
     assert record_run(store, Run(target=OLD, drafter=None, run_id="after")).target == NEW
     assert get_run(store, "before").target == NEW  # type: ignore[union-attr]

@@ -125,7 +125,7 @@ def stopped(store: Store, org: str, message: str) -> Callable[[PollReport], None
         # The new drafter is z-lab's: all of it or nothing, with its events.
         z_lab_finished = org != "z-lab"
         assert [e.type for e in report.events] == (["drafter_released", "lag_closed"] if z_lab_finished else [])
-        assert (store.get_drafter("z-lab/Qwen3.5-27B-DFlash") is not None) == z_lab_finished
+        assert (store.reads.get_drafter("z-lab/Qwen3.5-27B-DFlash") is not None) == z_lab_finished
         cursors = {row for row in snapshot(store.engine)["watch_cursor"] if f'"org": "{org}"' in row}
         assert len(cursors) == 1 and message in next(iter(cursors))  # the error is kept until a clean poll
     return check
@@ -137,9 +137,9 @@ def repo_failed(store: Store, org: str, repo: str, message: str) -> Callable[[Po
         assert not report.errors
         [org_report] = [o for o in report.orgs if o.org == org]
         assert org_report.failed == [repo] and org_report.quarantined == []
-        assert [f.repo_id for f in store.watch_failures()] == [repo]
-        assert message in store.watch_failures()[0].last_error
-        assert store.get_drafter(repo) is None and report.events == []
+        assert [f.repo_id for f in store.watch_state.watch_failures()] == [repo]
+        assert message in store.watch_state.watch_failures()[0].last_error
+        assert store.reads.get_drafter(repo) is None and report.events == []
     return check
 
 
@@ -152,7 +152,7 @@ def rate_limited(store: Store) -> Callable[[PollReport], None]:
         assert errors["meta-llama"] == errors["acme-labs"] == f"not polled: {errors['z-lab']}"
         assert "Qwen" not in errors and report.stopped == errors["z-lab"]
         assert report.retry_after == 121.0 and report.config_error is None
-        assert store.get_drafter("z-lab/Qwen3.5-27B-DFlash") is None and report.events == []
+        assert store.reads.get_drafter("z-lab/Qwen3.5-27B-DFlash") is None and report.events == []
     return check
 
 
@@ -248,7 +248,7 @@ def test_fault_while_checking_a_rename_is_not_taken_for_a_new_repo(
     """The old id of a renamed repo is asked where it went; a 503 there is no answer, not 'it was not moved'."""
     def check(report: PollReport) -> None:
         assert list(failed_orgs(report)) == ["meta-llama"] and report.events == []
-        assert store.get_checkpoint("meta-llama/Llama-3.1-8B-Instruct") is None
+        assert store.reads.get_checkpoint("meta-llama/Llama-3.1-8B-Instruct") is None
 
     watcher = Watcher(store, make_client(hub.url, tmp_path / "cache"), ORGS)
     run_timeline(
@@ -277,9 +277,9 @@ def test_malformed_config_gives_an_unknown_verdict_with_the_reason_and_the_poll_
     def check(report: PollReport) -> None:
         assert not report.errors
         assert [e.type for e in report.events] == ["drafter_released", "lag_closed", "new_checkpoint"]
-        head = store.head_revision(broken)
+        head = store.reads.head_revision(broken)
         assert head is not None and head.config is None and head.config_problem
-        [verdict] = store.verdicts(checkpoint_repo_id=broken)
+        [verdict] = store.reads.verdicts(checkpoint_repo_id=broken)
         assert (verdict.drafter_repo_id, verdict.verdict) == ("z-lab/Qwen3-8B-DFlash-b16", "unknown")
         assert any(head.config_problem in reason for reason in verdict.reasons), verdict.reasons
 
@@ -315,14 +315,14 @@ def test_gated_target_is_recorded_as_unknown_and_the_poll_goes_on(
     report = watcher.poll_once()
     assert not report.errors
     assert [e.type for e in report.events] == ["drafter_released"]
-    checkpoint = store.get_checkpoint(gated)
+    checkpoint = store.reads.get_checkpoint(gated)
     assert checkpoint is not None and checkpoint.status == "gated" and checkpoint.status_detail
-    [verdict] = store.verdicts(checkpoint_repo_id=gated)
+    [verdict] = store.reads.verdicts(checkpoint_repo_id=gated)
     assert (verdict.drafter_repo_id, verdict.verdict) == (drafter, "unknown")
     assert any("gated" in reason for reason in verdict.reasons), verdict.reasons
     # acme-labs, after the gated one, was polled too
     assert all(o.error is None and not o.skipped_lease for o in report.orgs)
-    assert store.get_drafter("z-lab/Kimi-K2.6-DFlash").status == "gated"  # a gated drafter, from day 0
+    assert store.reads.get_drafter("z-lab/Kimi-K2.6-DFlash").status == "gated"  # a gated drafter, from day 0
 
 
 # ---- an unreachable Hub, a request budget, a deadline ----------------------------------------------------------
@@ -338,7 +338,7 @@ def test_unreachable_hub_stops_the_poll_after_the_first_org(store: Store, tmp_pa
     assert [o.error for o in report.orgs[1:]] == [f"not polled: {report.unreachable}"] * 3
     # Bounded: one request and its connect retries in all, about backoff_base * 3 seconds of waiting.
     assert report.requests == client.max_connect_retries + 1 < client.max_retries + 1
-    assert store.events() == []
+    assert store.events.events() == []
 
 
 def test_request_budget_cuts_polls_that_resume_and_end_in_the_same_state(

@@ -111,11 +111,11 @@ def test_a_hostile_repo_fails_no_other_repo(store: Store, scenario: Scenario, hu
 
     failed = {repo_id for report in reports for org in report.orgs for repo_id in org.failed}
     assert failed <= {hostile}
-    assert {f.repo_id for f in store.watch_failures()} <= {hostile}
-    seen = [(e.type, e.subject) for e in store.events()]
+    assert {f.repo_id for f in store.watch_state.watch_failures()} <= {hostile}
+    seen = [(e.type, e.subject) for e in store.events.events()]
     assert ("new_checkpoint", "Qwen/Qwen3.5-27B") in seen and ("base_upgrade", "Qwen/Qwen3.5-27B") in seen
     assert ("drafter_released", "z-lab/Qwen3.5-27B-DFlash") in seen and ("lag_closed", "Qwen/Qwen3.5-27B") in seen
-    recorded = store.get_drafter(hostile)
+    recorded = store.reads.get_drafter(hostile)
     if recorded is not None:  # "target unknown", never a local path or any other non-repo string
         assert all(names.is_repo_id(target) for target, _ in recorded.targets), recorded.targets
     # What `drafters lag` and `lag --upgrades` read still reads.

@@ -20,7 +20,7 @@ import pytest
 from registry.domain import hub_presence
 from registry.hub import HubClient
 from drafters.api.server import ApiServer, push_endpoint
-from registry.store.records import DrafterSpec
+from registry.domain.records import DrafterSpec
 from registry.store.runs import Run, list_runs, record_run
 from tests.registry.run_fixtures import measured
 from registry.store import Store
@@ -103,33 +103,33 @@ def test_the_pushed_head_sha_is_the_revision_stored_and_late_deliveries_change_n
 ) -> None:
     server, watcher = endpoint
     watcher.poll_once()
-    original = store.get_drafter(DRAFTER).head_sha
+    original = store.reads.get_drafter(DRAFTER).head_sha
     repo = scenario.state.repo(DRAFTER)
     readme = scenario.state.commit(DRAFTER, {"README.md": repo.files["README.md"] + b"\nMore.\n"},
                                    title="Update README.md", date=scenario.now + timedelta(days=1))
     retrained = scenario.state.commit(
         DRAFTER, {"model.safetensors": dflash_drafter_files(QWEN3_8B_DFLASH_CONFIG, 81)["model.safetensors"]},
         title="Upload retrained weights", date=scenario.now + timedelta(days=2))
-    before = len(store.events())
+    before = len(store.events.events())
 
     # The first push's webhook arrives after main has moved on: its own commit is read and stored.
     hub.clear_requests()
     assert deliver(server, webhook(DRAFTER, head=readme.sha)) == [202]
-    assert store.get_drafter(DRAFTER).head_sha == readme.sha
-    assert [r.sha for r in store.drafter_revisions(DRAFTER)] == [original, readme.sha]
+    assert store.reads.get_drafter(DRAFTER).head_sha == readme.sha
+    assert [r.sha for r in store.reads.drafter_revisions(DRAFTER)] == [original, readme.sha]
     assert set(revision_reads(hub, DRAFTER)) == {readme.sha}  # never main
-    assert len(store.events()) == before  # a README commit changes no weights
+    assert len(store.events.events()) == before  # a README commit changes no weights
 
     deliver(server, webhook(DRAFTER, head=retrained.sha))
-    assert store.get_drafter(DRAFTER).head_sha == retrained.sha
-    changed = store.events()[before:]
+    assert store.reads.get_drafter(DRAFTER).head_sha == retrained.sha
+    changed = store.events.events()[before:]
     assert [(e.type, e.payload["old_sha"], e.payload["new_sha"]) for e in changed] == [
         ("weights_changed", readme.sha, retrained.sha)]
 
     # The Hub retries the first delivery late: the recorded head does not go back.
     deliver(server, webhook(DRAFTER, head=readme.sha))
-    assert store.get_drafter(DRAFTER).head_sha == retrained.sha
-    assert len(store.drafter_revisions(DRAFTER)) == 3 and len(store.events()) == before + 1
+    assert store.reads.get_drafter(DRAFTER).head_sha == retrained.sha
+    assert len(store.reads.drafter_revisions(DRAFTER)) == 3 and len(store.events.events()) == before + 1
 
 
 def test_a_sha_force_pushed_away_before_its_webhook_reads_main_instead(
@@ -141,8 +141,8 @@ def test_a_sha_force_pushed_away_before_its_webhook_reads_main_instead(
         DRAFTER, {"model.safetensors": dflash_drafter_files(QWEN3_8B_DFLASH_CONFIG, 82)["model.safetensors"]},
         title="Upload retrained weights", date=scenario.now + timedelta(days=1))
     deliver(server, webhook(DRAFTER, head="f" * 40))  # a commit the Hub no longer has
-    assert store.get_drafter(DRAFTER).head_sha == retrained.sha
-    assert "f" * 40 not in {r.sha for r in store.drafter_revisions(DRAFTER)}
+    assert store.reads.get_drafter(DRAFTER).head_sha == retrained.sha
+    assert "f" * 40 not in {r.sha for r in store.reads.drafter_revisions(DRAFTER)}
 
 
 def test_one_bad_repo_or_a_private_one_never_stops_the_push_endpoint(
@@ -163,9 +163,9 @@ def test_one_bad_repo_or_a_private_one_never_stops_the_push_endpoint(
     # The secret repo's payload claims it is public; the member token's read says otherwise.
     deliver(server, webhook("z-lab/Broken-DFlash", head=broken.sha), webhook("z-lab/Secret-DFlash", head=secret.sha),
             webhook("z-lab/Good-DFlash", head=good.sha))
-    recorded = {d.repo_id for d in store.drafters()}
+    recorded = {d.repo_id for d in store.reads.drafters()}
     assert "z-lab/Good-DFlash" in recorded and not {"z-lab/Broken-DFlash", "z-lab/Secret-DFlash"} & recorded
-    assert [(e.type, e.subject) for e in store.events() if "DFlash" in e.subject and "b16" not in e.subject] == [
+    assert [(e.type, e.subject) for e in store.events.events() if "DFlash" in e.subject and "b16" not in e.subject] == [
         ("drafter_released", "z-lab/Good-DFlash")]
 
 
@@ -178,8 +178,8 @@ def test_repos_gone_from_the_listing_are_marked_gone_kept_and_sanely_recreated(
     watcher = make_watcher(store, hub, tmp_path)
     watcher.poll_once()
     drafter, checkpoint = "z-lab/Qwen3-4B-DFlash-b16", "Qwen/Qwen3-8B-FP8"
-    drafter_revisions = store.drafter_revisions(drafter)
-    verdicts = store.verdicts(drafter_repo_id=drafter)
+    drafter_revisions = store.reads.drafter_revisions(drafter)
+    verdicts = store.reads.verdicts(drafter_repo_id=drafter)
     files = dict(state.repo(drafter).files)
     assert verdicts
 
@@ -189,16 +189,16 @@ def test_repos_gone_from_the_listing_are_marked_gone_kept_and_sanely_recreated(
     # A drafter pulled from the Hub is news to whoever serves it; a checkpoint leaving is only marked.
     assert not report.errors and [(e.type, e.subject) for e in report.events] == [("drafter_gone", drafter)]
     assert report.events[0].payload["message"].startswith(f"dflash drafter {drafter} is gone from the Hub")
-    assert store.get_drafter(drafter).status == "gone"
-    assert (store.get_checkpoint(checkpoint).status, store.get_checkpoint(checkpoint).status_detail.split(";")[0]) \
+    assert store.reads.get_drafter(drafter).status == "gone"
+    assert (store.reads.get_checkpoint(checkpoint).status, store.reads.get_checkpoint(checkpoint).status_detail.split(";")[0]) \
         == ("gone", "no longer public on the Hub (deleted or made private)")
-    assert store.drafter_revisions(drafter) == drafter_revisions and store.verdicts(drafter_repo_id=drafter) == verdicts
+    assert store.reads.drafter_revisions(drafter) == drafter_revisions and store.reads.verdicts(drafter_repo_id=drafter) == verdicts
     hub.clear_requests()
     assert watcher.poll_once().events == [] and len(hub.requests) == len(ORGS)  # gone ones cost nothing more
 
     # Reported gone again (a delete webhook for it): the first day stays, nothing is announced twice.
     watcher.poll_repo(drafter)
-    assert len(store.events(types=["drafter_gone"])) == 1
+    assert len(store.events.events(types=["drafter_gone"])) == 1
 
     # Public again with the same sha, and re-created under the same id (same files, a new commit).
     state.set_private(checkpoint, False)
@@ -207,9 +207,9 @@ def test_repos_gone_from_the_listing_are_marked_gone_kept_and_sanely_recreated(
                                tags=("dflash", "speculative-decoding"))
     report = watcher.poll_once()
     assert not report.errors and report.events == []  # not a release: the registry knew them all along
-    assert store.get_checkpoint(checkpoint).status == "ok" and store.get_drafter(drafter).status == "ok"
-    assert [r.sha for r in store.drafter_revisions(drafter)] == [r.sha for r in drafter_revisions] + [recreated.sha]
-    assert len([d for d in store.drafters() if d.repo_id == drafter]) == 1
+    assert store.reads.get_checkpoint(checkpoint).status == "ok" and store.reads.get_drafter(drafter).status == "ok"
+    assert [r.sha for r in store.reads.drafter_revisions(drafter)] == [r.sha for r in drafter_revisions] + [recreated.sha]
+    assert len([d for d in store.reads.drafters() if d.repo_id == drafter]) == 1
 
 
 def test_a_delete_webhook_marks_a_recorded_repo_gone(
@@ -218,12 +218,12 @@ def test_a_delete_webhook_marks_a_recorded_repo_gone(
     server, watcher = endpoint
     watcher.poll_once()
     scenario.state.delete("Qwen/Qwen3-4B")
-    before = len(store.events())
+    before = len(store.events.events())
     deliver(server, webhook("Qwen/Qwen3-4B", scope="repo", action="delete"),
             webhook("nobody/Never-Recorded", scope="repo", action="delete"))
-    assert store.get_checkpoint("Qwen/Qwen3-4B").status == "gone"
-    assert store.revisions("Qwen/Qwen3-4B") and len(store.events()) == before
-    assert store.get_checkpoint("nobody/Never-Recorded") is None and store.get_drafter("nobody/Never-Recorded") is None
+    assert store.reads.get_checkpoint("Qwen/Qwen3-4B").status == "gone"
+    assert store.reads.revisions("Qwen/Qwen3-4B") and len(store.events.events()) == before
+    assert store.reads.get_checkpoint("nobody/Never-Recorded") is None and store.reads.get_drafter("nobody/Never-Recorded") is None
 
 
 def drafters_cli(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -246,14 +246,14 @@ def test_a_repo_gone_from_the_hub_says_so_in_find_check_lag_and_alerts_until_it_
     watcher = make_watcher(store, hub, tmp_path)
     watcher.poll_once()
     drafter, target = "z-lab/Qwen3-4B-DFlash-b16", "Qwen/Qwen3-4B"
-    assert {v.verdict for v in store.verdicts(drafter_repo_id=drafter, checkpoint_repo_id=target)} == {"exact"}
+    assert {v.verdict for v in store.reads.verdicts(drafter_repo_id=drafter, checkpoint_repo_id=target)} == {"exact"}
     lag_before = {r["target_repo_id"]: r for r in cli_json(database_url, "lag")}[target]
 
     state.set_private(drafter, True)
     state.set_private(target, True)
     assert not watcher.poll_once().errors
-    since = hub_presence.gone_since(store.get_drafter(drafter).status_detail)
-    assert since is not None and hub_presence.gone_since(store.get_checkpoint(target).status_detail) == since
+    since = hub_presence.gone_since(store.reads.get_drafter(drafter).status_detail)
+    assert since is not None and hub_presence.gone_since(store.reads.get_checkpoint(target).status_detail) == since
     marker = f"gone from the Hub since {since.isoformat()}"
 
     found = cli_json(database_url, "find", target)
@@ -302,20 +302,20 @@ def test_a_renamed_drafter_found_by_the_id_listing_stays_one_drafter(
     watcher = make_watcher(store, hub, tmp_path)
     watcher.poll_once()
     old, new = "z-lab/Qwen3-4B-DFlash-b16", "z-lab/Qwen3-4B-DFlash"
-    drafter = store.get_drafter(old)
-    revisions = [r.sha for r in store.drafter_revisions(old)]
+    drafter = store.reads.get_drafter(old)
+    revisions = [r.sha for r in store.reads.drafter_revisions(old)]
     # An older repo, renamed: its lastModified is behind the cursor, so only the id listing shows it.
     scenario.state.rename(old, new)
     report = watcher.poll_once()
     assert not report.errors and report.events == []
-    [renamed] = [d for d in store.drafters() if d.repo_id in (old, new)]
+    [renamed] = [d for d in store.reads.drafters() if d.repo_id in (old, new)]
     assert (renamed.id, renamed.repo_id, renamed.status) == (drafter.id, new, "ok")
-    assert [r.sha for r in store.drafter_revisions(new)] == revisions
-    assert store.get_drafter(old).repo_id == new  # the old id is an alias
-    assert {v.checkpoint_repo_id for v in store.verdicts(drafter_repo_id=new)} >= {"Qwen/Qwen3-4B"}
+    assert [r.sha for r in store.reads.drafter_revisions(new)] == revisions
+    assert store.reads.get_drafter(old).repo_id == new  # the old id is an alias
+    assert {v.checkpoint_repo_id for v in store.reads.verdicts(drafter_repo_id=new)} >= {"Qwen/Qwen3-4B"}
     # What the catalog importer does with the old id lands on the same drafter.
-    store.upsert_drafter(DrafterSpec(repo_id=old, method="dflash", publisher="z-lab", source="catalog"))
-    assert len([d for d in store.drafters() if "Qwen3-4B-DFlash" in d.repo_id]) == 1
+    store.drafters.upsert_drafter(DrafterSpec(repo_id=old, method="dflash", publisher="z-lab", source="catalog"))
+    assert len([d for d in store.reads.drafters() if "Qwen3-4B-DFlash" in d.repo_id]) == 1
     hub.clear_requests()
     assert watcher.poll_once().events == [] and len(hub.requests) == len(ORGS)
 
@@ -350,17 +350,17 @@ def test_a_move_webhook_keeps_one_drafter_even_across_orgs(
 ) -> None:
     server, watcher = endpoint
     watcher.poll_once()
-    drafter = store.get_drafter(DRAFTER)
+    drafter = store.reads.get_drafter(DRAFTER)
     # A transfer to a publisher nobody watches: no listing the watcher reads would ever connect the two ids.
     new = "dflash-community/Qwen3-8B-DFlash-b16"
     scenario.state.rename(DRAFTER, new)
-    before = len(store.events())
+    before = len(store.events.events())
     deliver(server, webhook(DRAFTER, scope="repo", action="move", moved_to=new, head=drafter.head_sha))
-    [moved] = [d for d in store.drafters() if d.repo_id in (DRAFTER, new)]
+    [moved] = [d for d in store.reads.drafters() if d.repo_id in (DRAFTER, new)]
     assert (moved.id, moved.repo_id, moved.publisher, moved.status) == (drafter.id, new, "dflash-community", "ok")
-    assert len(store.events()) == before
+    assert len(store.events.events()) == before
     report = watcher.poll_once()  # z-lab's listing no longer shows it: it moved, it is not gone
-    assert not report.errors and report.events == [] and store.get_drafter(new).status == "ok"
+    assert not report.errors and report.events == [] and store.reads.get_drafter(new).status == "ok"
 
 
 # ---- drafters hub-webhooks --create --------------------------------------------------------------------------
@@ -429,8 +429,8 @@ def test_a_webhook_making_a_repo_private_marks_it_gone_at_once(
     # As the Hub sends it (scope repo.config): the repo is private now, and `updatedConfig` says it just became so.
     made_private = {**webhook(DRAFTER, scope="repo.config", private=True), "updatedConfig": {"private": True}}
     assert deliver(server, made_private) == [202]
-    assert store.get_drafter(DRAFTER).status == "gone"  # no poll in between
-    assert [(e.type, e.subject) for e in store.events()] == [("drafter_gone", DRAFTER)]
+    assert store.reads.get_drafter(DRAFTER).status == "gone"  # no poll in between
+    assert [(e.type, e.subject) for e in store.events.events()] == [("drafter_gone", DRAFTER)]
     # A push to a private repo (never recorded, or gone already) still changes nothing.
     assert deliver(server, webhook("z-lab/Unpublished-DFlash", private=True, head="e" * 40)) == [202]
-    assert store.get_drafter("z-lab/Unpublished-DFlash") is None and len(store.events()) == 1
+    assert store.reads.get_drafter("z-lab/Unpublished-DFlash") is None and len(store.events.events()) == 1

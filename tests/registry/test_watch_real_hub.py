@@ -29,11 +29,11 @@ def make_watcher(store: Store, hub: FakeHub, tmp_path: Path, token: str | None =
 
 
 def events(store: Store) -> list[tuple[str, str]]:
-    return [(e.type, e.subject) for e in store.events()]
+    return [(e.type, e.subject) for e in store.events.events()]
 
 
 def recorded_ids(store: Store) -> set[str]:
-    return {c.repo_id for c in store.checkpoints()} | {d.repo_id for d in store.drafters()}
+    return {c.repo_id for c in store.reads.checkpoints()} | {d.repo_id for d in store.reads.drafters()}
 
 
 def stage_qwen37(scenario: Scenario) -> None:
@@ -61,12 +61,12 @@ def test_staged_private_release_flipped_public_is_a_base_upgrade_on_the_next_pol
     scenario.advance("qwen35_27b_appears")
     scenario.advance("drafter_for_qwen35_27b")
     watcher.poll_once()
-    before = len(store.events())
+    before = len(store.events.events())
 
     stage_qwen37(scenario)
     staged = watcher.poll_once()
     assert not staged.errors
-    assert "Qwen/Qwen3.7-27B" not in recorded_ids(store) and len(store.events()) == before
+    assert "Qwen/Qwen3.7-27B" not in recorded_ids(store) and len(store.events.events()) == before
     # The member token did see it: the listing answered with it, marked private.
     assert any(r.authorization == f"Bearer {MEMBER}" for r in hub.requests)
 
@@ -77,10 +77,10 @@ def test_staged_private_release_flipped_public_is_a_base_upgrade_on_the_next_pol
     # The pretrained parent is news, but not an upgrade drafters wait for; its instruct release is.
     assert events(store)[before:] == [("new_checkpoint", "Qwen/Qwen3.7-27B"), ("base_upgrade", "Qwen/Qwen3.7-27B"),
                                       ("new_checkpoint", "Qwen/Qwen3.7-27B-Base")]
-    [upgrade] = [e for e in store.events() if e.type == "base_upgrade" and e.subject == "Qwen/Qwen3.7-27B"]
+    [upgrade] = [e for e in store.events.events() if e.type == "base_upgrade" and e.subject == "Qwen/Qwen3.7-27B"]
     assert upgrade.payload["predecessors"] == ["Qwen/Qwen3.5-27B"]
     assert upgrade.payload["predecessor_drafters"] == ["z-lab/Qwen3.5-27B-DFlash"]
-    assert store.get_checkpoint("Qwen/Qwen3.7-27B").kind == "base"  # a finetune of its own -Base is the release
+    assert store.reads.get_checkpoint("Qwen/Qwen3.7-27B").kind == "base"  # a finetune of its own -Base is the release
 
     hub.clear_requests()
     quiet = watcher.poll_once()
@@ -108,7 +108,7 @@ def test_a_member_token_never_leaks_a_private_repo(
     watcher.poll_repo("z-lab/Qwen3.7-27B-DFlash")  # a webhook hint for a private repo changes nothing either
     private = {"Qwen/Qwen3.7-27B", "z-lab/Qwen3.7-27B-DFlash", "indie-lab/Secret-DFlash"}
     assert not private & recorded_ids(store)
-    assert not any(name in str(e.payload) or e.subject in private for e in store.events() for name in private)
+    assert not any(name in str(e.payload) or e.subject in private for e in store.events.events() for name in private)
     # Anonymously the Hub does not even admit they exist.
     assert HubClient(hub.url, None, tmp_path / "anon").list_org_ids("z-lab") == [
         r for r in HubClient(hub.url, MEMBER, tmp_path / "member").list_org_ids("z-lab") if not r.private]
@@ -140,7 +140,7 @@ def test_one_bad_repo_never_stops_the_watcher(store: Store, scenario: Scenario, 
         if poll == 1:  # the good drafter is recorded and announced in the same poll as the failures
             assert ("drafter_released", "z-lab/Qwen3.5-27B-DFlash") in [(e.type, e.subject) for e in report.events]
     assert sorted(z_lab.quarantined) == ["z-lab/Broken-DFlash", "z-lab/Odd-DFlash"]
-    assert {f.repo_id: f.failures for f in store.watch_failures()} == {
+    assert {f.repo_id: f.failures for f in store.watch_state.watch_failures()} == {
         "z-lab/Broken-DFlash": QUARANTINE_AFTER, "z-lab/Odd-DFlash": QUARANTINE_AFTER}
 
     # Quarantined: skipped, so a quiet poll costs one id listing per org again.
@@ -151,12 +151,12 @@ def test_one_bad_repo_never_stops_the_watcher(store: Store, scenario: Scenario, 
     # Mended and let out: both are read on the next poll and the failures are forgotten.
     state.heal("z-lab/Broken-DFlash")
     state.heal("z-lab/Odd-DFlash")
-    assert store.release_quarantine() == 2
+    assert store.watch_state.release_quarantine() == 2
     mended = watcher.poll_once()
     assert not mended.errors
     assert {e.subject for e in mended.events if e.type == "drafter_released"} == {
         "z-lab/Broken-DFlash", "z-lab/Odd-DFlash"}
-    assert store.watch_failures() == []
+    assert store.watch_state.watch_failures() == []
 
 
 def test_a_stale_listing_sha_is_reread_not_stored_as_missing(
@@ -170,8 +170,8 @@ def test_a_stale_listing_sha_is_reread_not_stored_as_missing(
     report = watcher.poll_once()
     assert not report.errors
     real = scenario.state.repo("z-lab/Qwen3.5-27B-DFlash").sha
-    assert store.get_drafter("z-lab/Qwen3.5-27B-DFlash").head_sha == real
-    assert [r.sha for r in store.drafter_revisions("z-lab/Qwen3.5-27B-DFlash")] == [real]
+    assert store.reads.get_drafter("z-lab/Qwen3.5-27B-DFlash").head_sha == real
+    assert [r.sha for r in store.reads.drafter_revisions("z-lab/Qwen3.5-27B-DFlash")] == [real]
     assert [e.type for e in report.events][-2:] == ["drafter_released", "lag_closed"]
 
 
@@ -246,12 +246,12 @@ def test_a_rename_of_an_older_repo_keeps_one_checkpoint_and_raises_nothing(
                             files=target_files({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}),
                             library_name="transformers")
     watcher.poll_once()
-    before = len(store.events())
+    before = len(store.events.events())
     # The renamed repo is not the org's newest: its lastModified is behind the cursor.
     scenario.state.rename("meta-llama/Meta-Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B-Instruct")
     report = watcher.poll_once()
-    assert not report.errors and len(store.events()) == before
-    llamas = [c.repo_id for c in store.checkpoints() if "3.1-8B-Instruct" in c.repo_id]
+    assert not report.errors and len(store.events.events()) == before
+    llamas = [c.repo_id for c in store.reads.checkpoints() if "3.1-8B-Instruct" in c.repo_id]
     assert llamas == ["meta-llama/Llama-3.1-8B-Instruct"]
 
 

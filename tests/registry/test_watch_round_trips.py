@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from registry.domain.records import CheckpointSpec, RevisionSpec
 from registry.store import Store
 from registry.store.db import StatementCounter
-from registry.store.records import CheckpointSpec, RevisionSpec
 from registry.watch.poller import UNIT_BATCH, Watcher
 from tests.fakehub.scenario import DAY_0
 from tests.fakehub.server import FakeHub
@@ -56,8 +56,8 @@ def test_a_poll_s_store_round_trips_grow_per_org_not_per_model(store: Store, tmp
         first_small, first_big = statements(store, counter, small), statements(store, counter, big)
         # 20 times the models, the same statements: nothing is read or written one model at a time.
         assert first_big == first_small
-        assert len(store.checkpoints()) == SIZES["small"] + SIZES["big"]
-        assert all(len(store.revisions(c.repo_id)) == 1 for c in store.checkpoints())
+        assert len(store.reads.checkpoints()) == SIZES["small"] + SIZES["big"]
+        assert all(len(store.reads.revisions(c.repo_id)) == 1 for c in store.reads.checkpoints())
 
         # Orgs do add their own: an org of the same size costs the same, a second org in one poll all but that
         # again (the poll's own reads are shared).
@@ -71,7 +71,7 @@ def test_a_poll_s_store_round_trips_grow_per_org_not_per_model(store: Store, tmp
         again_small, again_big = statements(store, counter, small), statements(store, counter, big)
         assert again_big == again_small
         edited = state.repo("big/model-0000")
-        assert edited is not None and store.get_checkpoint("big/model-0000").head_sha == edited.sha
+        assert edited is not None and store.reads.get_checkpoint("big/model-0000").head_sha == edited.sha
 
 
 def test_a_listed_model_whose_rows_cannot_be_written_fails_alone(store: Store, tmp_path: Path) -> None:
@@ -92,22 +92,22 @@ def test_a_listed_model_whose_rows_cannot_be_written_fails_alone(store: Store, t
     [org] = report.orgs
     assert org.failed == ["acme/model-07"]
     assert org.error is None
-    assert sorted(c.repo_id for c in store.checkpoints()) == [f"acme/model-{n:02d}" for n in range(20) if n != 7]
+    assert sorted(c.repo_id for c in store.reads.checkpoints()) == [f"acme/model-{n:02d}" for n in range(20) if n != 7]
 
 
 def test_the_listing_read_says_what_one_read_per_model_says(store: Store) -> None:
     """checkpoint_states (one query for a listing) and checkpoint_state (one model) agree: an old id that now
     redirects, a checkpoint with a head read from its config and one recorded from a listing only."""
     day = DAY_0 - timedelta(days=3)
-    store.upsert_checkpoint(CheckpointSpec(repo_id="acme/Old-8B", source="hub", bases=(("acme/Base-8B", "finetune"),)))
-    store.add_checkpoint_revision("acme/Old-8B", RevisionSpec(sha="a" * 40, last_modified=day,
+    store.checkpoints.upsert_checkpoint(CheckpointSpec(repo_id="acme/Old-8B", source="hub", bases=(("acme/Base-8B", "finetune"),)))
+    store.checkpoints.add_checkpoint_revision("acme/Old-8B", RevisionSpec(sha="a" * 40, last_modified=day,
                                                               config_raw=b'{"model_type": "qwen3"}'))
-    store.rename_checkpoint("acme/Old-8B", "acme/New-8B")
+    store.checkpoints.rename_checkpoint("acme/Old-8B", "acme/New-8B")
     with store.unit():
-        store.add_listed_checkpoint(CheckpointSpec(repo_id="acme/Listed-8B", source="hub"),
+        store.checkpoints.add_listed_checkpoint(CheckpointSpec(repo_id="acme/Listed-8B", source="hub"),
                                     RevisionSpec(sha="b" * 40, last_modified=day))
     ids = ["acme/Old-8B", "acme/New-8B", "acme/Listed-8B", "acme/Unknown-8B"]
-    one_by_one = {repo_id: store.checkpoint_state(repo_id) for repo_id in ids}
-    assert store.checkpoint_states(ids) == {k: v for k, v in one_by_one.items() if v is not None}
+    one_by_one = {repo_id: store.watch.checkpoint_state(repo_id) for repo_id in ids}
+    assert store.watch.checkpoint_states(ids) == {k: v for k, v in one_by_one.items() if v is not None}
     assert one_by_one["acme/Old-8B"].record.repo_id == "acme/New-8B"
     assert not one_by_one["acme/New-8B"].needs_details and one_by_one["acme/Listed-8B"].needs_details

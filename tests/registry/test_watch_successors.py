@@ -60,7 +60,7 @@ def test_the_instruct_release_succeeds_the_instruct_release_and_the_pretrained_o
         watcher = Watcher(store, client, ORGS)
         assert not watcher.poll_once().errors
         # The recorded instruct release is the vendor's own release, not somebody's finetune.
-        assert store.get_checkpoint(old_it).kind == "base"
+        assert store.reads.get_checkpoint(old_it).kind == "base"
 
         day = DAY_0 + timedelta(days=10)
         _release(state, new_pt, day, 3, None)

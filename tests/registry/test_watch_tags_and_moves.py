@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from registry.domain.records import DrafterSpec, RevisionSpec
 from registry.hub import HubClient
 from registry.reports import lag_table
 from registry.store import Store
-from registry.store.records import DrafterSpec, RevisionSpec
 from registry.watch import units as watch_units
 from registry.watch.classify import DRAFTER_QUERIES
 from registry.watch.poller import Watcher
@@ -44,7 +44,7 @@ def make_watcher(store: Store, hub: FakeHub, tmp_path: Path, **kwargs) -> Watche
 
 
 def events(store: Store) -> list[tuple[str, str]]:
-    return [(e.type, e.subject) for e in store.events()]
+    return [(e.type, e.subject) for e in store.events.events()]
 
 
 # ---- item 2: rename then commit within one poll interval -------------------------------------------------------
@@ -55,8 +55,8 @@ def test_a_drafter_renamed_then_committed_to_stays_one_drafter_with_its_history(
     watcher = make_watcher(store, hub, tmp_path)
     watcher.poll_once()
     old, new = "z-lab/Qwen3-4B-DFlash-b16", "z-lab/Qwen3-4B-DFlash"
-    drafter = store.get_drafter(old)
-    history = [r.sha for r in store.drafter_revisions(old)]
+    drafter = store.reads.get_drafter(old)
+    history = [r.sha for r in store.reads.drafter_revisions(old)]
     scenario.state.rename(old, new)
     retrained = scenario.state.commit(
         new, {"model.safetensors": dflash_drafter_files(QWEN3_8B_DFLASH_CONFIG, 41)["model.safetensors"]},
@@ -64,21 +64,21 @@ def test_a_drafter_renamed_then_committed_to_stays_one_drafter_with_its_history(
     report = watcher.poll_once()
     assert not report.errors
     assert [t for t, _ in events(store)] == ["weights_changed"]  # no second drafter_released
-    [one] = [d for d in store.drafters() if "Qwen3-4B-DFlash" in d.repo_id]
+    [one] = [d for d in store.reads.drafters() if "Qwen3-4B-DFlash" in d.repo_id]
     assert (one.id, one.repo_id, one.head_sha, one.status) == (drafter.id, new, retrained.sha, "ok")
-    assert [r.sha for r in store.drafter_revisions(new)] == [*history, retrained.sha]
-    assert store.get_drafter(old).repo_id == new
+    assert [r.sha for r in store.reads.drafter_revisions(new)] == [*history, retrained.sha]
+    assert store.reads.get_drafter(old).repo_id == new
 
 
 def test_a_move_onto_an_id_recorded_meanwhile_keeps_the_old_records_history(store: Store) -> None:
     old, new = "z-lab/Moved-DFlash", "z-lab/Moved-DFlash-v2"
     for repo_id, sha in ((old, "a" * 40), (old, "b" * 40), (new, "c" * 40)):
-        store.upsert_drafter(DrafterSpec(repo_id=repo_id, method="dflash", publisher="z-lab", source="hub"))
-        store.add_drafter_revision(repo_id, RevisionSpec(sha=sha, last_modified=utc(2026, 1, 1)))
-    first = store.get_drafter(old)
-    store.rename_repo(old, new)
-    assert store.get_drafter(new).id == first.id and store.get_drafter(old).id == first.id
-    assert [r.sha for r in store.drafter_revisions(new)][:2] == ["a" * 40, "b" * 40]
+        store.drafters.upsert_drafter(DrafterSpec(repo_id=repo_id, method="dflash", publisher="z-lab", source="hub"))
+        store.drafters.add_drafter_revision(repo_id, RevisionSpec(sha=sha, last_modified=utc(2026, 1, 1)))
+    first = store.reads.get_drafter(old)
+    store.watch.rename_repo(old, new)
+    assert store.reads.get_drafter(new).id == first.id and store.reads.get_drafter(old).id == first.id
+    assert [r.sha for r in store.reads.drafter_revisions(new)][:2] == ["a" * 40, "b" * 40]
 
 
 # ---- item 3: drafters found by tag are re-read -----------------------------------------------------------------
@@ -100,7 +100,7 @@ def test_a_drafter_found_by_tag_that_no_tag_lists_any_more_is_read_again(
     publish_indie(scenario)
     publish_indie(scenario, "other-lab/Qwen3-8B-DFlash-other", days=4)  # newer: INDIE is behind the cursor
     watcher.poll_once()
-    drafter = store.get_drafter(INDIE)
+    drafter = store.reads.get_drafter(INDIE)
     assert drafter is not None and drafter.status == "ok"
     renamed = "indie-lab/Qwen3-8B-DFlash-v2"
     if change == "deleted":
@@ -113,18 +113,18 @@ def test_a_drafter_found_by_tag_that_no_tag_lists_any_more_is_read_again(
     assert not report.errors
     if change == "renamed":
         assert report.events == []
-        [one] = [d for d in store.drafters() if d.repo_id.startswith("indie-lab/")]
-        assert store.get_drafter(INDIE).id == drafter.id  # the old id is an alias
+        [one] = [d for d in store.reads.drafters() if d.repo_id.startswith("indie-lab/")]
+        assert store.reads.get_drafter(INDIE).id == drafter.id  # the old id is an alias
         assert (one.id, one.repo_id, one.status) == (drafter.id, renamed, "ok")
     else:
         assert [(e.type, e.subject) for e in report.events] == [("drafter_gone", INDIE)]
-        assert store.get_drafter(INDIE).status == "gone"
+        assert store.reads.get_drafter(INDIE).status == "gone"
     # Settled: a quiet poll costs one id listing per org and per tag again.
     hub.clear_requests()
     assert watcher.poll_once().events == [] and len(hub.requests) == len(ORGS) + len(DRAFTER_QUERIES)
     if change == "made_private":  # and public again: listed by its tag, read, ok again, announced nothing
         scenario.state.set_private(INDIE, False)
-        assert watcher.poll_once().events == [] and store.get_drafter(INDIE).status == "ok"
+        assert watcher.poll_once().events == [] and store.reads.get_drafter(INDIE).status == "ok"
 
 
 # ---- item 5: what tag queries record, and staged releases ---------------------------------------------------------
@@ -143,7 +143,7 @@ def test_a_tagged_model_that_is_no_drafter_is_not_recorded_or_announced(
     report = watcher.poll_once()
     assert not report.errors
     assert [(e.type, e.subject) for e in report.events] == [("drafter_released", INDIE)]
-    assert store.get_checkpoint("someone/Qwen3-8B-Support-Chat") is None
+    assert store.reads.get_checkpoint("someone/Qwen3-8B-Support-Chat") is None
 
 
 def test_a_tags_first_poll_records_its_whole_back_catalogue(
@@ -157,7 +157,7 @@ def test_a_tags_first_poll_records_its_whole_back_catalogue(
     watcher = make_watcher(store, hub, tmp_path, drafter_queries=("eagle3",))
     report = watcher.poll_once()
     assert not report.errors and report.events == []  # the back catalogue is recorded, not announced
-    assert len([d for d in store.drafters() if d.repo_id.startswith("eagle-fans-")]) == 60
+    assert len([d for d in store.reads.drafters() if d.repo_id.startswith("eagle-fans-")]) == 60
 
 
 def test_a_staged_releases_lag_starts_when_it_went_public(
@@ -179,7 +179,7 @@ def test_a_staged_releases_lag_starts_when_it_went_public(
     scenario.state.set_private("Qwen/Qwen3.7-27B", False)
     assert not watcher.poll_once().errors
     assert ("base_upgrade", "Qwen/Qwen3.7-27B") in events(store)
-    assert store.get_checkpoint("Qwen/Qwen3.7-27B").released == flipped.date()
+    assert store.reads.get_checkpoint("Qwen/Qwen3.7-27B").released == flipped.date()
 
     day: datetime = utc(2026, 4, 15)
     scenario.state.add_repo("z-lab/Qwen3.7-27B-DFlash", created_at=day, date=day + timedelta(hours=1),
@@ -187,7 +187,7 @@ def test_a_staged_releases_lag_starts_when_it_went_public(
                             card_data={"license": "mit", "base_model": "Qwen/Qwen3.7-27B"}, tags=("dflash",),
                             library_name="transformers")
     watcher.poll_once()
-    [closed] = [e for e in store.events() if e.type == "lag_closed" and e.subject == "Qwen/Qwen3.7-27B"]
+    [closed] = [e for e in store.events.events() if e.type == "lag_closed" and e.subject == "Qwen/Qwen3.7-27B"]
     assert closed.payload["lag_days"] == 5  # from the public flip, not from createdAt (73 days)
     row = {r.target_repo_id: r for r in lag_table(store, day.date())}["Qwen/Qwen3.7-27B"]
     assert row.lag_days == 5

@@ -25,5 +25,5 @@ def picture(store: Store) -> Picture:
     fault and one without: watch_cursor's polled_at/lease_* (when and by whom an org was last polled) and the
     *_at times of rows. watch_cursor.last_error is kept on purpose: the clean rerun must clear it.
     """
-    events = [(e.type, e.subject, e.dedupe_key, e.org, e.family, e.payload) for e in store.events()]
+    events = [(e.type, e.subject, e.dedupe_key, e.org, e.family, e.payload) for e in store.events.events()]
     return events, snapshot(store.engine)

@@ -14,9 +14,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from dashboard import queries
-from registry.store.records import EventSpec
-from registry.store.roles import RoleError, create_readonly_role
+from registry.domain.records import EventSpec
 from registry.store import Store
+from registry.store.roles import RoleError, create_readonly_role
 from tests.support.cli import drafters as run_drafters
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -56,7 +56,7 @@ def denied(connection, statement: str) -> str:  # type: ignore[no-untyped-def]
 @pytest.mark.postgres
 @postgres_only
 def test_readonly_role_reads_every_table_and_writes_nothing(store: Store, database_url: str, role_name: str) -> None:
-    store.record_event(EventSpec(type="new_checkpoint", subject="Qwen/Qwen3-8B", dedupe_key="k1",
+    store.events.record_event(EventSpec(type="new_checkpoint", subject="Qwen/Qwen3-8B", dedupe_key="k1",
                                  payload={"message": "m"}, org="Qwen", family="qwen3"))
     made = drafters("db", "readonly-role", role_name, "--password-env", "DASHBOARD_PASSWORD",
                     env={"DRAFTERS_DATABASE_URL": database_url, "DASHBOARD_PASSWORD": PASSWORD})
@@ -75,7 +75,7 @@ def test_readonly_role_reads_every_table_and_writes_nothing(store: Store, databa
     # The registry's own reads work on it too, through the ordinary store.
     reader = Store.open(url)
     try:
-        assert [e.subject for e in reader.events()] == ["Qwen/Qwen3-8B"]
+        assert [e.subject for e in reader.events.events()] == ["Qwen/Qwen3-8B"]
     finally:
         reader.engine.dispose()
 
@@ -102,7 +102,7 @@ def test_readonly_role_reads_every_table_and_writes_nothing(store: Store, databa
                 assert "permission denied" in reason or "must be owner" in reason, (statement, reason)
     finally:
         engine.dispose()
-    assert [e.subject for e in store.events()] == ["Qwen/Qwen3-8B"]
+    assert [e.subject for e in store.events.events()] == ["Qwen/Qwen3-8B"]
 
 
 @pytest.mark.postgres

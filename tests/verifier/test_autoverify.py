@@ -112,7 +112,7 @@ def test_a_released_drafter_is_downloaded_measured_and_stored_at_the_hub_shas(
         try:
             service.start(watch=True, worker=True, dashboard=False, demo=False)
             wait_for(lambda: any(s.name == "watcher" and s.state == "waiting"
-                                 for s in sqlite_store.service_statuses()), 120, "the watcher's first poll")
+                                 for s in sqlite_store.watch_state.service_statuses()), 120, "the watcher's first poll")
             released = DAY + timedelta(days=3)
             state.add_repo(DRAFTER, files=drafter_files(tiny_dflash_dir, TARGET), date=released,
                            created_at=released, tags=("dflash",))
@@ -122,7 +122,7 @@ def test_a_released_drafter_is_downloaded_measured_and_stored_at_the_hub_shas(
                            f"a run of {DRAFTER}\n" + "\n".join(said[-20:]))
             # `drafters status` shows the plan's tally once the planner has seen the run.
             wait_for(lambda: any(s.name == "planner" and "1 measured" in (s.detail or "")
-                                 for s in sqlite_store.service_statuses()), 30, "the planner's status row")
+                                 for s in sqlite_store.watch_state.service_statuses()), 30, "the planner's status row")
             rows = autoverify.make_plan(sqlite_store, autoverify.capability(settings, "probe", engines={
                 "pytorch": run.engine_version or ""}, device=autoverify.detect_device()))
         finally:
@@ -146,7 +146,7 @@ def test_a_released_drafter_is_downloaded_measured_and_stored_at_the_hub_shas(
     assert not (settings.downloads_dir / HUGE.replace("/", "--")).exists()
     assert next(r for r in rows if r.drafter == DRAFTER).state == plan.MEASURED
     # `drafters status` shows the service's last download.
-    [download_row] = [s for s in sqlite_store.service_statuses() if s.name == "download"]
+    [download_row] = [s for s in sqlite_store.watch_state.service_statuses() if s.name == "download"]
     assert download_row.state == "done" and (download_row.detail or "").startswith(f"{DRAFTER}@")
 
 

@@ -59,8 +59,8 @@ def test_new_pair_in_local_cache_is_queued_and_measured(store: Store, tmp_path: 
         watcher.poll_once()
     [job] = queue.list_jobs(store)
     assert job.payload["drafter"] == "z-lab/tiny-qwen3-DFlash"
-    assert job.payload["drafter_revision"] == store.get_drafter("z-lab/tiny-qwen3-DFlash").head_sha
-    assert [e.type for e in store.events()] == ["drafter_released", "lag_closed"]
+    assert job.payload["drafter_revision"] == store.reads.get_drafter("z-lab/tiny-qwen3-DFlash").head_sha
+    assert [e.type for e in store.events.events()] == ["drafter_released", "lag_closed"]
     watcher_again = enqueue_cached_pair(store, job.payload["drafter"], job.payload["drafter_revision"],
                                         job.payload["target"], job.payload["target_revision"])
     assert watcher_again is None  # queued once per pair of shas

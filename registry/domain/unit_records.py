@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from registry.store.records import (
+from registry.domain.records import (
     CheckpointRecord,
     CheckpointSpec,
     CompatRecord,
