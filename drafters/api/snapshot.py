@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import threading
 
+from registry.domain.records import DrafterRecord, DrafterRevisionRecord
 from registry.store import Store
-from registry.store.records import DrafterRecord, DrafterRevisionRecord
+from registry.store.lifecycle import RepoLifecycle
+from registry.store.reads import Reads
 
 
-class SnapshotStore(Store):
-    """A read-only Store whose drafter reads are remembered for its lifetime (one data version)."""
+class _RememberingReads(Reads):
+    """The store's reads, with drafters and their head revisions remembered for this object's lifetime."""
 
-    def __init__(self, base: Store) -> None:
-        super().__init__(base.engine)
+    def __init__(self, core: Store, lifecycle: RepoLifecycle) -> None:
+        super().__init__(core, lifecycle)
         self._lock = threading.Lock()
         self._drafters: dict[str, DrafterRecord | None] = {}
         self._heads: dict[str, DrafterRevisionRecord | None] = {}
@@ -41,3 +43,11 @@ class SnapshotStore(Store):
         with self._lock:
             self._heads[repo_id] = found
         return found
+
+
+class SnapshotStore(Store):
+    """A read-only Store whose drafter reads are remembered for its lifetime (one data version)."""
+
+    def __init__(self, base: Store) -> None:
+        super().__init__(base.engine)
+        self.reads = _RememberingReads(self, self.lifecycle)
