@@ -10,11 +10,15 @@ builds bodies from a new SnapshotStore, so nothing read here outlives the versio
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 from registry.domain.records import DrafterRecord, DrafterRevisionRecord
 from registry.store import Store
 from registry.store.lifecycle import RepoLifecycle
 from registry.store.reads import Reads
+
+_Read = TypeVar("_Read")
 
 
 class _RememberingReads(Reads):
@@ -27,21 +31,18 @@ class _RememberingReads(Reads):
         self._heads: dict[str, DrafterRevisionRecord | None] = {}
 
     def get_drafter(self, repo_id: str) -> DrafterRecord | None:
-        with self._lock:
-            if repo_id in self._drafters:
-                return self._drafters[repo_id]
-        found = super().get_drafter(repo_id)
-        with self._lock:
-            self._drafters[repo_id] = found
-        return found
+        return self._remembered(self._drafters, repo_id, super().get_drafter)
 
     def drafter_head_revision(self, repo_id: str) -> DrafterRevisionRecord | None:
+        return self._remembered(self._heads, repo_id, super().drafter_head_revision)
+
+    def _remembered(self, cache: dict[str, _Read], repo_id: str, read: Callable[[str], _Read]) -> _Read:
         with self._lock:
-            if repo_id in self._heads:
-                return self._heads[repo_id]
-        found = super().drafter_head_revision(repo_id)
+            if repo_id in cache:
+                return cache[repo_id]
+        found = read(repo_id)  # outside the lock: two threads may both read it once, never wait on each other
         with self._lock:
-            self._heads[repo_id] = found
+            cache[repo_id] = found
         return found
 
 
