@@ -44,7 +44,7 @@ class RepoKind(Generic[_Record, _RevisionRecord]):
     revision: type[Any]
     revision_owner: Any  # the revision table's column naming the row
     run_column: Any  # the BenchmarkRun column that names the repo
-    org_column: Any | None  # set to the new org on a move to another org; None: left as it is
+    org_column: Any  # set to the new org on a move to another org (the watcher reads heads and vanished repos by org)
     record: Callable[[Any], _Record]
     revision_record: Callable[[str, Any], _RevisionRecord]
 
@@ -52,7 +52,7 @@ class RepoKind(Generic[_Record, _RevisionRecord]):
 CHECKPOINT: RepoKind[CheckpointRecord, RevisionRecord] = RepoKind(
     name="checkpoint", table=Checkpoint, alias=CheckpointAlias, alias_owner=CheckpointAlias.checkpoint_id,
     revision=CheckpointRevision, revision_owner=CheckpointRevision.checkpoint_id, run_column=BenchmarkRun.target,
-    org_column=None, record=checkpoint_record, revision_record=revision_record)
+    org_column=Checkpoint.org, record=checkpoint_record, revision_record=revision_record)
 DRAFTER: RepoKind[DrafterRecord, DrafterRevisionRecord] = RepoKind(
     name="drafter", table=Drafter, alias=DrafterAlias, alias_owner=DrafterAlias.drafter_id,
     revision=DrafterRevision, revision_owner=DrafterRevision.drafter_id, run_column=BenchmarkRun.drafter,
@@ -123,7 +123,7 @@ def move(session: Session, kind: RepoKind[Any, Any], old_repo_id: str, new_repo_
     if session.scalar(select(kind.alias).where(kind.alias.alias == old_repo_id)) is None:
         session.add(kind.alias(alias=old_repo_id, **{kind.alias_owner.key: new.id}))
     session.execute(update(BenchmarkRun).where(kind.run_column == old_repo_id).values({kind.run_column: new_repo_id}))
-    if renamed and kind.org_column is not None:
+    if renamed:
         setattr(new, kind.org_column.key, new_repo_id.split("/", 1)[0])
 
 

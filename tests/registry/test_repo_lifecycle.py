@@ -35,6 +35,11 @@ def test_a_revision_is_recorded_once_and_the_history_follows_a_move(store: Store
         assert recorded.drafter is not None and recorded.drafter.publisher == "other"
     else:
         assert recorded.drafter is None
+        checkpoint = store.reads.get_checkpoint("other/New-8B")
+        assert checkpoint is not None and checkpoint.org == "other"
+    # The watcher reads an org's known heads and vanished repos by org: the moved repo is the new org's now.
+    assert store.reads.known_heads("other") == {"other/New-8B": "b" * 40}
+    assert store.reads.known_heads("acme") == {}
 
 
 @pytest.mark.parametrize("kind", KINDS)
