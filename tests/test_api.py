@@ -9,10 +9,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-import os
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +31,7 @@ from registry.store.read_only import open_read_only
 from registry.store.runs import record_run
 from registry.store.workers import register_worker
 from tests.registry.run_fixtures import full_run
+from tests.support.cli import drafters, popen
 
 TARGET, DRAFTER = "Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16"
 TOKEN = "api-token-0123456789abcdef"
@@ -155,8 +153,7 @@ def test_drafter_and_plan(api: httpx.Client, filled: Store) -> None:
 
 def test_a_run_is_the_same_json_in_the_api_and_the_cli(api: httpx.Client, database_url: str) -> None:
     from_api = api.get("/v1/runs?limit=1").json()["runs"][0]
-    done = subprocess.run([sys.executable, "-m", "drafters.cli", "runs", "--json"], capture_output=True, text=True,
-                          env={**os.environ, "DRAFTERS_DATABASE_URL": database_url}, timeout=120, check=False)
+    done = drafters("runs", "--json", env={"DRAFTERS_DATABASE_URL": database_url}, timeout=120)
     assert done.returncode == 0, done.stderr
     from_cli = json.loads(done.stdout)
     assert from_cli["schema_version"] == SCHEMA_VERSION
@@ -202,11 +199,9 @@ def test_bearer_token_and_cors(filled: Store, database_url: str) -> None:
 
 
 def test_serve_command_never_logs_the_token(filled: Store, database_url: str, tmp_path: Path) -> None:
-    env = {**os.environ, "DRAFTERS_DATABASE_URL": database_url, "DRAFTERS_API_TOKEN": TOKEN,
-           "DRAFTERS_LOG_LEVEL": "DEBUG", "DRAFTERS_HOME": str(tmp_path / "home")}
-    env.pop("DRAFTERS_HUB_WEBHOOK_SECRET", None)
-    process = subprocess.Popen([sys.executable, "-m", "drafters.cli", "serve", "--port", "0"], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = {"DRAFTERS_DATABASE_URL": database_url, "DRAFTERS_API_TOKEN": TOKEN, "DRAFTERS_LOG_LEVEL": "DEBUG",
+           "DRAFTERS_HOME": str(tmp_path / "home")}
+    process = popen(["serve", "--port", "0"], env=env, drop=["DRAFTERS_HUB_WEBHOOK_SECRET"])
     try:
         assert process.stdout is not None
         seen = []
@@ -231,11 +226,10 @@ def test_every_json_body_is_versioned_one_way() -> None:
 
 
 def test_cli_json_outputs_carry_the_version(database_url: str) -> None:
-    env = {**os.environ, "DRAFTERS_DATABASE_URL": database_url}
+    env = {"DRAFTERS_DATABASE_URL": database_url}
     for args in (("catalog", "load", "--json"), ("lag", "--json"), ("lag", "--by", "family", "--json"),
                  ("alerts", "--json"), ("runs", "--json"), ("find", TARGET, "--json"), ("status", "--json")):
-        done = subprocess.run([sys.executable, "-m", "drafters.cli", *args], capture_output=True, text=True, env=env,
-                              timeout=120, check=False)
+        done = drafters(*args, env=env, timeout=120)
         assert done.returncode == 0, (args, done.stderr)
         assert json.loads(done.stdout)["schema_version"] == SCHEMA_VERSION, args
 

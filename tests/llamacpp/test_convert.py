@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from verifier.engines.llamacpp.convert import ConversionFailed, convert_pair, co
 from verifier.engines.llamacpp.gguf import gguf_info, read_gguf_metadata
 from verifier.engines.llamacpp.server import server_errors
 from verifier.folders import LoadError
+from tests.support.cli import drafters
 
 skip_unless_wanted()
 
@@ -119,15 +118,11 @@ def test_refusal_and_server_error_lines_are_extracted() -> None:
 def test_drafters_gguf_command(tmp_path: Path, llama_source: Path, qwen3_target: Path, draft_lm: Path) -> None:
     env = {**os.environ, "DRAFTERS_HOME": str(tmp_path / "home"), "DRAFTERS_LLAMA_CPP_DIR": str(llama_source)}
     out = tmp_path / "gguf"
-    result = subprocess.run(
-        [sys.executable, "-m", "drafters.cli", "gguf", str(qwen3_target), str(draft_lm), "--out", str(out), "--json"],
-        capture_output=True, text=True, env=env, timeout=300, check=False,
-    )
+    result = drafters("gguf", str(qwen3_target), str(draft_lm), "--out", str(out), "--json", env=env, timeout=300)
     assert result.returncode == 0, result.stderr
     files = json.loads(result.stdout)["items"]
     assert [Path(f["path"]).name for f in files] == [f"{qwen3_target.name}-f32.gguf", f"{draft_lm.name}-f32.gguf"]
     assert all((out / Path(f["path"]).name).is_file() for f in files)
 
-    missing = subprocess.run([sys.executable, "-m", "drafters.cli", "gguf", str(tmp_path / "nope"), "--out", str(out)],
-                             capture_output=True, text=True, env=env, timeout=120, check=False)
+    missing = drafters("gguf", str(tmp_path / "nope"), "--out", str(out), env=env, timeout=120)
     assert missing.returncode == 2 and "is not a model folder" in missing.stderr

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,6 +20,7 @@ from tests.llamacpp import SKIP_VARIABLE
 from verifier.counters import ServerReadError, SpecCounters, counter_acceptance, parse_prometheus, spec_counters
 from verifier.metrics import StepCounts, counts_acceptance
 from verifier.ingest import ingest_server
+from tests.support.cli import drafters
 
 # vLLM 0.2x /metrics (prometheus_client exposition), trimmed to the families ingest reads plus neighbours.
 VLLM_METRICS = """\
@@ -224,11 +223,8 @@ def test_a_real_llama_server_is_ingested(
         counters = server.counters()
         key = server._client.headers["Authorization"].removeprefix("Bearer ")
         env = {**os.environ, "DRAFTERS_HOME": str(tmp_path / "home"), "TEST_LLAMA_KEY": key}
-        result = subprocess.run(
-            [sys.executable, "-m", "drafters.cli", "ingest", "llamacpp", "--url", server.url, "--hardware",
-             "test machine", "--drafter", "tiny-draft", "--api-key-env", "TEST_LLAMA_KEY", "--json"],
-            capture_output=True, text=True, env=env, timeout=120, check=False,
-        )
+        result = drafters("ingest", "llamacpp", "--url", server.url, "--hardware", "test machine", "--drafter",
+                          "tiny-draft", "--api-key-env", "TEST_LLAMA_KEY", "--json", env=env, timeout=120)
 
     assert result.returncode == 0, result.stderr
     run = json.loads(result.stdout)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from tests.llamacpp import skip_unless_wanted
 from tests.tiny_models import cache_root
 from verifier.engines.llamacpp.convert import convert_pair
 from verifier.engines.llamacpp.gguf import read_gguf_metadata
+from tests.support.cli import drafters
 
 skip_unless_wanted()
 
@@ -31,8 +31,7 @@ def _json_documents(text: str) -> list[Any]:
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "drafters.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=900, check=False)
+    return drafters(*args, env=env, timeout=900)
 
 
 def test_the_tiny_gemma4_pair_converts_with_its_full_attention_head_dim(tmp_path: Path, llama_source: Path) -> None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from verifier.jobs import VerifyRequest, Worker, enqueue, verify_now
 from verifier.engines.llamacpp.engine import run_llamacpp_pair
 from verifier.engines.llamacpp.server import LlamaCppOptions, ServerFailed
 from verifier.prompts import bundled_set
+from tests.support.cli import drafters
 
 skip_unless_wanted()
 
@@ -207,11 +206,8 @@ def test_verify_engine_llamacpp_from_the_command_line(
 
     env = {**os.environ, "DRAFTERS_HOME": str(tmp_path / "home"), "DRAFTERS_LLAMA_CPP_DIR": str(llama_source),
            "DRAFTERS_MODELS_DIR": str(cache_root()), "DRAFTERS_LLAMACPP_THREADS": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "drafters.cli", "verify", str(qwen3_target), str(draft_lm), "--engine", "llamacpp",
-         "--sets", "math", "--repeats", "1", "--max-new-tokens", "32", "--device", "cpu", "--json"],
-        capture_output=True, text=True, env=env, timeout=300, check=False,
-    )
+    result = drafters("verify", str(qwen3_target), str(draft_lm), "--engine", "llamacpp", "--sets", "math", "--repeats",
+                      "1", "--max-new-tokens", "32", "--device", "cpu", "--json", env=env, timeout=300)
     assert result.returncode == 0, result.stderr
     run = json.loads(result.stdout)
     assert (run["engine"], run["engine_version"], run["lossless"]) == ("llama.cpp", "b11434", True)

@@ -4,9 +4,6 @@ the stored verdicts."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -17,6 +14,7 @@ from registry.domain import pair
 from registry.domain.records import CheckpointSpec, DrafterSpec, RevisionSpec
 from registry.local import read_local_repo, weight_bytes
 from registry.store import Store
+from tests.support.cli import drafters
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 
@@ -82,10 +80,8 @@ def test_check_judges_a_registered_pair_as_its_stored_verdict_does(store: Store,
     [stored] = store.verdicts.recompute_compatibility(checkpoint_repo_id="Qwen/Qwen3-8B")
     assert stored.verdict == "incompatible"
 
-    checked = subprocess.run(
-        [sys.executable, "-m", "drafters.cli", "check", "z-lab/Qwen3-8B-DFlash-b16", "Qwen/Qwen3-8B", "--json"],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "DRAFTERS_DATABASE_URL": database_url},
-    )
+    checked = drafters("check", "z-lab/Qwen3-8B-DFlash-b16", "Qwen/Qwen3-8B", "--json",
+                       env={"DRAFTERS_DATABASE_URL": database_url}, timeout=120)
     assert checked.returncode == 0, checked.stderr
     body = json.loads(checked.stdout)
     assert (body["verdict"], tuple(body["reasons"]), body["method"]) == (stored.verdict, stored.reasons, "dflash")

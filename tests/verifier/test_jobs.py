@@ -166,12 +166,8 @@ def test_job_of_a_killed_worker_is_retried_and_finished_once(store: Store, datab
 
 
 def test_cli_verify_json(database_url: str, tiny_target_dir: Path, tiny_draft_lm_dir: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "drafters.cli", "verify", str(tiny_target_dir), str(tiny_draft_lm_dir),
-         "--sets", "code", "--repeats", "1", "--max-new-tokens", "16", "--json"],
-        capture_output=True, text=True, timeout=600,
-        env={**os.environ, "DRAFTERS_DATABASE_URL": database_url},
-    )
+    result = drafters("verify", str(tiny_target_dir), str(tiny_draft_lm_dir), "--sets", "code", "--repeats", "1",
+                      "--max-new-tokens", "16", "--json", env={"DRAFTERS_DATABASE_URL": database_url}, timeout=600)
     assert result.returncode == 0, result.stderr
     payload = json.loads(result.stdout)
     overall = payload["overall"]
@@ -194,12 +190,9 @@ def test_cli_verify_json(database_url: str, tiny_target_dir: Path, tiny_draft_lm
 def test_compare_reproduces_the_seed_experiment(database_url: str, gemma4_target_dir: Path,
                                                gemma4_dflash_dir: Path, assistant_dir: Path) -> None:
     """DFlash against Gemma's own assistant on one Gemma-4 target: same prompts, priced, not ranked."""
-    result = subprocess.run(
-        [sys.executable, "-m", "drafters.cli", "compare", str(gemma4_target_dir), str(gemma4_dflash_dir),
-         str(assistant_dir), "--sets", "code", "--repeats", "2", "--max-new-tokens", "16", "--json"],
-        capture_output=True, text=True, timeout=900,
-        env={**os.environ, "DRAFTERS_DATABASE_URL": database_url},
-    )
+    result = drafters("compare", str(gemma4_target_dir), str(gemma4_dflash_dir), str(assistant_dir), "--sets", "code",
+                      "--repeats", "2", "--max-new-tokens", "16", "--json", env={"DRAFTERS_DATABASE_URL": database_url},
+                      timeout=900)
     assert result.returncode == 0, result.stderr
     decoder = json.JSONDecoder()
     text, objects = result.stdout.strip(), []
