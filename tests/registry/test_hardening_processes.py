@@ -10,7 +10,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import httpx
 import pytest
 
 from drafters.api import workers as workers_module
-from tests.support.cli import drafters, start
+from tests.support.cli import drafters, popen, start
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "tests" / "data" / "configs"
@@ -108,11 +107,8 @@ def _descendants(pid: int) -> list[int]:
 
 
 def _serve(home: Path, workers: int) -> tuple[subprocess.Popen[str], str]:
-    env = {**os.environ, "DRAFTERS_HOME": str(home)}
-    env.pop("DRAFTERS_DATABASE_URL", None)
-    env.pop("DRAFTERS_HUB_WEBHOOK_SECRET", None)
-    process = subprocess.Popen([sys.executable, "-m", "drafters.cli", "serve", "--port", "0", "--workers",
-                                str(workers)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = popen(["serve", "--port", "0", "--workers", str(workers)], env={"DRAFTERS_HOME": str(home)},
+                    drop=["DRAFTERS_DATABASE_URL", "DRAFTERS_HUB_WEBHOOK_SECRET"])
     assert process.stdout is not None
     seen = []
     while not (line := process.stdout.readline()).startswith("API listening on"):
@@ -193,11 +189,9 @@ def test_api_workers_that_die_at_start_are_not_forked_forever(monkeypatch: pytes
 
 
 def test_sigkill_of_up_stops_the_api_and_its_workers(tmp_path: Path) -> None:
-    env = {**os.environ, "DRAFTERS_HOME": str(tmp_path / "home"), "DRAFTERS_DASHBOARD_PORT": str(_free_port()),
+    env = {"DRAFTERS_HOME": str(tmp_path / "home"), "DRAFTERS_DASHBOARD_PORT": str(_free_port()),
            "DRAFTERS_API_PORT": str(_free_port()), "DRAFTERS_WATCHED_ORGS": "[]"}
-    env.pop("DRAFTERS_DATABASE_URL", None)
-    process = subprocess.Popen([sys.executable, "-m", "drafters.cli", "up", "--no-watch", "--no-worker", "--no-demo"],
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = popen(["up", "--no-watch", "--no-worker", "--no-demo"], env=env, drop=["DRAFTERS_DATABASE_URL"])
     assert process.stdout is not None
     seen = []
     while "API: http" not in (line := process.stdout.readline()):
