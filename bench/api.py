@@ -263,8 +263,8 @@ def measure(url: str, home: Path, copied: list[str], workers: int, args: argpars
 
     def done(result: Result) -> None:
         results.append(result)
-        print(f"  {result.name}: {result.requests} requests, {result.errors} errors, {result.requests / result.seconds:.0f}"
-              f" req/s, p50 {result.pct(0.5):.1f} ms, p99 {result.pct(0.99):.1f} ms, client CPU "
+        print(f"  {result.name}: {result.requests} requests, {result.errors} errors, "
+              f"{result.requests / result.seconds:.0f} req/s, p50 {result.pct(0.5):.1f} ms, p99 {result.pct(0.99):.1f} ms, client CPU "
               f"{result.client_cpu:.0%}", flush=True)
 
     process, base = start_server(url, home, workers, hello=True)
@@ -286,7 +286,8 @@ def measure(url: str, home: Path, copied: list[str], workers: int, args: argpars
         done(timed(closed_loop(base, f"targets warm ×{workers}", hot, args.requests)))
         etag = httpx.get(base + hot[0]).headers["etag"]
         done(timed(closed_loop(base, f"targets 304 ×{workers}", hot[:1], args.requests, {"If-None-Match": etag})))
-        done(timed(burst(base, hot, args.rate, args.burst_s), f"burst {args.rate:.0f}/s × {args.burst_s:g} s ×{workers}"))
+        done(timed(burst(base, hot, args.rate, args.burst_s),
+                   f"burst {args.rate:.0f}/s × {args.burst_s:g} s ×{workers}"))
     finally:
         stop_server(process)
     return results
@@ -325,7 +326,8 @@ def main() -> None:
     print(f"\n{CLIENTS} concurrent clients (bursts: open loop), SQLite, loopback, {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.1f} at the end; ×N = server processes; ratio = p99 / p99 of the hello-world floor "
           "with as many processes")
-    print(f"{'round':<32}{'requests':>9}{'errors':>8}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'ratio':>8}{'client CPU':>12}")
+    print(f"{'round':<32}{'requests':>9}{'errors':>8}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'ratio':>8}"
+          f"{'client CPU':>12}")
     floor = 0.0
     for r in results:
         if r.name.startswith("hello-world"):

@@ -1,7 +1,7 @@
 """`drafters up`: the long-running service on one machine — watcher, alert delivery, feed, worker, dashboard, API.
 
-Each part runs in its own thread (the dashboard and the API in their own processes) and survives the others' failures; parts
-whose extras are not installed are skipped with one line saying so. A part that dies is said, recorded and
+Each part runs in its own thread (the dashboard and the API in their own processes) and survives the others'
+failures; parts whose extras are not installed are skipped with one line saying so. A part that dies is said, recorded and
 restarted after a growing pause; each part writes what it is doing, when it last succeeded and its last error to
 the database (`service_status`), which `drafters status` reads from any process.
 """
@@ -64,8 +64,8 @@ class Service:
                error: str | None = None, restarted: bool = False) -> None:
         """Record a part's state; a database that cannot take it now is logged, never fatal."""
         try:
-            self.store.watch_state.set_service_status(self.instance, name, state, detail=detail, success=success, error=error,
-                                          restarted=restarted)
+            self.store.watch_state.set_service_status(self.instance, name, state, detail=detail, success=success,
+                                                      error=error, restarted=restarted)
         except Exception as exc:  # noqa: BLE001 - status is advisory
             log.warning("could not record the %s status: %s", name, type(exc).__name__)
 
@@ -138,7 +138,8 @@ class Service:
                "DRAFTERS_DATABASE_URL": self.settings.resolved_database_url,
                "DRAFTERS_API_HOST": self.settings.api_host, "DRAFTERS_API_PORT": str(self.settings.api_port),
                "DRAFTERS_API_TOKEN": token, "DRAFTERS_API_CORS_ORIGINS": json.dumps(self.settings.api_cors_origins)}
-        env.pop("DRAFTERS_HUB_WEBHOOK_SECRET", None)  # the API of `up` has no webhook route (`drafters hub-webhooks` sets one up)
+        # The API of `up` has no webhook route (`drafters hub-webhooks` sets one up).
+        env.pop("DRAFTERS_HUB_WEBHOOK_SECRET", None)
         start = log_path.stat().st_size if log_path.exists() else 0
         with open_private_append(log_path) as sink:
             process = subprocess.Popen([sys.executable, "-m", "drafters.cli", "serve"], env=env, stdout=sink,

@@ -235,6 +235,9 @@ class _CachedReads:
                 headers = {name: value for name, value in scope["headers"]
                            if name in (b"if-none-match", b"if-modified-since", b"authorization")}
                 if _token_ok(self.token, headers.get(b"authorization", b"").decode("latin-1")):
+                    # Counted before the send: once the bytes are out, a reader of the count may look before this
+                    # coroutine runs again.
+                    self.reader.served_from_memory += 1
                     match, since = headers.get(b"if-none-match"), headers.get(b"if-modified-since")
                     if _not_modified(None if match is None else match.decode("latin-1"),
                                      None if since is None else since.decode("latin-1"), body.etag, body.changed_at):
@@ -244,7 +247,6 @@ class _CachedReads:
                     else:
                         await send({"type": "http.response.start", "status": 200, "headers": body.ok_headers})
                         await send({"type": "http.response.body", "body": body.content})
-                    self.reader.served_from_memory += 1
                     return
         await self.app(scope, receive, send)
 

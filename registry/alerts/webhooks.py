@@ -160,15 +160,19 @@ def deliver_pending(store: Store, secrets: SecretBox, *, client: httpx.Client | 
             status, error = _post(client, secrets, due.subscription, due.delivery_id, event_body(due.event),
                                   allow_internal)
             if error is None:
-                store.subscriptions.record_delivery(due.delivery_id, ok=True, status=status, error=None, next_attempt_at=None)
+                store.subscriptions.record_delivery(due.delivery_id, ok=True, status=status, error=None,
+                                                    next_attempt_at=None)
                 delivered += 1
             elif utcnow() - due.event.created_at > GIVE_UP_AFTER:
-                store.subscriptions.record_delivery(due.delivery_id, ok=False, status=status, error=error, next_attempt_at=None)
+                store.subscriptions.record_delivery(due.delivery_id, ok=False, status=status, error=error,
+                                                    next_attempt_at=None)
                 failed += 1
             else:
                 retry_at = utcnow() + timedelta(seconds=min(MAX_BACKOFF_S, 2.0 ** (due.attempts + 1)))
-                store.subscriptions.record_delivery(due.delivery_id, ok=False, status=status, error=error, next_attempt_at=retry_at)
+                store.subscriptions.record_delivery(due.delivery_id, ok=False, status=status, error=error,
+                                                    next_attempt_at=retry_at)
     finally:
         if own_client:
             client.close()
-    return DeliveryReport(attempted=attempted, delivered=delivered, failed=failed, pending=store.subscriptions.pending_deliveries())
+    return DeliveryReport(attempted=attempted, delivered=delivered, failed=failed,
+                          pending=store.subscriptions.pending_deliveries())

@@ -35,7 +35,8 @@ PROGRESS_EVERY_S = 0.5
 
 
 class DownloadFailed(Failed):
-    """A download that did not complete (exit status 1), with a one-line reason; `retry` says whether trying again may help."""
+    """A download that did not complete (exit status 1), with a one-line reason; `retry` says whether trying again
+    may help."""
 
     def __init__(self, reason: str, *, retry: bool) -> None:
         super().__init__(reason)

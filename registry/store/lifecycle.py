@@ -105,7 +105,7 @@ def add_revision(session: Session, kind: RepoKind[Any, Any], owner: Any, spec: R
 def move(session: Session, kind: RepoKind[Any, Any], old_repo_id: str, new_repo_id: str) -> None:
     """A repo moved on the Hub: the row under the old id takes the new id (when the new id is recorded already,
     that duplicate goes: the history stays with the old row), the old id becomes an alias, runs that name the old
-    id follow, and a move to another org changes the row's org where the kind records one."""
+    id follow, and the row's org is the new id's."""
     old = session.scalar(select(kind.table).where(kind.table.repo_id == old_repo_id))
     new = session.scalar(select(kind.table).where(kind.table.repo_id == new_repo_id))
     if new is None and old is None:
@@ -118,13 +118,13 @@ def move(session: Session, kind: RepoKind[Any, Any], old_repo_id: str, new_repo_
         session.delete(new)
         session.flush()
     if renamed:
-        old.repo_id, new = new_repo_id, old
+        old.repo_id = new_repo_id
+        setattr(old, kind.org_column.key, new_repo_id.split("/", 1)[0])
+        new = old
     session.flush()
     if session.scalar(select(kind.alias).where(kind.alias.alias == old_repo_id)) is None:
         session.add(kind.alias(alias=old_repo_id, **{kind.alias_owner.key: new.id}))
     session.execute(update(BenchmarkRun).where(kind.run_column == old_repo_id).values({kind.run_column: new_repo_id}))
-    if renamed:
-        setattr(new, kind.org_column.key, new_repo_id.split("/", 1)[0])
 
 
 class RepoLifecycle:

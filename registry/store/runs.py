@@ -29,7 +29,8 @@ def record_run(store: Store, run: Run) -> Run:
     prediction, in one transaction); this is its first write.
     Returns the run as it reads back (its id and time set, JSON values as stored)."""
     run = replace(run, run_id=run.run_id or uuid.uuid4().hex, created_at=run.created_at or utcnow(),
-                  target=store.checkpoints.canonical_repo_id(run.target), drafter=_current_drafter_id(store, run.drafter))
+                  target=store.checkpoints.canonical_repo_id(run.target),
+                  drafter=_current_drafter_id(store, run.drafter))
     with store.session() as session:
         existing = session.scalar(select(BenchmarkRun).where(BenchmarkRun.run_id == run.run_id))
         if existing is not None:

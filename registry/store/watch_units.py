@@ -105,7 +105,8 @@ class WatchUnits:
     def drafters_with_targets(self) -> list[tuple[DrafterRecord, tuple[str, ...]]]:
         """Every drafter with the canonical ids of its declared targets (aliases followed), in one read."""
         with self.core.unit():
-            return [(d, tuple(self.checkpoints.canonical_repo_id(t) for t, _ in d.targets)) for d in self.reads.drafters()]
+            return [(d, tuple(self.checkpoints.canonical_repo_id(t) for t, _ in d.targets))
+                    for d in self.reads.drafters()]
 
     def recorded_repo(self, repo_id: str) -> RecordedRepo | None:
         """What the registry records under `repo_id` (aliases followed): a checkpoint or a drafter, its current

@@ -107,7 +107,8 @@ class ModelUnits:
         """Read what the store knows, read the Hub, then hand the store one unit of work (rows, status, verdicts,
         events): one read and one write in the common case."""
         store = self.store
-        state = self._followed(model, self._checkpoint_state(model.repo_id), store.watch.checkpoint_state, drafter=False)
+        state = self._followed(model, self._checkpoint_state(model.repo_id), store.watch.checkpoint_state,
+                               drafter=False)
         known = state.record if state is not None else None
         unread = state is not None and state.needs_details
         back = known is not None and known.status == "gone"  # deleted or private once, public again now
@@ -184,7 +185,8 @@ class ModelUnits:
             self._head_shas[org] = self.store.watch_state.head_shas(org)
         if model.sha not in self._head_shas[org]:
             return None
-        records = self.store.reads.drafters_with_head(model.sha) if drafter else self.store.reads.checkpoints_with_head(model.sha)
+        reads = self.store.reads
+        records = reads.drafters_with_head(model.sha) if drafter else reads.checkpoints_with_head(model.sha)
         for record in records:
             if record.repo_id.split("/", 1)[0] != org or record.repo_id == model.repo_id:
                 continue
