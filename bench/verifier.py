@@ -320,12 +320,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is steadiest on shared cores)")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="where built models are kept")
     parser.add_argument("--json", type=Path, help="also write the results as JSON to this file")
+    parser.add_argument("--build-only", action="store_true",
+                        help="build (or reuse) the models in --cache and stop: to carry them to a GPU machine")
     args = parser.parse_args(argv)
     if args.max_new_tokens < 1 or args.repeats < 1 or args.threads < 1:
         parser.error("--max-new-tokens, --repeats and --threads must be at least 1")
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
+    # Building trains on the CPU (minutes for the small size on one thread), before any GPU work: say so, or a
+    # GPU lease runs out looking idle.
+    Console(stderr=True).print(f"models: building or reusing the {args.size} pair in {args.cache} "
+                               f"(trained on the CPU, {args.threads} thread(s))")
     pair = build_pair(args.size, args.cache)
+    if args.build_only:
+        print(pair.target, pair.draft_lm, pair.dflash, sep="\n")
+        return 0
     settings = RunSettings(max_new_tokens=args.max_new_tokens, repeats=1, warmup=1, device=str(device))
     rows = measure(pair, settings, args.repeats)
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({platform.machine()})"
