@@ -60,7 +60,7 @@ def _is_ip(host: str) -> bool:
     return True
 
 
-def _internal(address: str) -> bool:
+def internal_address(address: str) -> bool:
     """Loopback, private, link-local (169.254.169.254, the cloud metadata service), shared, reserved: anything
     that is not a public address."""
     ip = ipaddress.ip_address(address.split("%")[0])
@@ -84,7 +84,7 @@ def check_target(url: str, *, allow_internal: bool) -> str | None:
                                    type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError, OSError):
         return "the webhook host does not resolve now; deliveries will retry"
-    if any(_internal(str(info[4][0])) for info in infos):
+    if any(internal_address(str(info[4][0])) for info in infos):
         raise ValueError(f"webhook URL leads to an internal address (loopback, private, link-local); set "
                          f"{INTERNAL_SETTING}=1 to allow internal receivers")
     return None

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from registry.alerts.egress import delivery_client
 from registry.alerts.secrets import SecretBox
 # Re-exported (noqa F401): the CLI and receivers use new_secret, check_*, mask_webhook_url and verify from here.
 from registry.alerts.signing import (  # noqa: F401
@@ -152,7 +153,9 @@ def deliver_pending(store: Store, secrets: SecretBox, *, client: httpx.Client | 
                     limit: int = 200, allow_internal: bool = False) -> DeliveryReport:
     store.subscriptions.plan_deliveries()
     own_client = client is None
-    client = client or httpx.Client(timeout=10.0)
+    # The pre-check in _post refuses an internal answer early with a clear reason; the client checks the address
+    # the socket actually connects to (a name can answer differently a moment later).
+    client = client or delivery_client(allow_internal=allow_internal)
     attempted = delivered = failed = 0
     try:
         for due in store.subscriptions.due_deliveries(utcnow(), limit):

@@ -6,12 +6,14 @@ here sends traffic anywhere but loopback."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from datetime import UTC, datetime, timedelta
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import httpx
 import pytest
 from sqlalchemy import select, update
 from sqlalchemy.engine import make_url
@@ -280,3 +282,50 @@ def test_public_host_names_stay_valid() -> None:
     # public names. Syntax only: nothing is resolved here.
     for url in ("http://münchen.de/hook", "https://a_b.example.org/x", "https://hooks.slack.com/services/T/B/x"):
         assert alerts.check_url(url) == url
+
+
+# ---- DNS rebinding: the address the socket connects to is checked ---------------------------------------------
+
+def test_the_delivery_client_refuses_a_name_that_resolves_to_loopback() -> None:
+    from registry.alerts.egress import delivery_client
+
+    with Receiver() as receiver:
+        url = receiver.url.replace("127.0.0.1", "localhost")  # a name; /etc/hosts answers 127.0.0.1
+        with delivery_client(allow_internal=False) as client, pytest.raises(httpx.ConnectError,
+                                                                            match="internal address"):
+            client.post(url, content=b"{}")
+        assert receiver.attempts == 0
+        with delivery_client(allow_internal=True) as client:
+            assert client.post(url, content=b"{}").status_code < 300
+        assert receiver.attempts == 1
+
+
+def test_a_name_rebound_to_loopback_after_the_check_is_refused_at_connect(home: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    store = Store.open(f"sqlite:///{home / 'registry.db'}")
+    box = SecretBox(home / "secrets.json")
+    real = socket.getaddrinfo
+    answers: list[str] = []
+
+    def rebinding(host: str, *args: object, **kwargs: object) -> list:  # type: ignore[type-arg]
+        # A rebinding DNS server: the name's first answer is public, every later one the real (loopback) answer.
+        if host == "localhost" and not answers:
+            answers.append("public")
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", args[0] if args else 80))]
+        answers.append("real")
+        return real(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    with Receiver() as receiver:
+        url = receiver.url.replace("127.0.0.1", "localhost")
+        alerts.subscribe(store, box, url, allow_internal=True)
+        store.events.record_event(EventSpec(type="drafter_released", subject="z-lab/m", dedupe_key="d:1",
+                                            payload={"message": "m"}, org="z-lab", family="qwen"))
+        monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+        report = alerts.deliver_pending(store, box, allow_internal=False)
+        monkeypatch.undo()
+        assert answers[0] == "public" and "real" in answers  # the pre-check passed; the connect resolved again
+        assert report.delivered == 0 and report.pending == 1
+        assert receiver.attempts == 0
+        with store.session() as session:
+            assert "internal address" in (session.scalar(select(Delivery.last_error)) or "")
+    store.engine.dispose()
