@@ -9,10 +9,12 @@ deleted from the Hub is planned out; the disk budget evicts only what the servic
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -258,6 +260,67 @@ def test_a_full_disk_fails_the_job_with_the_reason_and_records_nothing(
         assert row.state == plan.FAILED and row.reason.startswith("disk full")
     finally:
         subprocess.run(["umount", str(disk)], check=False)
+
+
+def _fill(disk: Path) -> Path:
+    """Write into `disk` until the filesystem says it is full, as another process on the host would."""
+    filler = disk / "someone-elses-file"
+    with filler.open("wb") as out:
+        try:
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        except OSError as error:
+            assert error.errno == errno.ENOSPC, error
+    return filler
+
+
+def test_a_disk_that_fills_during_the_download_fails_it_with_the_reason_and_a_rerun_converges(
+        tmp_path: Path, sqlite_store: Store, tiny_hub: tuple[HubState, FakeHub]) -> None:
+    state, hub = tiny_hub
+    sha = state.repo(TARGET).sha  # type: ignore[union-attr]
+    disk = tmp_path / "small-disk"
+    disk.mkdir()
+    # Room for the 2 MB target when the download starts (the free-space check passes), then another writer fills it.
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        client = HubClient(hub.url, None, tmp_path / "client-cache", timeout=30.0)
+        downloader = Downloader(sqlite_store, client, disk / "downloads", 10 * GIB)
+        state.download_bytes_per_s = 150_000  # the 2 MB target takes ~15 s
+        outcome: list[BaseException] = []
+
+        def fetch() -> None:
+            try:
+                downloader.fetch(TARGET, sha)
+            except BaseException as error:  # noqa: BLE001 - the test reads what it raised
+                outcome.append(error)
+
+        thread = threading.Thread(target=fetch)
+        thread.start()
+        wait_for(lambda: (row := ledger.get_download(sqlite_store, TARGET, sha)) is not None and row.bytes_done > 0,
+                 60, "the download to start")
+        filler = _fill(disk)
+        thread.join(120)
+        assert not thread.is_alive()
+        [error] = outcome
+        assert isinstance(error, DownloadFailed) and str(error) == f"disk full while downloading {TARGET}"
+        row = ledger.get_download(sqlite_store, TARGET, sha)
+        assert row is not None and row.status == ledger.FAILED and row.error == str(error)
+        assert downloader.complete_folder(TARGET, sha) is None  # a measurement never gets this folder
+        assert not (downloader.folder(TARGET, sha) / "model.safetensors").exists()
+
+        filler.unlink()  # the disk has room again: the same fetch finishes, with one ledger row
+        state.download_bytes_per_s = None
+        fetched = downloader.fetch(TARGET, sha)
+        assert downloader.complete_folder(TARGET, sha) == fetched.path
+        served = state.repo(TARGET).head.files  # type: ignore[union-attr]
+        assert (fetched.path / "model.safetensors").read_bytes() == served["model.safetensors"]
+        assert [(r.repo_id, r.status) for r in ledger.list_downloads(sqlite_store)] == [(TARGET, ledger.COMPLETE)]
+    finally:
+        state.download_bytes_per_s = None
+        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 def test_the_budget_evicts_the_least_recently_used_download_and_nothing_else(
