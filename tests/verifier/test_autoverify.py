@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -231,16 +232,24 @@ def test_a_repo_gone_from_the_hub_is_planned_out_with_the_reason(
     assert autoverify.enqueue_ready(sqlite_store, [row], {}) == []
 
 
-def test_a_full_disk_fails_the_job_with_the_reason_and_records_nothing(
-        tmp_path: Path, sqlite_store: Store, tiny_hub: tuple[HubState, FakeHub], tiny_dflash_dir: Path) -> None:
-    state, hub = tiny_hub
-    disk = tmp_path / "small-disk"
-    disk.mkdir()
-    # A real filesystem with 1 MB: the 2 MB target cannot fit.
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True)
+@contextmanager
+def small_disk(path: Path, size: str) -> Iterator[Path]:
+    """A real filesystem of `size` (tmpfs) at `path`, unmounted afterwards; skips where mounting is not allowed."""
+    path.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
     try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def test_a_full_disk_fails_the_job_with_the_reason_and_records_nothing(
+        tmp_path: Path, sqlite_store: Store, tiny_hub: tuple[HubState, FakeHub], tiny_dflash_dir: Path) -> None:
+    state, hub = tiny_hub
+    # A real filesystem with 1 MB: the 2 MB target cannot fit.
+    with small_disk(tmp_path / "small-disk", "1m") as disk:
         client = HubClient(hub.url, None, tmp_path / "client-cache", timeout=30.0)
         watcher = Watcher(sqlite_store, client, ["tinyorg", "z-lab"])
         state.add_repo(DRAFTER, files=drafter_files(tiny_dflash_dir, TARGET), date=DAY + timedelta(days=1),
@@ -258,8 +267,6 @@ def test_a_full_disk_fails_the_job_with_the_reason_and_records_nothing(
         assert downloader.complete_folder(TARGET, job.payload["target_revision"]) is None
         [row] = autoverify.make_plan(sqlite_store, worker)
         assert row.state == plan.FAILED and row.reason.startswith("disk full")
-    finally:
-        subprocess.run(["umount", str(disk)], check=False)
 
 
 def _fill(disk: Path) -> Path:
@@ -279,13 +286,8 @@ def test_a_disk_that_fills_during_the_download_fails_it_with_the_reason_and_a_re
         tmp_path: Path, sqlite_store: Store, tiny_hub: tuple[HubState, FakeHub]) -> None:
     state, hub = tiny_hub
     sha = state.repo(TARGET).sha  # type: ignore[union-attr]
-    disk = tmp_path / "small-disk"
-    disk.mkdir()
     # Room for the 2 MB target when the download starts (the free-space check passes), then another writer fills it.
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
+    with small_disk(tmp_path / "small-disk", "4m") as disk:
         client = HubClient(hub.url, None, tmp_path / "client-cache", timeout=30.0)
         downloader = Downloader(sqlite_store, client, disk / "downloads", 10 * GIB)
         state.download_bytes_per_s = 150_000  # the 2 MB target takes ~15 s
@@ -318,9 +320,6 @@ def test_a_disk_that_fills_during_the_download_fails_it_with_the_reason_and_a_re
         served = state.repo(TARGET).head.files  # type: ignore[union-attr]
         assert (fetched.path / "model.safetensors").read_bytes() == served["model.safetensors"]
         assert [(r.repo_id, r.status) for r in ledger.list_downloads(sqlite_store)] == [(TARGET, ledger.COMPLETE)]
-    finally:
-        state.download_bytes_per_s = None
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 def test_the_budget_evicts_the_least_recently_used_download_and_nothing_else(
