@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.engine import make_url
 
+from registry.alerts.egress import delivery_client
 from registry.alerts import webhooks as alerts
 from registry.alerts.secrets import SecretBox
 from registry.domain.records import EventSpec
@@ -287,8 +288,6 @@ def test_public_host_names_stay_valid() -> None:
 # ---- DNS rebinding: the address the socket connects to is checked ---------------------------------------------
 
 def test_the_delivery_client_refuses_a_name_that_resolves_to_loopback() -> None:
-    from registry.alerts.egress import delivery_client
-
     with Receiver() as receiver:
         url = receiver.url.replace("127.0.0.1", "localhost")  # a name; /etc/hosts answers 127.0.0.1
         with delivery_client(allow_internal=False) as client, pytest.raises(httpx.ConnectError,
