@@ -224,6 +224,55 @@ def test_the_doctors_events_reach_a_real_webhook_receiver(engine_server, sqlite_
     assert got.json["event"]["type"] == "speculation_not_engaged"
 
 
+def test_the_canary_in_up_checks_each_server_and_alerts_once_per_problem(
+    engine_server, sqlite_store: Store, tmp_path: Path
+) -> None:
+    from drafters.service import Service
+    from registry.settings import CanaryServer, Settings
+
+    good, idle = engine_server("vllm"), engine_server("vllm", drafting=False)
+    settings = Settings(home=tmp_path / "home", canary_interval_s=0.05,
+                        canary_servers=[CanaryServer(url=good, hardware="H100"), CanaryServer(url=idle)])
+    said: list[str] = []
+    service = Service(settings, sqlite_store, said.append)
+    raised: dict[str, set[str]] = {}
+    for _ in range(3):  # three rounds of checks, as the loop makes them
+        service._check_server("canary 1", settings.canary_servers[0], raised)
+        service._check_server("canary 2", settings.canary_servers[1], raised)
+    statuses = {s.name: s for s in sqlite_store.watch_state.service_statuses()}
+    assert statuses["canary 1"].state == "healthy" and good in (statuses["canary 1"].detail or "")
+    assert statuses["canary 2"].state == "problem" and "verified no drafted tokens" in statuses["canary 2"].last_error
+    # Three failing checks of the same server: one event, not three.
+    assert [e.type for e in sqlite_store.events.events()] == ["speculation_not_engaged"]
+    assert len(list_runs(sqlite_store)) == 3  # each healthy probe is a run on the user's hardware
+    service._check_server("canary 3", CanaryServer(url="http://127.0.0.1:9"), raised)
+    assert {s.name: s.state for s in sqlite_store.watch_state.service_statuses()}["canary 3"] == "unreachable"
+
+
+def test_up_starts_the_canary_only_when_servers_are_listed(engine_server, sqlite_store: Store, tmp_path: Path) -> None:
+    import time
+
+    from drafters.service import Service
+    from registry.settings import CanaryServer, Settings
+
+    parts = {"watch": False, "worker": False, "dashboard": False, "demo": False, "api": False}
+    quiet = Service(Settings(home=tmp_path / "quiet"), sqlite_store, lambda _: None)
+    quiet.start(**parts)
+    assert "canary" not in [t.name for t in quiet.threads]
+    quiet.close()
+    service = Service(Settings(home=tmp_path / "home", canary_servers=[CanaryServer(url=engine_server("vllm"))]),
+                      sqlite_store, lambda _: None)
+    service.start(**parts)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(
+                s.name == "canary 1" and s.state == "healthy" for s in sqlite_store.watch_state.service_statuses()):
+            time.sleep(0.1)
+        assert any(s.name == "canary 1" and s.state == "healthy" for s in sqlite_store.watch_state.service_statuses())
+    finally:
+        service.close()
+
+
 # --- real llama-servers on the tiny pairs ---------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
