@@ -82,6 +82,24 @@ def counts(db: ReadOnlyQueries) -> Counts:
     return Counts(**{key: int(value or 0) for key, value in db.counts_row().items()})
 
 
+# ---- the service ----------------------------------------------------------------------------------
+
+SERVICE_COLUMNS = ["part", "state", "detail", "heartbeat", "last success", "last error", "host"]
+
+
+def service_state(db: ReadOnlyQueries) -> pd.DataFrame:
+    """Each part of `drafters up` as it last said (a server the canary checks is a `canary N` part), by name."""
+    frame = _frame(db.service_rows())
+    frame.columns = SERVICE_COLUMNS
+    return _utc(frame, "heartbeat", "last success")
+
+
+def job_states(db: ReadOnlyQueries) -> dict[str, int]:
+    """Verification jobs by state: {"queued": 5, "running": 1, …}."""
+    _, rows = db.job_state_rows()
+    return {str(status): int(jobs) for status, jobs in rows}
+
+
 # ---- events -------------------------------------------------------------------------------------
 
 EVENT_COLUMNS = ["id", "created_at", "type", "message", "subject", "org", "family"]

@@ -35,6 +35,12 @@ class ReadOnlyQueries:
     def counts_row(self) -> dict[str, Any]:
         return aggregates.counts_row(self._engine)
 
+    def service_rows(self) -> Rows:
+        return aggregates.service_rows(self._engine)
+
+    def job_state_rows(self) -> Rows:
+        return aggregates.job_state_rows(self._engine)
+
     def event_rows(self, *, types: Sequence[str] = (), orgs: Sequence[str] = (), families: Sequence[str] = (),
                    since: date | None = None, limit: int = 500) -> Rows:
         return aggregates.event_rows(self._engine, types=types, orgs=orgs, families=families, since=since,

@@ -365,6 +365,25 @@ def test_overview_shows_the_counts_and_latest_events(dashboard_db: Seeded) -> No
     assert list(events["message"]) == [e.payload["message"] for e in reversed(store.events.events())]
 
 
+def test_overview_shows_the_services_parts_its_queue_and_each_checked_server(dashboard_db: Seeded) -> None:
+    app = run_page("overview")
+    assert_clean(app)
+    assert any("No `drafters up` has recorded its state" in i.value for i in app.info)
+    state = dashboard_db.store.watch_state
+    state.set_service_status("box", "watcher", "waiting", detail="polled 15 orgs", success=True)
+    state.set_service_status("box", "canary 1", "healthy", detail="http://127.0.0.1:8080: llama.cpp b1, τ 3.10",
+                             success=True)
+    state.set_service_status("box", "canary 2", "problem", detail="http://gpu:8000: vllm 0.21.1, τ unknown",
+                             error="the server verified no drafted tokens for any probe prompt")
+    st.cache_data.clear()
+    app = run_page("overview")
+    assert_clean(app)
+    parts = frame_with(app, "part")
+    assert list(parts["part"]) == ["canary 1", "canary 2", "watcher"]
+    assert list(parts["state"]) == ["healthy", "problem", "waiting"]
+    assert any("1 of 2 checked server(s) need attention" in w.value for w in app.warning)
+
+
 def test_availability_matrix_filters_and_search(dashboard_db: Seeded) -> None:
     app = run_page("availability")
     assert_clean(app)
