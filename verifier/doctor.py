@@ -54,7 +54,7 @@ class DoctorReport:
     events: tuple[str, ...]
 
 
-def _served_ids(store: Store, served: Served) -> tuple[str | None, str | None, str | None]:
+def served_ids(store: Store, served: Served) -> tuple[str | None, str | None, str | None]:
     """(target, drafter, target revision) that the registry's llama.cpp runs recorded for the served GGUF's bytes."""
     if served.model_sha256 is None:
         return None, None, None
@@ -80,7 +80,7 @@ def trained_draft_length(side: pair.Side) -> int | None:
 def expectation(store: Store, served: Served, *, target: str | None, drafter: str | None) -> Expectation:
     """What the registry knows of the served pair; every unknown part is None with its reason in `notes`."""
     notes: list[str] = list(served.notes)
-    by_bytes_target, by_bytes_drafter, served_revision = _served_ids(store, served)
+    by_bytes_target, by_bytes_drafter, served_revision = served_ids(store, served)
     target = target or by_bytes_target or served.model
     drafter = drafter or by_bytes_drafter
     if by_bytes_target:

@@ -9,9 +9,9 @@ sgl-project/sglang), so other clients' traffic does not count.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -190,42 +190,64 @@ def prompt_text(prompt: Prompt) -> str:
     return "\n".join(m.content for m in prompt.messages or ())
 
 
+@dataclass(frozen=True)
+class Completion:
+    output_tokens: int
+    verify_steps: int  # SGLang's per-request count of verify steps; 0 elsewhere (their counters are in /metrics)
+    seconds: float
+
+
+def complete(client: httpx.Client, url: str, served: Served, text: str, max_new_tokens: int) -> Completion:
+    """One request at temperature 0, through the engine's own completion route (no chat template of ours)."""
+    started = time.perf_counter()
+    if served.kind == "llamacpp":
+        answer = _post_json(client, url, "/completion", {
+            "prompt": text, "n_predict": max_new_tokens, "temperature": 0.0, "cache_prompt": False, "stream": False})
+        return Completion(int((answer.get("timings") or {}).get("predicted_n") or 0), 0, time.perf_counter() - started)
+    if served.kind == "vllm":
+        answer = _post_json(client, url, "/v1/completions", {
+            "model": served.model, "prompt": text, "max_tokens": max_new_tokens, "temperature": 0.0})
+        return Completion(int((answer.get("usage") or {}).get("completion_tokens") or 0), 0,
+                          time.perf_counter() - started)
+    answer = _post_json(client, url, "/generate", {
+        "text": text, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0}})
+    meta = answer.get("meta_info") or {}
+    return Completion(int(meta.get("completion_tokens") or 0), int(meta.get("spec_verify_ct") or 0),
+                      time.perf_counter() - started)
+
+
+def read_counters(client: httpx.Client, url: str, served: Served) -> SpecCounters | None:
+    """The speculative counters since boot (none exported: nothing drafted); None where the engine counts per
+    request instead (SGLang)."""
+    prefix = {"llamacpp": LLAMACPP_PREFIX, "vllm": VLLM_PREFIX}.get(served.kind)
+    if prefix is None:
+        return None
+    return _metrics(client, url, prefix) or NO_COUNTS
+
+
+def measured(completions: Sequence[Completion], before: SpecCounters | None, after: SpecCounters | None,
+             seconds: float) -> Probe:
+    """What speculation did for these completions alone: the counters' difference, or SGLang's per-request steps."""
+    output = sum(c.output_tokens for c in completions)
+    if before is not None and after is not None:
+        delta = after.minus(before)
+        acceptance = counter_acceptance(delta)
+        return Probe(len(completions), output, seconds, delta, acceptance, acceptance.tau if acceptance else None,
+                     delta.drafts)
+    # SGLang: every verify step emits its accepted drafts and one token of its own (its accept length).
+    steps = sum(c.verify_steps for c in completions)
+    return Probe(len(completions), output, seconds, None, None, output / steps if steps else None, steps)
+
+
 def probe(client: httpx.Client, url: str, served: Served, prompts: Sequence[Prompt], *,
           max_new_tokens: int, on_prompt: Callable[[int, int], None] | None = None) -> Probe:
-    """Send `prompts` at temperature 0 and measure what speculation did for them alone."""
-    started = datetime.now(UTC)
-    output_tokens = 0
-    verify_steps = 0
-    prefix = {"llamacpp": LLAMACPP_PREFIX, "vllm": VLLM_PREFIX}.get(served.kind)
-    before = _metrics(client, url, prefix) if prefix else None
+    """Send `prompts` one after another at temperature 0 and measure what speculation did for them alone."""
+    started = time.perf_counter()
+    before = read_counters(client, url, served)
+    completions = []
     for index, prompt in enumerate(prompts):
-        text = prompt_text(prompt)
-        if served.kind == "llamacpp":
-            answer = _post_json(client, url, "/completion", {
-                "prompt": text, "n_predict": max_new_tokens, "temperature": 0.0, "cache_prompt": False,
-                "stream": False})
-            output_tokens += int((answer.get("timings") or {}).get("predicted_n") or 0)
-        elif served.kind == "vllm":
-            answer = _post_json(client, url, "/v1/completions", {
-                "model": served.model, "prompt": text, "max_tokens": max_new_tokens, "temperature": 0.0})
-            output_tokens += int((answer.get("usage") or {}).get("completion_tokens") or 0)
-        else:
-            answer = _post_json(client, url, "/generate", {
-                "text": text, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0}})
-            meta = answer.get("meta_info") or {}
-            output_tokens += int(meta.get("completion_tokens") or 0)
-            verify_steps += int(meta.get("spec_verify_ct") or 0)
+        completions.append(complete(client, url, served, prompt_text(prompt), max_new_tokens))
         if on_prompt is not None:
             on_prompt(index + 1, len(prompts))
-    seconds = (datetime.now(UTC) - started).total_seconds()
-    if prefix is not None:
-        after = _metrics(client, url, prefix)
-        if after is None:  # no speculative counters at all: the server was not started with a drafter
-            return Probe(len(prompts), output_tokens, seconds, NO_COUNTS, None, None, 0)
-        delta = after.minus(before or NO_COUNTS)
-        acceptance = counter_acceptance(delta)
-        return Probe(len(prompts), output_tokens, seconds, delta, acceptance,
-                     acceptance.tau if acceptance else None, delta.drafts)
-    # SGLang: every verify step emits its accepted drafts and one token of its own (its accept length).
-    tau = output_tokens / verify_steps if verify_steps else None
-    return Probe(len(prompts), output_tokens, seconds, None, None, tau, verify_steps)
+    seconds = time.perf_counter() - started
+    return measured(completions, before, read_counters(client, url, served), seconds)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
-from registry.store import Store, aggregates, run_aggregates
+from registry.store import Store, aggregates, run_aggregates, service_aggregates
 from registry.store.read_only import Rows, open_read_only, schema_problem
 
 
@@ -36,10 +36,10 @@ class ReadOnlyQueries:
         return aggregates.counts_row(self._engine)
 
     def service_rows(self) -> Rows:
-        return aggregates.service_rows(self._engine)
+        return service_aggregates.service_rows(self._engine)
 
     def job_state_rows(self) -> Rows:
-        return aggregates.job_state_rows(self._engine)
+        return service_aggregates.job_state_rows(self._engine)
 
     def event_rows(self, *, types: Sequence[str] = (), orgs: Sequence[str] = (), families: Sequence[str] = (),
                    since: date | None = None, limit: int = 500) -> Rows:

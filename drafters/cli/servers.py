@@ -1,4 +1,5 @@
-"""`drafters doctor`: check a running server's speculative decoding against what the registry knows."""
+"""Commands against servers a user runs: `doctor` (is speculation on, and as good as the registry expects) and
+`sweep` (the speedup at each concurrency, with and without the drafter)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,18 @@ from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
 
 from drafters.cli import render
 from drafters.cli.common import JsonOption, UserError, app, open_store
+from registry.domain.curve import CurvePoint, describe
 from registry.domain.doctor import diagnosis_json
+from registry.domain.json_shapes import versioned
+from registry.domain.stored_json import to_json
 from registry.domain.engines import SERVER_KINDS
 from verifier.doctor import DEFAULT_MAX_NEW_TOKENS, DoctorReport, run_doctor
 from verifier.ingest import public_url
+from verifier.sweep import DEFAULT_CONCURRENCY, run_sweep
 from verifier.prompts import BUNDLED_SET_NAMES, PromptSet, bundled_set, load_prompt_file
 
 
@@ -79,9 +85,7 @@ def doctor_command(
         raise UserError(f"--engine takes {', '.join(SERVER_KINDS)}, got {engine!r}")
     if max_new_tokens < 1:
         raise UserError("--max-new-tokens must be at least 1")
-    api_key = os.environ.get(api_key_env) if api_key_env else None
-    if api_key_env and not api_key:
-        raise UserError(f"environment variable {api_key_env} is not set")
+    api_key = _api_key(api_key_env)
     prompt_set = probe_set(prompts)
     store = open_store()
     with Progress(TextColumn("[bold]probing"), BarColumn(), MofNCompleteColumn(), console=render.error_console,
@@ -99,3 +103,78 @@ def doctor_command(
         for line in report_lines(report, url):
             render.console.print(render.strip_control(line), markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(0 if report.diagnosis.healthy else 1)
+
+
+def _api_key(variable: str | None) -> str | None:
+    value = os.environ.get(variable) if variable else None
+    if variable and not value:
+        raise UserError(f"environment variable {variable} is not set")
+    return value
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        levels = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UserError(f"--concurrency takes numbers separated by commas, e.g. 1,4,16,64; got {text!r}") from None
+    if not levels or min(levels) < 1 or max(levels) > 1024:
+        raise UserError("--concurrency takes levels from 1 to 1024")
+    return levels
+
+
+@app.command("sweep")
+def sweep_command(
+    url: Annotated[str, typer.Option(help="The speculative server (target + drafter).")],
+    baseline_url: Annotated[str, typer.Option(help="A server of the same target without the drafter.")],
+    concurrency: Annotated[str, typer.Option(help="Concurrent clients per level.")] = ",".join(
+        map(str, DEFAULT_CONCURRENCY)),
+    prompts: Annotated[str | None, typer.Option(
+        help=f"A bundled prompt set ({', '.join(BUNDLED_SET_NAMES)}) or a JSONL file (default: 3 code and 3 chat "
+             "prompts).")] = None,
+    max_new_tokens: Annotated[int, typer.Option(help="Tokens generated per request.")] = 128,
+    requests_per_level: Annotated[int | None, typer.Option(
+        help="Requests per level (default: 2 per client, at least 8).")] = None,
+    target: Annotated[str | None, typer.Option(help="The target's repo id (default: what the server names).")] = None,
+    drafter: Annotated[str | None, typer.Option(help="The drafter's repo id.")] = None,
+    hardware: Annotated[str | None, typer.Option(help="What the servers run on, e.g. 'RTX 3060 12GB'.")] = None,
+    engine: Annotated[str | None, typer.Option(help="llamacpp, vllm or sglang (default: found from the server).")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="Variable holding the speculative server's API key.")] = None,
+    baseline_api_key_env: Annotated[str | None, typer.Option(help="Variable holding the baseline's API key.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The speedup at each concurrency: both servers under the same closed-loop load, the crossover where the
+    drafter stops paying, stored as one curve."""
+    if engine is not None and engine not in SERVER_KINDS:
+        raise UserError(f"--engine takes {', '.join(SERVER_KINDS)}, got {engine!r}")
+    if max_new_tokens < 1 or (requests_per_level is not None and requests_per_level < 1):
+        raise UserError("--max-new-tokens and --requests-per-level must be at least 1")
+    levels = _levels(concurrency)
+    keys = _api_key(api_key_env), _api_key(baseline_api_key_env)
+    prompt_set = probe_set(prompts)
+    store = open_store()
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[now]}"), console=render.error_console, transient=True) as progress:
+        task = progress.add_task("sweep", total=len(levels), now=f"c={levels[0]}")
+
+        def on_level(done: int, total: int, point: CurvePoint) -> None:
+            progress.update(task, completed=done, now=f"c={point.concurrency}: {point.speedup:.2f}×")
+
+        curve = run_sweep(store, url, baseline_url, concurrency=levels, prompt_set=prompt_set,
+                          max_new_tokens=max_new_tokens, requests_per_level=requests_per_level, target=target,
+                          drafter=drafter, hardware=hardware, kind=engine, api_key=keys[0], baseline_api_key=keys[1],
+                          on_level=on_level)
+    if as_json:
+        body = to_json(curve)
+        body.update(crossover=curve.crossover, pays_up_to=curve.pays_up_to,
+                    speedups=[round(p.speedup, 4) for p in curve.points])
+        render.print_json(versioned(body))
+        return
+    table = Table("concurrency", "tok/s with drafter", "tok/s without", "speedup", "s/token (req.)", "τ",
+                  title=render.strip_control(f"{curve.drafter or 'drafter'} on {curve.target}"))
+    for point in curve.points:
+        speedup = f"{point.speedup:.2f}×" + ("  slower" if point.speedup <= 1.0 else "")
+        table.add_row(str(point.concurrency), f"{point.tokens_per_s:.1f}", f"{point.baseline_tokens_per_s:.1f}",
+                      speedup, f"{point.latency_per_token_s:.4f}", f"{point.tau:.2f}" if point.tau else "—")
+    render.console.print(table)
+    render.console.print(render.strip_control(describe(curve) + f" (curve {curve.curve_id})"), markup=False,
+                         highlight=False)
