@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
+from registry.domain.curve import SpeedupCurve
 from registry.store import Store, aggregates, run_aggregates, service_aggregates
 from registry.store.read_only import Rows, open_read_only, schema_problem
 
@@ -37,6 +38,9 @@ class ReadOnlyQueries:
 
     def service_rows(self) -> Rows:
         return service_aggregates.service_rows(self._engine)
+
+    def speedup_curves(self, limit: int = 100) -> list[SpeedupCurve]:
+        return self.store.curves.curves(limit=limit)
 
     def job_state_rows(self) -> Rows:
         return service_aggregates.job_state_rows(self._engine)
