@@ -112,14 +112,14 @@ def _api_key(variable: str | None) -> str | None:
     return value
 
 
-def _levels(text: str) -> list[int]:
+def _levels(text: str, option: str, limit: int = 1024) -> list[int]:
     try:
         levels = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise UserError(f"--concurrency takes numbers separated by commas, e.g. 1,4,16,64; got {text!r}") from None
-    if not levels or min(levels) < 1 or max(levels) > 1024:
-        raise UserError("--concurrency takes levels from 1 to 1024")
-    return levels
+        raise UserError(f"{option} takes numbers separated by commas, e.g. 1,4,16; got {text!r}") from None
+    if not levels or min(levels) < 1 or max(levels) > limit:
+        raise UserError(f"{option} takes values from 1 to {limit}")
+    return sorted(set(levels))
 
 
 @app.command("sweep")
@@ -131,7 +131,8 @@ def sweep_command(
     prompts: Annotated[str | None, typer.Option(
         help=f"A bundled prompt set ({', '.join(BUNDLED_SET_NAMES)}) or a JSONL file (default: 3 code and 3 chat "
              "prompts).")] = None,
-    max_new_tokens: Annotated[int, typer.Option(help="Tokens generated per request.")] = 128,
+    max_new_tokens: Annotated[str, typer.Option(
+        help="Tokens generated per request; several (128,512,2048) sweep each length, one curve per length.")] = "128",
     requests_per_level: Annotated[int | None, typer.Option(
         help="Requests per level (default: 2 per client, at least 8).")] = None,
     target: Annotated[str | None, typer.Option(help="The target's repo id (default: what the server names).")] = None,
@@ -146,35 +147,46 @@ def sweep_command(
     drafter stops paying, stored as one curve."""
     if engine is not None and engine not in SERVER_KINDS:
         raise UserError(f"--engine takes {', '.join(SERVER_KINDS)}, got {engine!r}")
-    if max_new_tokens < 1 or (requests_per_level is not None and requests_per_level < 1):
-        raise UserError("--max-new-tokens and --requests-per-level must be at least 1")
-    levels = _levels(concurrency)
+    if requests_per_level is not None and requests_per_level < 1:
+        raise UserError("--requests-per-level must be at least 1")
+    levels = _levels(concurrency, "--concurrency")
+    lengths = _levels(max_new_tokens, "--max-new-tokens", limit=1 << 20)
     keys = _api_key(api_key_env), _api_key(baseline_api_key_env)
     prompt_set = probe_set(prompts)
     store = open_store()
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[now]}"), console=render.error_console, transient=True) as progress:
-        task = progress.add_task("sweep", total=len(levels), now=f"c={levels[0]}")
+        task = progress.add_task("sweep", total=len(levels) * len(lengths), now=f"c={levels[0]}")
+        curves = []
+        for length in lengths:
+            def on_level(done: int, total: int, point: CurvePoint, length: int = length) -> None:
+                progress.update(task, advance=1, now=f"{length} tokens, c={point.concurrency}: {point.speedup:.2f}×")
 
-        def on_level(done: int, total: int, point: CurvePoint) -> None:
-            progress.update(task, completed=done, now=f"c={point.concurrency}: {point.speedup:.2f}×")
-
-        curve = run_sweep(store, url, baseline_url, concurrency=levels, prompt_set=prompt_set,
-                          max_new_tokens=max_new_tokens, requests_per_level=requests_per_level, target=target,
-                          drafter=drafter, hardware=hardware, kind=engine, api_key=keys[0], baseline_api_key=keys[1],
-                          on_level=on_level)
+            curves.append(run_sweep(store, url, baseline_url, concurrency=levels, prompt_set=prompt_set,
+                                    max_new_tokens=length, requests_per_level=requests_per_level, target=target,
+                                    drafter=drafter, hardware=hardware, kind=engine, api_key=keys[0],
+                                    baseline_api_key=keys[1], on_level=on_level))
     if as_json:
-        body = to_json(curve)
-        body.update(crossover=curve.crossover, pays_up_to=curve.pays_up_to,
-                    speedups=[round(p.speedup, 4) for p in curve.points])
-        render.print_json(versioned(body))
+        bodies = []
+        for curve in curves:
+            body = to_json(curve)
+            body.update(crossover=curve.crossover, pays_up_to=curve.pays_up_to,
+                        speedups=[round(p.speedup, 4) for p in curve.points])
+            bodies.append(body)
+        render.print_json(versioned({"curves": bodies}))
         return
-    table = Table("concurrency", "tok/s with drafter", "tok/s without", "speedup", "s/token (req.)", "τ",
-                  title=render.strip_control(f"{curve.drafter or 'drafter'} on {curve.target}"))
-    for point in curve.points:
-        speedup = f"{point.speedup:.2f}×" + ("  slower" if point.speedup <= 1.0 else "")
-        table.add_row(str(point.concurrency), f"{point.tokens_per_s:.1f}", f"{point.baseline_tokens_per_s:.1f}",
-                      speedup, f"{point.latency_per_token_s:.4f}", f"{point.tau:.2f}" if point.tau else "—")
-    render.console.print(table)
-    render.console.print(render.strip_control(describe(curve) + f" (curve {curve.curve_id})"), markup=False,
-                         highlight=False)
+    for curve in curves:
+        table = Table("concurrency", "tok/s with drafter", "tok/s without", "speedup", "s/token (req.)", "τ",
+                      title=render.strip_control(f"{curve.drafter or 'drafter'} on {curve.target}, "
+                                                 f"{curve.conditions.max_new_tokens} new tokens"))
+        for point in curve.points:
+            speedup = f"{point.speedup:.2f}×" + ("  slower" if point.speedup <= 1.0 else "")
+            table.add_row(str(point.concurrency), f"{point.tokens_per_s:.1f}", f"{point.baseline_tokens_per_s:.1f}",
+                          speedup, f"{point.latency_per_token_s:.4f}", f"{point.tau:.2f}" if point.tau else "—")
+        render.console.print(table)
+        render.console.print(render.strip_control(describe(curve) + f" (curve {curve.curve_id})"), markup=False,
+                             highlight=False)
+    if len(curves) > 1:
+        lowest = levels[0]
+        render.console.print("speedup against length at c=" + str(lowest) + ": " + ", ".join(
+            f"{c.conditions.max_new_tokens} tokens {c.points[0].speedup:.2f}×" for c in curves))

@@ -64,7 +64,9 @@ def test_a_sweep_against_llama_server_records_a_curve_that_reads_back(servers, t
                       "--json", env=env, timeout=600)
     assert result.returncode == 0, result.stderr
     body = json.loads(result.stdout)
-    assert body["schema_version"] >= 2 and [p["concurrency"] for p in body["points"]] == [1, 2, 4]
+    assert body["schema_version"] >= 2
+    [body] = body["curves"]
+    assert [p["concurrency"] for p in body["points"]] == [1, 2, 4]
 
     store = Store.open(f"sqlite:///{tmp_path / 'home' / 'registry.db'}")
     [curve] = store.curves.curves(drafter="tiny-draft-lm")
@@ -80,17 +82,20 @@ def test_a_sweep_against_llama_server_records_a_curve_that_reads_back(servers, t
     assert body["speedups"] == [round(p.speedup, 4) for p in curve.points]
     assert describe(curve).startswith(("pays", "does not pay"))
 
+    # Two lengths: one curve each, and the speedup against length.
     table = drafters("sweep", "--url", spec.url, "--baseline-url", base.url, "--concurrency", "2",
-                     "--max-new-tokens", "8", "--requests-per-level", "2", "--api-key-env", "SPEC_KEY",
+                     "--max-new-tokens", "8,16", "--requests-per-level", "2", "--api-key-env", "SPEC_KEY",
                      "--baseline-api-key-env", "BASE_KEY", env={**env, "COLUMNS": "120"}, timeout=300)
     assert table.returncode == 0, table.stderr
-    assert "concurrency" in table.stdout and "×" in table.stdout and "curve 2" in table.stdout
+    assert "concurrency" in table.stdout and "×" in table.stdout and "curve 3" in table.stdout
+    assert "speedup against length at c=2: 8 tokens" in table.stdout
+    assert sorted(c.conditions.max_new_tokens for c in store.curves.curves()) == [8, 16, 24]
 
 
 def test_sweep_refuses_what_it_cannot_measure(tmp_path: Path) -> None:
     env = {**os.environ, "DRAFTERS_HOME": str(tmp_path / "home")}
     bad = drafters("sweep", "--url", "http://127.0.0.1:9", "--baseline-url", "http://127.0.0.1:9", "--concurrency",
                    "0,4", env=env, timeout=60)
-    assert bad.returncode == 2 and "--concurrency takes levels from 1" in bad.stderr
+    assert bad.returncode == 2 and "--concurrency takes values from 1 to 1024" in bad.stderr
     down = drafters("sweep", "--url", "http://127.0.0.1:9", "--baseline-url", "http://127.0.0.1:9", env=env, timeout=60)
     assert down.returncode == 2 and "cannot reach" in down.stderr
