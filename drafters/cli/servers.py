@@ -21,18 +21,18 @@ from registry.domain.engines import SERVER_KINDS
 from verifier.doctor import DEFAULT_MAX_NEW_TOKENS, DoctorReport, run_doctor
 from verifier.ingest import public_url
 from verifier.sweep import DEFAULT_CONCURRENCY, run_sweep
-from verifier.prompts import BUNDLED_SET_NAMES, PromptSet, bundled_set, load_prompt_file
+from verifier.prompts import ALL_SET_NAMES, PromptSet, bundled_set, load_prompt_file
 
 
 def probe_set(value: str | None) -> PromptSet | None:
     """`--prompts`: a bundled set's name or a JSONL file; None: the doctor's default probe."""
     if value is None:
         return None
-    if value in BUNDLED_SET_NAMES:
+    if value in ALL_SET_NAMES:
         return bundled_set(value)
     path = Path(value)
     if not path.is_file():
-        raise UserError(f"--prompts takes a bundled set ({', '.join(BUNDLED_SET_NAMES)}) or a JSONL file; "
+        raise UserError(f"--prompts takes a bundled set ({', '.join(ALL_SET_NAMES)}) or a JSONL file; "
                         f"{value!r} is neither")
     return load_prompt_file(path)
 
@@ -63,7 +63,7 @@ def doctor_command(
     url: Annotated[str, typer.Option(help="The server's base URL, e.g. http://127.0.0.1:8080.")],
     engine: Annotated[str | None, typer.Option(help="llamacpp, vllm or sglang (default: found from the server).")] = None,
     prompts: Annotated[str | None, typer.Option(
-        help=f"A bundled prompt set ({', '.join(BUNDLED_SET_NAMES)}) or a JSONL file (default: 3 code and 3 chat "
+        help=f"A bundled prompt set ({', '.join(ALL_SET_NAMES)}) or a JSONL file (default: 3 code and 3 chat "
              "prompts).")] = None,
     max_new_tokens: Annotated[int, typer.Option(help="Tokens generated per probe prompt.")] = DEFAULT_MAX_NEW_TOKENS,
     target: Annotated[str | None, typer.Option(help="The served target's repo id or folder (default: what the "
@@ -129,7 +129,7 @@ def sweep_command(
     concurrency: Annotated[str, typer.Option(help="Concurrent clients per level.")] = ",".join(
         map(str, DEFAULT_CONCURRENCY)),
     prompts: Annotated[str | None, typer.Option(
-        help=f"A bundled prompt set ({', '.join(BUNDLED_SET_NAMES)}) or a JSONL file (default: 3 code and 3 chat "
+        help=f"A bundled prompt set ({', '.join(ALL_SET_NAMES)}) or a JSONL file (default: 3 code and 3 chat "
              "prompts).")] = None,
     max_new_tokens: Annotated[str, typer.Option(
         help="Tokens generated per request; several (128,512,2048) sweep each length, one curve per length.")] = "128",
