@@ -163,6 +163,21 @@ def counts(url: str) -> queries.Counts:
     return queries.counts(_reader(url))
 
 
+@st.cache_data(ttl=10, show_spinner=False)  # the service's parts move: a short cache
+def service_state(url: str) -> pd.DataFrame:
+    return queries.service_state(_reader(url))
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def speedup_curves(url: str) -> tuple[dict[int, str], pd.DataFrame]:
+    return queries.speedup_curves(_reader(url))
+
+
+@st.cache_data(ttl=10, show_spinner=False)
+def job_states(url: str) -> dict[str, int]:
+    return queries.job_states(_reader(url))
+
+
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def dflash_v1(url: str, on: date) -> pd.DataFrame:
     return queries.dflash_v1(_reader(url), on)

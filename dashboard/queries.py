@@ -19,6 +19,7 @@ import pandas as pd
 
 from registry import calibration, reports
 from registry.domain import hub_presence, pair
+from registry.domain.curve import describe
 from registry.store import aware
 from registry.store.read_only import FILL_COMMANDS, DatabaseMissing, Rows  # noqa: F401 - for the pages
 from registry.store.read_queries import ReadOnlyQueries
@@ -80,6 +81,43 @@ class Counts:
 
 def counts(db: ReadOnlyQueries) -> Counts:
     return Counts(**{key: int(value or 0) for key, value in db.counts_row().items()})
+
+
+# ---- the service ----------------------------------------------------------------------------------
+
+SERVICE_COLUMNS = ["part", "state", "detail", "heartbeat", "last success", "last error", "host"]
+
+
+def service_state(db: ReadOnlyQueries) -> pd.DataFrame:
+    """Each part of `drafters up` as it last said (a server the canary checks is a `canary N` part), by name."""
+    frame = _frame(db.service_rows())
+    frame.columns = SERVICE_COLUMNS
+    return _utc(frame, "heartbeat", "last success")
+
+
+CURVE_COLUMNS = ["curve", "concurrency", "speedup", "tokens_per_s", "baseline_tokens_per_s", "latency_per_token_s",
+                 "tau", "crossover"]
+
+
+def speedup_curves(db: ReadOnlyQueries) -> tuple[dict[int, str], pd.DataFrame]:
+    """Each stored sweep's label and one row per (curve, concurrency), newest curve first; `crossover` marks the
+    point where the drafter stops paying."""
+    labels: dict[int, str] = {}
+    rows = []
+    for curve in db.speedup_curves():
+        assert curve.curve_id is not None
+        labels[curve.curve_id] = (f"{curve.drafter or 'drafter'} on {curve.target} · {curve.hardware or '?'} · "
+                                  f"{curve.engine} {curve.engine_version or ''} · {curve.conditions.max_new_tokens} "
+                                  f"tokens · {describe(curve)}")
+        rows += [(curve.curve_id, p.concurrency, p.speedup, p.tokens_per_s, p.baseline_tokens_per_s,
+                  p.latency_per_token_s, p.tau, p.concurrency == curve.crossover) for p in curve.points]
+    return labels, pd.DataFrame(rows, columns=CURVE_COLUMNS)
+
+
+def job_states(db: ReadOnlyQueries) -> dict[str, int]:
+    """Verification jobs by state: {"queued": 5, "running": 1, …}."""
+    _, rows = db.job_state_rows()
+    return {str(status): int(jobs) for status, jobs in rows}
 
 
 # ---- events -------------------------------------------------------------------------------------

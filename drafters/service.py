@@ -27,13 +27,15 @@ from registry.alerts.secrets import SecretBox
 from registry.files import open_private_append
 from registry.hub import HubClient
 from registry.processes import die_with_parent, stop as stop_process
-from registry.settings import Settings
+from registry.settings import CanaryServer, Settings
 from registry.store import Store
 from registry.store.catalog_import import load_catalog
 from registry.watch.poller import DRAFTER_QUERIES, Watcher, stable_owner
 from verifier.demo import enqueue_demo
 from registry.domain.plan import WorkerCapability, counts
 from verifier import autoverify
+from verifier.doctor import run_doctor
+from verifier.ingest import public_url
 from verifier.jobs import Worker, enqueue_cached_pair
 
 log = logging.getLogger(__name__)
@@ -90,6 +92,8 @@ class Service:
             self.say("verifier extra not installed: no worker (pip install 'drafter-registry[verifier]')")
         if demo and verifier_installed:
             self._thread("demo", self._demo)
+        if self.settings.canary_servers:
+            self._thread("canary", self._canary_loop)
 
     def _thread(self, name: str, target: Callable[[], None]) -> None:
         def supervised() -> None:
@@ -276,6 +280,36 @@ class Service:
                         success=not job.error, error=job.error or None)  # type: ignore[attr-defined]
 
         worker.run_forever(self.stop, on_job=report)
+
+    def _canary_loop(self) -> None:
+        """Probe each listed server every canary_interval_s; an event is raised when a problem starts, not again
+        while it lasts (a later check that is healthy ends it)."""
+        raised: dict[str, set[str]] = {}
+        while not self.stop.is_set():
+            for number, server in enumerate(self.settings.canary_servers, start=1):
+                self._check_server(f"canary {number}", server, raised)
+            self.stop.wait(self.settings.canary_interval_s)
+
+    def _check_server(self, name: str, server: CanaryServer, raised: dict[str, set[str]]) -> None:
+        shown = public_url(server.url)
+        api_key = os.environ.get(server.api_key_env) if server.api_key_env else None
+        earlier = raised.get(server.url, set())
+        try:
+            report = run_doctor(self.store, server.url, kind=server.engine, target=server.target,
+                                drafter=server.drafter, hardware=server.hardware, api_key=api_key,
+                                raise_events=lambda kinds: tuple(k for k in kinds if k not in earlier))
+        except Exception as exc:  # noqa: BLE001 - one server failing must not stop the checks of the others
+            self.status(name, "unreachable", detail=shown, error=" ".join(f"{type(exc).__name__}: {exc}".split())[:300])
+            return
+        raised[server.url] = set(report.diagnosis.event_types)
+        problems = [f.message for f in report.diagnosis.findings if f.problem]
+        tau = f"τ {report.facts.tau:.2f}" if report.facts.tau is not None else "τ unknown"
+        detail = f"{shown}: {report.facts.engine} {report.facts.engine_version or ''}, {tau}"
+        if problems:
+            self.say(f"{name} ({shown}): {problems[0]}")
+            self.status(name, "problem", detail=detail, error=problems[0][:300])
+        else:
+            self.status(name, "healthy", detail=detail, success=True)
 
     def _demo(self) -> None:
         queued = enqueue_demo(self.store, self.settings.models_dir, self.say,

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from registry.domain import configs, pair
 from registry.domain.configs import ConfigError
 from registry.domain.tokenizers import tokenizer_digest
+from registry.domain.records import DrafterRecord
 from registry.errors import Failed
+from registry.store import NotFound, Store
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 
@@ -107,3 +109,21 @@ def tensor_bytes(path: Path) -> int:
 def weight_bytes(folder: Path) -> int:
     """Tensor bytes of the folder's safetensors weights (0 without any)."""
     return sum(tensor_bytes(path) for path in safetensors_files(folder))
+
+
+def resolve_side(store: Store, value: str, *, drafter: bool) -> pair.Side:
+    """One side of a pair, from a repo id the registry knows (its head revision) or a local folder."""
+    if looks_like_folder(value):
+        return read_local_repo(Path(value)).side()
+    record = store.reads.get_drafter(value) if drafter else store.reads.get_checkpoint(value)
+    if record is None:
+        kind = "drafter" if drafter else "checkpoint"
+        raise NotFound(f"unknown {kind} {value!r}: not in the registry and not a folder")
+    head = store.reads.drafter_head_revision(value) if drafter else store.reads.head_revision(value)
+    side = pair.Side(repo_id=record.repo_id)
+    if head is not None:
+        side = replace(side, config=head.config, tokenizer_digest=head.tokenizer_digest, problem=head.config_problem)
+    if isinstance(record, DrafterRecord):
+        side = replace(side, method=record.method,
+                       declared_targets=tuple(store.checkpoints.canonical_repo_id(t) for t, _ in record.targets))
+    return side

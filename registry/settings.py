@@ -10,7 +10,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from registry.redact import mask_url
@@ -33,6 +33,17 @@ DEFAULT_WATCHED_ORGS: tuple[str, ...] = (
     "yuhuili",
     "XiaomiMiMo",
 )
+
+
+class CanaryServer(BaseModel):
+    """A server `drafters up` keeps checking with `drafters doctor` (DRAFTERS_CANARY_SERVERS, a JSON list)."""
+
+    url: str
+    engine: str | None = None  # llamacpp, vllm or sglang; None: found from the server
+    hardware: str | None = None
+    target: str | None = None
+    drafter: str | None = None
+    api_key_env: str | None = None  # the name of a variable holding its API key, never the key
 
 
 class Settings(BaseSettings):
@@ -76,6 +87,10 @@ class Settings(BaseSettings):
     download_budget_gb: float | None = None  # default: half the free disk, at most 200 GB
     # Hub license tags (e.g. ["llama3.1", "other"]) whose pairs are flagged in the plan and never downloaded.
     autoverify_blocked_licenses: list[str] = Field(default_factory=list)
+    # Servers `drafters up` probes every canary_interval_s, so a regression after an engine or drafter upgrade is
+    # reported before users notice (`drafters status`, the events); none by default.
+    canary_servers: list[CanaryServer] = Field(default_factory=list)
+    canary_interval_s: float = 900.0
 
     @property
     def home_dir(self) -> Path:

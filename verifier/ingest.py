@@ -56,7 +56,7 @@ def _get(client: httpx.Client, url: str, path: str) -> httpx.Response:
     try:
         response = client.get(url.rstrip("/") + path)
     except httpx.HTTPError as error:
-        raise ServerReadError(f"cannot reach {_public_url(url)}{path}: {error.__class__.__name__}: {error}") from None
+        raise ServerReadError(f"cannot reach {public_url(url)}{path}: {error.__class__.__name__}: {error}") from None
     return response
 
 
@@ -71,7 +71,7 @@ def read_llamacpp(client: httpx.Client, url: str) -> ServerReading:
     metrics = _get(client, url, "/metrics")
     if metrics.status_code != 200:
         raise ServerReadError(
-            f"{_public_url(url)}/metrics answered HTTP {metrics.status_code}: start llama-server with --metrics"
+            f"{public_url(url)}/metrics answered HTTP {metrics.status_code}: start llama-server with --metrics"
         )
     samples = parse_prometheus(metrics.text)
     counters = spec_counters(samples, LLAMACPP_PREFIX)
@@ -101,7 +101,7 @@ def read_llamacpp(client: httpx.Client, url: str) -> ServerReading:
 def read_vllm(client: httpx.Client, url: str) -> ServerReading:
     metrics = _get(client, url, "/metrics")
     if metrics.status_code != 200:
-        raise ServerReadError(f"{_public_url(url)}/metrics answered HTTP {metrics.status_code}")
+        raise ServerReadError(f"{public_url(url)}/metrics answered HTTP {metrics.status_code}")
     samples = parse_prometheus(metrics.text)
     counters = spec_counters(samples, VLLM_PREFIX)
     version = _get(client, url, "/version")
@@ -131,7 +131,7 @@ def read_vllm(client: httpx.Client, url: str) -> ServerReading:
 def read_sglang(client: httpx.Client, url: str) -> ServerReading:
     info = _get(client, url, "/get_server_info")
     if info.status_code != 200:
-        raise ServerReadError(f"{_public_url(url)}/get_server_info answered HTTP {info.status_code}")
+        raise ServerReadError(f"{public_url(url)}/get_server_info answered HTTP {info.status_code}")
     body = _json(info, "/get_server_info")
     if not isinstance(body, dict):
         raise ServerReadError("/get_server_info did not answer a JSON object")
@@ -168,13 +168,13 @@ def read_server(kind: str, url: str, *, timeout_s: float = 10.0, api_key: str | 
     if kind not in READERS:
         raise ServerReadError(f"unknown server kind {kind!r}; choose one of {', '.join(SERVER_KINDS)}")
     if urlsplit(url).scheme not in ("http", "https"):
-        raise ServerReadError(f"{_public_url(url)} is not an http(s) URL")
+        raise ServerReadError(f"{public_url(url)} is not an http(s) URL")
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     with httpx.Client(timeout=timeout_s, trust_env=False, headers=headers) as client:
         return READERS[kind](client, url)
 
 
-def _public_url(url: str) -> str:
+def public_url(url: str) -> str:
     """The URL without user:password, so credentials are never stored or printed."""
     parts = urlsplit(url)
     host = parts.hostname or ""
@@ -200,13 +200,13 @@ def ingest_server(
     reading = read_server(kind, url, timeout_s=timeout_s, api_key=api_key)
     if reading.tau is None:
         raise ServerReadError(
-            f"{_public_url(url)} reports no speculative decoding yet (no verified drafts): start it with a drafter "
+            f"{public_url(url)} reports no speculative decoding yet (no verified drafts): start it with a drafter "
             "and send it some requests first"
         )
     model = target or reading.model
     if model is None:
         raise ServerReadError("the server does not say which model it serves: pass --target")
-    source = {"source": "ingested", "url": _public_url(url), "server": kind, "counters": reading.counters}
+    source = {"source": "ingested", "url": public_url(url), "server": kind, "counters": reading.counters}
     # One reading of counters since the server started: no baseline, no repeats, no prompt set of ours.
     measured = SetMeasurement(
         name=LIVE_TRAFFIC,

@@ -1,4 +1,7 @@
-"""Prompt sets: four small bundled sets (code, math, chat, multilingual) and user JSONL files.
+"""Prompt sets: four small bundled sets (code, math, chat, multilingual, the default of `verify`), eight category
+sets of 20 prompts each (`cat-coding`, `cat-math`, `cat-reasoning`, `cat-chat`, `cat-summarization`,
+`cat-translation`, `cat-long-context`, `cat-writing`: τ depends on the kind of prompt, so a pair is measured per
+kind), and user JSONL files. Every bundled prompt was written for this project (docs/prompts.md).
 
 A JSONL line is `{"prompt": "raw text"}` (tokenized as is, with the tokenizer's usual special tokens) or
 `{"messages": [{"role": ..., "content": ...}, ...]}` (rendered with the target tokenizer's chat template and a
@@ -17,6 +20,9 @@ from registry.errors import UserError
 
 BUNDLED_DIR = Path(__file__).with_name("prompt_sets")
 BUNDLED_SET_NAMES = ("code", "math", "chat", "multilingual")
+CATEGORY_SET_NAMES = ("cat-coding", "cat-math", "cat-reasoning", "cat-chat", "cat-summarization", "cat-translation",
+                      "cat-long-context", "cat-writing")
+ALL_SET_NAMES = BUNDLED_SET_NAMES + CATEGORY_SET_NAMES
 MAX_PROMPT_FILE_BYTES = 16 * 1024 * 1024
 
 
@@ -110,8 +116,8 @@ def load_prompt_file(path: Path, name: str | None = None) -> PromptSet:
 
 
 def bundled_set(name: str) -> PromptSet:
-    if name not in BUNDLED_SET_NAMES:
-        raise PromptFileError(f"no bundled prompt set {name!r}; bundled sets: {', '.join(BUNDLED_SET_NAMES)}")
+    if name not in ALL_SET_NAMES:
+        raise PromptFileError(f"no bundled prompt set {name!r}; bundled sets: {', '.join(ALL_SET_NAMES)}")
     return load_prompt_file(BUNDLED_DIR / f"{name}.jsonl", name=name)
 
 

@@ -13,6 +13,34 @@ st.title("Benchmarks")
 url = data.require_database()
 
 
+def concurrency_section() -> None:
+    """Speedup against concurrency from `drafters sweep` on servers users run: where the drafter stops paying."""
+    st.subheader("Speedup vs concurrency")
+    labels, points = data.speedup_curves(url)
+    if points.empty:
+        st.info("No concurrency sweep yet: `drafters sweep --url URL --baseline-url URL` measures a pair on your "
+                "servers at concurrency 1 to 64.")
+        return
+    curve = st.selectbox("Sweep", list(labels), format_func=labels.__getitem__, key="curve")
+    shown = points[points["curve"] == curve]
+    base = alt.Chart(shown).encode(
+        x=alt.X("concurrency:Q", title="concurrent requests", scale=alt.Scale(type="log", base=2)),
+        y=alt.Y("speedup:Q", title="speedup (tok/s with ÷ without the drafter)"),
+        tooltip=["concurrency", "speedup", "tokens_per_s", "baseline_tokens_per_s", "tau"],
+    )
+    line = base.mark_line(point=True)
+    crossing = base.transform_filter("datum.crossover").mark_point(size=160, color="#c62828", filled=True)
+    even = alt.Chart(shown.head(1)).mark_rule(strokeDash=[4, 3], color="#555").encode(y=alt.datum(1.0))
+    st.altair_chart(line + even + crossing, width="stretch")
+    st.caption("Dashed rule: 1.0×, break-even; below it the drafter slows the server down. Red: the crossover, "
+               "the first measured concurrency where it stops paying.")
+    data.dataframe(shown.drop(columns=["curve"]), hide_index=True, width="stretch", key="curve_points")
+
+
+with data.guard("Speedup vs concurrency"):
+    concurrency_section()
+
+
 def pair_label(target: str, drafter: str | None) -> str:
     return f"{target} ← {drafter or 'no drafter (baseline)'}"
 

@@ -22,6 +22,25 @@ with data.guard("Counts"):
     if counts.targets == 0 and counts.drafters == 0:
         data.empty_hint("The registry is empty.")
 
+st.subheader("The service")
+with data.guard("The service"):
+    parts = data.service_state(url)
+    jobs = data.job_states(url)
+    if parts.empty:
+        st.info("No `drafters up` has recorded its state in this database yet.")
+    else:
+        if jobs:
+            st.caption("Verification jobs: " + ", ".join(f"{n} {state}" for state, n in sorted(jobs.items())))
+        servers = parts[parts["part"].str.startswith("canary")]
+        if not servers.empty:
+            problems = servers[servers["state"] != "healthy"]
+            if problems.empty:
+                st.success(f"{len(servers)} checked server(s): speculation engaged and in band")
+            else:
+                st.warning(f"{len(problems)} of {len(servers)} checked server(s) need attention "
+                           "(`drafters doctor --url URL` says why)")
+        data.dataframe(parts, hide_index=True, width="stretch")
+
 st.subheader("Measured speedups")
 with data.guard("Measured speedups"):
     speedups = data.latest_speedups(url)

@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from drafters.cli import api_cli, launching, lookup, planning, pricing, serving, verifying, watching  # noqa: F401 - registers the commands
+from drafters.cli import api_cli, launching, lookup, planning, pricing, servers, serving, verifying, watching  # noqa: F401 - registers the commands
 from drafters.cli import render
 from drafters.cli.common import app
 from registry.errors import DraftersError

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -17,10 +15,9 @@ from registry.domain import hub_presence, pair
 from registry.domain.catalog import load_catalog_data
 from registry.domain.coverage import coverage
 from registry.domain.engines import MEASURED
-from registry.domain.records import DrafterRecord
-from registry.local import looks_like_folder, read_local_repo
+from registry.local import looks_like_folder, resolve_side
 from registry.reports import built_in_label, find_for_checkpoint, lag_by, lag_table, upgrade_table
-from registry.store import NotFound, Store
+from registry.store import Store
 from registry.store.catalog_import import load_catalog
 from registry.store.db import current_revision, head_revision
 from registry.store.roles import create_readonly_role
@@ -152,32 +149,14 @@ def _gone_from_hub(store: Store, value: str, *, drafter: bool) -> str | None:
     return hub_presence.gone_marker(record.status, record.status_detail)
 
 
-def _resolve_side(store: Store, value: str, *, drafter: bool) -> pair.Side:
-    """One side of the pair, from a repo id the registry knows (its head revision) or a local folder."""
-    if looks_like_folder(value):
-        return read_local_repo(Path(value)).side()
-    record = store.reads.get_drafter(value) if drafter else store.reads.get_checkpoint(value)
-    if record is None:
-        kind = "drafter" if drafter else "checkpoint"
-        raise NotFound(f"unknown {kind} {value!r}: not in the registry and not a folder")
-    head = store.reads.drafter_head_revision(value) if drafter else store.reads.head_revision(value)
-    side = pair.Side(repo_id=record.repo_id)
-    if head is not None:
-        side = replace(side, config=head.config, tokenizer_digest=head.tokenizer_digest, problem=head.config_problem)
-    if isinstance(record, DrafterRecord):
-        side = replace(side, method=record.method,
-                       declared_targets=tuple(store.checkpoints.canonical_repo_id(t) for t, _ in record.targets))
-    return side
-
-
 @app.command("check")
 def check(drafter: str, target: str, as_json: JsonOption = False) -> None:
     """The verdict for one pair; each side is a repo id the registry knows or a local folder with config.json."""
     checked_ref(drafter, "the drafter")
     checked_ref(target, "the target")
     store = open_store()
-    drafter_side = _resolve_side(store, drafter, drafter=True)
-    target_side = _resolve_side(store, target, drafter=False)
+    drafter_side = resolve_side(store, drafter, drafter=True)
+    target_side = resolve_side(store, target, drafter=False)
     if drafter_side.problem and drafter_side.config is None:
         raise UserError(f"drafter config unusable: {drafter_side.problem}")
     if target_side.problem and target_side.config is None:

@@ -26,7 +26,7 @@ from registry.store.runs import list_runs
 from verifier.engines.llamacpp.convert import convert_pair
 from verifier.ingest import ingest_server
 from verifier.jobs import VerifyRequest, Worker, enqueue as enqueue_job, verify_now
-from verifier.prompts import BUNDLED_SET_NAMES, load_prompt_file
+from verifier.prompts import ALL_SET_NAMES, BUNDLED_SET_NAMES, load_prompt_file
 from verifier.ray_executor import RayExecutor
 
 # Every import above stays free of torch (tests/test_layers.py checks that the command line starts without it).
@@ -43,9 +43,9 @@ def _verify_request(target: str, drafter: str | None, *, prompts: list[Path] | N
         chosen = () if prompts else BUNDLED_SET_NAMES
     else:
         chosen = tuple(s.strip() for s in sets.split(",") if s.strip())
-        unknown = set(chosen) - set(BUNDLED_SET_NAMES)
+        unknown = set(chosen) - set(ALL_SET_NAMES)
         if unknown:
-            raise UserError(f"unknown prompt sets {sorted(unknown)}; bundled: {', '.join(BUNDLED_SET_NAMES)}")
+            raise UserError(f"unknown prompt sets {sorted(unknown)}; bundled: {', '.join(ALL_SET_NAMES)}")
     for path in prompts or []:
         if not path.is_file():
             raise UserError(f"prompt file {path} does not exist")
@@ -70,7 +70,10 @@ def run_with_progress(store: Store, request: VerifyRequest, label: str) -> Run:
 
 
 PromptsOption = Annotated[list[Path] | None, typer.Option("--prompts", help="JSONL prompt file (repeatable).")]
-SetsOption = Annotated[str | None, typer.Option(help="Bundled prompt sets, comma-separated (default: all four).")]
+SetsOption = Annotated[str | None, typer.Option(
+    help="Bundled prompt sets, comma-separated (default: code, math, chat, multilingual; per kind of prompt: "
+         "cat-coding, cat-math, cat-reasoning, cat-chat, cat-summarization, cat-translation, cat-long-context, "
+         "cat-writing).")]
 EngineHelp = "pytorch (default) or llamacpp (llama-server; needs the llamacpp extra)."
 
 

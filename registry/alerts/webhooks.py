@@ -37,7 +37,7 @@ from registry.store import Store, utcnow
 log = logging.getLogger(__name__)
 
 EVENT_TYPES = ("new_checkpoint", "base_upgrade", "weights_changed", "drafter_released", "drafter_gone",
-               "lag_closed", "acceptance_regressed")
+               "lag_closed", "acceptance_regressed", "speculation_not_engaged")
 MAX_BACKOFF_S = 3600.0
 # Past this age an undeliverable event is given up, with the last error kept.
 GIVE_UP_AFTER = timedelta(days=3)

@@ -126,11 +126,27 @@ def measured_acceptance(store: Store, target: str, drafter: str, *,
     return pricing.Acceptance(run.per_position_acceptance, _source(run, names), run.run_id, names)
 
 
+def _published_entry(target: str, drafter: str) -> dict[str, Any] | None:
+    document = json.loads(resources.files("registry").joinpath("data", "published_acceptance.json").read_text("utf-8"))
+    return next((e for e in document["entries"] if e["target"] == target and e["drafter"] == drafter), None)
+
+
+def published_tau_band(target: str, drafter: str) -> tuple[tuple[float, float] | None, str | None]:
+    """(lowest, highest) published τ of the pair over its published prompt sets, and what they are; (None, None)
+    when nothing is published (registry/data/published_acceptance.json)."""
+    entry = _published_entry(target, drafter)
+    if entry is None or not entry["tau"]:
+        return None, None
+    taus: dict[str, float] = entry["tau"]
+    return (min(taus.values()), max(taus.values())), (
+        f"published, not measured: τ on {', '.join(sorted(taus))}, {entry['engine']} on {entry['hardware']}, "
+        f"T={entry['temperature']:g} ({entry['source']})")
+
+
 def published_acceptance(target: str, drafter: str, prompt_set: str | None = None) -> pricing.Acceptance | None:
     """A published τ for the pair (registry/data/published_acceptance.json), spread over positions as a constant
     per-token acceptance; the median published set unless `prompt_set` names one. None when nothing is published."""
-    document = json.loads(resources.files("registry").joinpath("data", "published_acceptance.json").read_text("utf-8"))
-    entry = next((e for e in document["entries"] if e["target"] == target and e["drafter"] == drafter), None)
+    entry = _published_entry(target, drafter)
     if entry is None:
         return None
     taus: dict[str, float] = entry["tau"]

@@ -10,6 +10,7 @@ from sqlalchemy import Engine
 
 from registry.store.checkpoints import Checkpoints
 from registry.store.core import NotFound, StoreCore, aware, utcnow
+from registry.store.curves import Curves
 from registry.store.drafters import Drafters
 from registry.store.events import Events
 from registry.store.lifecycle import RepoLifecycle
@@ -32,6 +33,7 @@ class Store(StoreCore):
     - `watch`: the watcher's units of work (one transaction per model read)
     - `watch_state`: cursors, leases, failures and quarantine, service status rows
     - `subscriptions`: webhook subscriptions and their deliveries
+    - `curves`: speedup curves, one per `drafters sweep`
     """
 
     def __init__(self, engine: Engine) -> None:
@@ -46,6 +48,7 @@ class Store(StoreCore):
                                 reads=self.reads, verdicts=self.verdicts, events=self.events)
         self.watch_state = WatchState(self)
         self.subscriptions = Subscriptions(self)
+        self.curves = Curves(self)
 
 
 __all__ = ["NotFound", "Store", "aware", "utcnow"]

@@ -454,3 +454,24 @@ class RunPredictionRow(Base):
     prediction: Mapped[dict[str, Any]] = mapped_column(JSON)  # the RunPrediction (registry.domain.stored_json)
 
     run: Mapped[BenchmarkRun] = relationship(back_populates="prediction")
+
+
+# ---- speedup curves from a user's servers (migration 0012) ------------------------------------------
+
+
+class SpeedupCurveRow(Base):
+    """One `drafters sweep`: a drafter's speedup at each concurrency on a server a user runs, as one series."""
+
+    __tablename__ = "speedup_curve"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    target: Mapped[str] = mapped_column(String(400), index=True)
+    drafter: Mapped[str | None] = mapped_column(String(400), index=True)
+    engine: Mapped[str] = mapped_column(String(40))
+    engine_version: Mapped[str | None] = mapped_column(String(200))
+    hardware: Mapped[str | None] = mapped_column(String(200))
+    crossover: Mapped[int | None] = mapped_column(Integer)  # a copy of the points' crossover, for SQL filters
+    conditions: Mapped[dict[str, Any]] = mapped_column(JSON)  # SweepConditions (registry.domain.stored_json)
+    points: Mapped[list[Any]] = mapped_column(JSON)  # [CurvePoint], lowest concurrency first
+    provenance: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)

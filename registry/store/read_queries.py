@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
-from registry.store import Store, aggregates, run_aggregates
+from registry.domain.curve import SpeedupCurve
+from registry.store import Store, aggregates, run_aggregates, service_aggregates
 from registry.store.read_only import Rows, open_read_only, schema_problem
 
 
@@ -34,6 +35,15 @@ class ReadOnlyQueries:
 
     def counts_row(self) -> dict[str, Any]:
         return aggregates.counts_row(self._engine)
+
+    def service_rows(self) -> Rows:
+        return service_aggregates.service_rows(self._engine)
+
+    def speedup_curves(self, limit: int = 100) -> list[SpeedupCurve]:
+        return self.store.curves.curves(limit=limit)
+
+    def job_state_rows(self) -> Rows:
+        return service_aggregates.job_state_rows(self._engine)
 
     def event_rows(self, *, types: Sequence[str] = (), orgs: Sequence[str] = (), families: Sequence[str] = (),
                    since: date | None = None, limit: int = 500) -> Rows:

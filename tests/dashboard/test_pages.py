@@ -365,6 +365,25 @@ def test_overview_shows_the_counts_and_latest_events(dashboard_db: Seeded) -> No
     assert list(events["message"]) == [e.payload["message"] for e in reversed(store.events.events())]
 
 
+def test_overview_shows_the_services_parts_its_queue_and_each_checked_server(dashboard_db: Seeded) -> None:
+    app = run_page("overview")
+    assert_clean(app)
+    assert any("No `drafters up` has recorded its state" in i.value for i in app.info)
+    state = dashboard_db.store.watch_state
+    state.set_service_status("box", "watcher", "waiting", detail="polled 15 orgs", success=True)
+    state.set_service_status("box", "canary 1", "healthy", detail="http://127.0.0.1:8080: llama.cpp b1, τ 3.10",
+                             success=True)
+    state.set_service_status("box", "canary 2", "problem", detail="http://gpu:8000: vllm 0.21.1, τ unknown",
+                             error="the server verified no drafted tokens for any probe prompt")
+    st.cache_data.clear()
+    app = run_page("overview")
+    assert_clean(app)
+    parts = frame_with(app, "part")
+    assert list(parts["part"]) == ["canary 1", "canary 2", "watcher"]
+    assert list(parts["state"]) == ["healthy", "problem", "waiting"]
+    assert any("1 of 2 checked server(s) need attention" in w.value for w in app.warning)
+
+
 def test_availability_matrix_filters_and_search(dashboard_db: Seeded) -> None:
     app = run_page("availability")
     assert_clean(app)
@@ -414,6 +433,33 @@ def test_lag_page_shows_open_lags_timeline_and_upgrades(dashboard_db: Seeded) ->
     assert pd.Timestamp(spans.loc[QWEN3_8B, "end"]).date() == date(2025, 6, 1)
     points = next(frame for frame in timeline if "event" in frame.columns)
     assert set(points[points["target"] == LLAMA]["repo"]) == {LLAMA, EAGLE_LLAMA}
+
+
+def test_benchmarks_plot_speedup_against_concurrency_with_the_crossover(dashboard_db: Seeded) -> None:
+    from registry.domain.curve import CurvePoint, SpeedupCurve, SweepConditions
+
+    app = run_page("benchmarks")
+    assert any("No concurrency sweep yet" in i.value for i in app.info)
+    speedups = {1: 2.1, 4: 1.4, 8: 0.77, 16: 0.7}  # vllm-project/vllm#50851's shape: a slowdown from c8
+    points = tuple(CurvePoint(concurrency=c, requests=16, output_tokens=2048, seconds=2.0, tokens_per_s=100 * s,
+                              baseline_tokens_per_s=100.0, latency_per_token_s=0.02, baseline_latency_per_token_s=0.03,
+                              tau=3.1, drafts=600) for c, s in speedups.items())
+    conditions = SweepConditions(max_new_tokens=256, temperature=0.0, prompt_set="sweep-default",
+                                 prompt_digest="sweep-default", requests_per_level=16, url="http://gpu:8000",
+                                 baseline_url="http://gpu:8001")
+    dashboard_db.store.curves.record_curve(SpeedupCurve(
+        target=QWEN3_8B, drafter=DFLASH_8B, engine="vllm", engine_version="0.21.1", hardware="H100",
+        conditions=conditions, points=points))
+    st.cache_data.clear()
+    app = run_page("benchmarks")
+    assert_clean(app)
+    [sweep] = [s for s in app.selectbox if s.label == "Sweep"]
+    assert "pays up to c≈4 on H100 (vllm 0.21.1)" in sweep.format_func(sweep.value)
+    table = frame_with(app, "latency_per_token_s")
+    assert list(table["concurrency"]) == [1, 4, 8, 16]
+    assert list(table["speedup"]) == pytest.approx(list(speedups.values()))
+    assert list(table["crossover"]) == [False, False, True, False]
+    assert any("first measured concurrency where it stops paying" in c.value for c in app.caption)
 
 
 def test_benchmarks_summary_history_and_acceptance(dashboard_db: Seeded) -> None:

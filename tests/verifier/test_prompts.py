@@ -11,6 +11,7 @@ from transformers import AutoTokenizer
 from verifier.loading import LoadedTarget
 from verifier.prompts import (
     BUNDLED_SET_NAMES,
+    CATEGORY_SET_NAMES,
     Message,
     Prompt,
     PromptFileError,
@@ -131,3 +132,19 @@ def test_messages_without_a_chat_template_are_a_clear_error(tiny_target_dir: Pat
     tokenizer.chat_template = None
     with pytest.raises(PromptFileError, match="no chat template"):
         encode_prompt(Prompt(messages=(Message("user", "Hi"),)), tokenizer)
+
+
+def test_eight_category_sets_of_twenty_prompts_each_are_bundled_and_documented() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "prompts.md").read_text()
+    assert len(CATEGORY_SET_NAMES) >= 8
+    texts: set[str] = set()
+    for name in CATEGORY_SET_NAMES:
+        prompt_set = bundled_set(name)
+        assert len(prompt_set.prompts) >= 20, name
+        assert f"`{name}`" in docs, f"{name} is not described in docs/prompts.md"
+        for prompt in prompt_set.prompts:
+            assert prompt.messages and prompt.messages[0].content.strip()
+            texts.add(prompt.messages[0].content)
+    assert len(texts) == 20 * len(CATEGORY_SET_NAMES)  # no prompt counted twice
+    # The default of `verify` stays the four small sets: the category sets are asked for by name.
+    assert not set(CATEGORY_SET_NAMES) & set(BUNDLED_SET_NAMES)

@@ -1,0 +1,21 @@
+"""The service's state for the dashboard (read-only): what each part of `drafters up` last said, and the job queue."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine, func, select
+
+from registry.store.models import Job, ServiceStatus
+from registry.store.read_only import Rows, fetch_rows
+
+
+def service_rows(engine: Engine) -> Rows:
+    """What each part of `drafters up` on each host last said (watcher, worker, a server the canary checks, …)."""
+    query = select(ServiceStatus.name, ServiceStatus.state, ServiceStatus.detail, ServiceStatus.heartbeat_at,
+                   ServiceStatus.last_success_at, ServiceStatus.last_error, ServiceStatus.host
+                   ).order_by(ServiceStatus.name, ServiceStatus.host)
+    return fetch_rows(engine, query)
+
+
+def job_state_rows(engine: Engine) -> Rows:
+    """How many verification jobs are in each state (queued, running, done, failed)."""
+    return fetch_rows(engine, select(Job.status, func.count().label("jobs")).group_by(Job.status).order_by(Job.status))

@@ -1,0 +1,143 @@
+"""`drafters sweep`: a drafter's speedup at each concurrency, measured on two servers a user runs.
+
+The speculative server (target + drafter) and a baseline server (the same target alone) get the same closed-loop
+load at each level: `c` clients, each sending its next prompt as soon as its last one answered, until the level's
+requests are done. Output tokens per second of all clients together, with ÷ without, is the speedup at `c`; the
+speculative server's counters read around the level give its τ there. The servers run as the user configured them
+(llama.cpp needs `-np c` parallel slots to serve `c` requests at once; fewer slots queue them, which the curve then
+shows). The PyTorch engine of `drafters verify` decodes one request at a time: it measures batch 1 only.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from registry.domain.curve import CurvePoint, SpeedupCurve, SweepConditions
+from registry.domain.engines import SERVER_ENGINE_NAMES
+from registry.store import Store
+from verifier.counters import ServerReadError
+from verifier.doctor import served_ids
+from verifier.ingest import public_url
+from verifier.prompts import Prompt, PromptSet
+from verifier.server_probe import (
+    Completion,
+    Served,
+    complete,
+    identify,
+    llamacpp_method,
+    measured,
+    open_client,
+    probe_prompts,
+    prompt_text,
+    read_counters,
+)
+
+DEFAULT_CONCURRENCY = (1, 2, 4, 8, 16, 32, 64)
+DEFAULT_MAX_NEW_TOKENS = 128
+PROBE_SET = "sweep-default"
+
+
+@dataclass(frozen=True)
+class LevelLoad:
+    completions: tuple[Completion, ...]
+    seconds: float  # first request sent to last answer received
+
+    @property
+    def tokens_per_s(self) -> float:
+        return sum(c.output_tokens for c in self.completions) / self.seconds
+
+    @property
+    def latency_per_token_s(self) -> float:
+        return statistics.median(c.seconds / max(c.output_tokens, 1) for c in self.completions)
+
+
+def closed_loop(url: str, served: Served, prompts: Sequence[Prompt], *, concurrency: int, requests: int,
+                max_new_tokens: int, api_key: str | None, timeout_s: float) -> LevelLoad:
+    """`requests` completions from `concurrency` clients, each sending its next one when its last one answered."""
+    lock = threading.Lock()
+    taken = 0
+    done: list[Completion] = []
+    failures: list[BaseException] = []
+
+    def client_loop() -> None:
+        nonlocal taken
+        with open_client(api_key, timeout_s) as http:
+            while True:
+                with lock:
+                    if taken >= requests or failures:
+                        return
+                    index, taken = taken, taken + 1
+                try:
+                    result = complete(http, url, served, prompt_text(prompts[index % len(prompts)]), max_new_tokens)
+                except BaseException as error:  # noqa: BLE001 - handed to the caller below
+                    with lock:
+                        failures.append(error)
+                    return
+                with lock:
+                    done.append(result)
+
+    threads = [threading.Thread(target=client_loop, daemon=True) for _ in range(concurrency)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - started
+    if failures:
+        raise failures[0]
+    return LevelLoad(tuple(done), seconds)
+
+
+def run_sweep(store: Store, url: str, baseline_url: str, *, concurrency: Sequence[int] = DEFAULT_CONCURRENCY,
+              prompt_set: PromptSet | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+              requests_per_level: int | None = None, target: str | None = None, drafter: str | None = None,
+              hardware: str | None = None, kind: str | None = None, api_key: str | None = None,
+              baseline_api_key: str | None = None, timeout_s: float = 600.0,
+              on_level: Callable[[int, int, CurvePoint], None] | None = None) -> SpeedupCurve:
+    """Measure both servers at each concurrency and store the curve. `requests_per_level` defaults to 2 per client
+    (at least 8), so each client sends more than one request and the level is a steady load, not one burst."""
+    levels = sorted(set(concurrency))
+    if not levels or levels[0] < 1:
+        raise ServerReadError("--concurrency takes positive numbers, e.g. 1,4,16,64")
+    with open_client(api_key, timeout_s) as http, open_client(baseline_api_key, timeout_s) as baseline_http:
+        served = identify(http, url, kind)
+        baseline = identify(baseline_http, baseline_url, kind or served.kind)
+        if baseline.kind != served.kind:
+            raise ServerReadError(f"the baseline server is {baseline.kind}, the speculative one {served.kind}: "
+                                  "compare the same engine with and without the drafter")
+        prompts = probe_prompts(prompt_set)
+        points = []
+        for number, level in enumerate(levels, start=1):
+            requests = requests_per_level or max(8, 2 * level)
+            common = {"prompts": prompts, "concurrency": level, "requests": requests,
+                      "max_new_tokens": max_new_tokens, "timeout_s": timeout_s}
+            base = closed_loop(baseline_url, baseline, api_key=baseline_api_key, **common)
+            before = read_counters(http, url, served)
+            spec = closed_loop(url, served, api_key=api_key, **common)
+            counted = measured(spec.completions, before, read_counters(http, url, served), spec.seconds)
+            point = CurvePoint(
+                concurrency=level, requests=requests, output_tokens=counted.output_tokens, seconds=spec.seconds,
+                tokens_per_s=spec.tokens_per_s, baseline_tokens_per_s=base.tokens_per_s,
+                latency_per_token_s=spec.latency_per_token_s, baseline_latency_per_token_s=base.latency_per_token_s,
+                tau=counted.tau, drafts=counted.drafts)
+            points.append(point)
+            if on_level is not None:
+                on_level(number, len(levels), point)
+        if served.kind == "llamacpp":  # the sweep's own tasks now show the slot's speculative types
+            served = replace(served, method=llamacpp_method(http, url) or served.method)
+    by_bytes_target, by_bytes_drafter, _ = served_ids(store, served)
+    conditions = SweepConditions(
+        max_new_tokens=max_new_tokens, temperature=0.0,
+        prompt_set=prompt_set.name if prompt_set is not None else PROBE_SET,
+        prompt_digest=prompt_set.digest if prompt_set is not None else PROBE_SET,
+        requests_per_level=requests_per_level or 0, url=public_url(url), baseline_url=public_url(baseline_url))
+    curve = SpeedupCurve(
+        target=target or by_bytes_target or served.model or public_url(url), drafter=drafter or by_bytes_drafter, engine=SERVER_ENGINE_NAMES[served.kind],
+        engine_version=served.engine_version, hardware=hardware, conditions=conditions, points=tuple(points),
+        provenance={"source": "sweep", "method": served.method, "model_sha256": served.model_sha256,
+                    "baseline_engine_version": baseline.engine_version})
+    return store.curves.record_curve(curve)
