@@ -24,11 +24,14 @@ from dashboard.launch import free_port, launch, port_taken
 from registry.alerts import webhooks as alerts
 from registry.alerts.feed import write_feed
 from registry.alerts.secrets import SecretBox
+from registry.calibration.run_view import result_line
 from registry.files import open_private_append
 from registry.hub import HubClient
 from registry.processes import die_with_parent, stop as stop_process
 from registry.settings import CanaryServer, Settings
+from registry.domain.records import JobRecord
 from registry.store import Store
+from registry.store.runs import get_run
 from registry.store.catalog_import import load_catalog
 from registry.watch.poller import DRAFTER_QUERIES, Watcher, stable_owner
 from verifier.demo import enqueue_demo
@@ -274,8 +277,10 @@ class Service:
                             engines=tuple(capability.engines), fetch=fetch)
             autoverify.announce(self.store, capability)
 
-        def report(job: object) -> None:
-            self.say(f"verify job {job.id}: {job.status}" + (f" ({job.error})" if job.error else ""))  # type: ignore[attr-defined]
+        def report(job: JobRecord) -> None:
+            run = get_run(self.store, job.run_id) if job.run_id else None
+            self.say(f"verify job {job.id}: {job.status}" + (f" ({job.error})" if job.error else "")
+                     + (f": {result_line(run)}" if run is not None else ""))
             self.status("worker", "running", detail=f"last job {job.id}: {job.status}",  # type: ignore[attr-defined]
                         success=not job.error, error=job.error or None)  # type: ignore[attr-defined]
 

@@ -92,6 +92,12 @@ def test_up_shows_drafters_lag_speedups_and_alerts(tmp_path: Path, hub: FakeHub,
             (r.drafter, r.status, r.failure_reason) for r in runs
         ]
         assert {r.method for r in runs} == {"draft-lm", "dflash", "eagle3", "gemma4-assistant"}
+        # `up` says each build step and each result as it comes, not only "done".
+        assert any(re.fullmatch(r".*demo model 7 of 7, Gemma-4 DFlash drafter: (built in \d+ s|cached)", line)
+                   for line in output.lines), output.lines[-40:]
+        results = [line for line in output.lines if re.search(r"verify job \d+: done: .+ \+ .+: \d+\.\d\d× "
+                                                             r"\(\d+\.\d\d–\d+\.\d\d, n=1\), τ \d+\.\d\d", line)]
+        assert len(results) == 5, output.lines[-40:]
         assert sum(1 for d in store.reads.drafters() if d.in_21) == 21
         store.engine.dispose()
         _screenshots(url)
@@ -130,3 +136,12 @@ def _screenshots(url: str) -> None:
                 page.screenshot(path=str(SCREENSHOTS / f"up-{path}.png"), full_page=True)
         finally:
             context.close()
+
+
+def test_the_readme_names_the_demo_pairs_up_measures() -> None:
+    from verifier.demo import DemoModels, demo_requests
+
+    pairs = demo_requests(DemoModels(*(Path(f"/m/{i}") for i in range(7))))
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert len(pairs) == 5 and "five pairs" in readme
+    assert "Gemma-4 target with its assistant\ndrafter and a DFlash drafter" in readme

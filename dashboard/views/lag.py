@@ -91,8 +91,16 @@ st.subheader("Base upgrades waiting for a drafter")
 with data.guard("Upgrades"):
     upgrades = data.upgrades(url, today)
     if upgrades.empty:
-        st.info("No successor of a checkpoint with drafters is tracked yet (`drafters watch --once` finds them).")
+        st.info("No successor of a checkpoint with drafters is tracked yet; the watcher records them as they appear.")
     else:
-        st.caption("A successor of a model that had drafters, open until it gets an exact drafter of its own; "
-                   "longest wait first.")
-        data.dataframe(upgrades, hide_index=True, width="stretch", key="upgrades")
+        waiting, closed = upgrades[upgrades["open"]], upgrades[~upgrades["open"].astype(bool)]
+        if waiting.empty:
+            st.success(f"None: every one of the {len(closed)} tracked upgrades has an exact drafter (below).")
+        else:
+            st.caption("A successor of a model that had drafters, still without an exact drafter of its own; longest "
+                       "wait first.")
+            data.dataframe(waiting.drop(columns=["open"]), hide_index=True, width="stretch", key="upgrades")
+        if not closed.empty:
+            st.subheader("Upgrades that got their drafter")
+            st.caption("lag_days: from the successor's release to its first exact drafter.")
+            data.dataframe(closed.drop(columns=["open"]), hide_index=True, width="stretch", key="upgrades_closed")

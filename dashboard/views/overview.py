@@ -47,7 +47,16 @@ with data.guard("Measured speedups"):
     if speedups.empty:
         st.info("No measurements yet: `drafters verify TARGET DRAFTER` or `drafters demo` measures a pair.")
     else:
-        data.dataframe(speedups, hide_index=True, width="stretch")
+        slower = speedups[speedups["speedup"] < 1.0]
+        if not slower.empty:
+            cpu = slower["hardware"].fillna("").str.lower().str.startswith("cpu")
+            st.warning(f"{len(slower)} of {len(speedups)} pairs are slower with their drafter (speedup below 1×: "
+                       "the drafter costs more than it saves)."
+                       + (" On a CPU with tiny models that is expected: the decode loop's overhead outweighs the "
+                          "forwards a drafter saves." if cpu.all() else ""))
+        data.dataframe(speedups, hide_index=True, width="stretch", column_config={
+            "speedup": st.column_config.NumberColumn("speedup", format="%.2f×", help="1.0× is break-even"),
+            "tau": st.column_config.NumberColumn("τ", format="%.2f")})
 
 st.subheader("The DFlash v1 drafters and their targets' lag")
 with data.guard("DFlash v1 drafters"):

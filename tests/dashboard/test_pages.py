@@ -33,6 +33,9 @@ from registry.store.runs import Run, list_runs, record_run
 from tests.conftest import REPO_ROOT
 from tests.registry.run_fixtures import measured
 from tests.dashboard.conftest import (
+    CONFIGS,
+    DRAFTER_SHA,
+    TARGET_SHA_1,
     DFLASH_8B,
     EAGLE_8B,
     EAGLE_LLAMA,
@@ -433,6 +436,45 @@ def test_lag_page_shows_open_lags_timeline_and_upgrades(dashboard_db: Seeded) ->
     assert pd.Timestamp(spans.loc[QWEN3_8B, "end"]).date() == date(2025, 6, 1)
     points = next(frame for frame in timeline if "event" in frame.columns)
     assert set(points[points["target"] == LLAMA]["repo"]) == {LLAMA, EAGLE_LLAMA}
+
+
+def test_a_slowdown_on_the_overview_is_said_and_explained_on_a_cpu(dashboard_db: Seeded) -> None:
+    record_run(dashboard_db.store, Run(
+        target="/models/tiny-qwen3-target", drafter="/models/tiny-dflash", method="dflash", hardware="cpu (x86_64)",
+        engine="pytorch", overall=measured(tau=3.01, speedup=0.4066), created_at=datetime.now(UTC)))
+    app = run_page("overview")
+    assert_clean(app)
+    [warning] = [w.value for w in app.warning]
+    assert "1 of 4 pairs are slower with their drafter" in warning and "On a CPU with tiny models" in warning
+    speedups = frame_with(app, "speedup")
+    assert 0.4066 in list(speedups["speedup"])  # the number stays a number; the column shows it as "0.41×"
+    # A slowdown on a GPU gets no CPU excuse.
+    record_run(dashboard_db.store, Run(
+        target=LLAMA, drafter=EAGLE_LLAMA, method="eagle3", hardware="L4", engine="pytorch",
+        overall=measured(tau=1.2, speedup=0.8), created_at=datetime.now(UTC)))
+    st.cache_data.clear()
+    [warning] = [w.value for w in run_page("overview").warning]
+    assert "2 of 5 pairs are slower" in warning and "On a CPU" not in warning
+
+
+def test_an_upgrade_that_got_its_drafter_leaves_the_waiting_table(dashboard_db: Seeded) -> None:
+    store = dashboard_db.store
+    store.checkpoints.add_checkpoint_revision(
+        QWEN36_8B, RevisionSpec(sha=TARGET_SHA_1, config_raw=(CONFIGS / "Qwen__Qwen3-8B.json").read_bytes()))
+    store.drafters.upsert_drafter(DrafterSpec(
+        repo_id="z-lab/Qwen3.6-8B-DFlash", method="dflash", publisher="z-lab", source="hub",
+        targets=((QWEN36_8B, "catalog"),), released=date(2026, 5, 20), released_precision="day"))
+    store.drafters.add_drafter_revision("z-lab/Qwen3.6-8B-DFlash", RevisionSpec(
+        sha=DRAFTER_SHA, config_raw=(CONFIGS / "z-lab__Qwen3-8B-DFlash-b16.json").read_bytes()))
+    store.verdicts.recompute_compatibility()
+    st.cache_data.clear()
+    app = run_page("lag")
+    assert_clean(app)
+    assert any("every one of the 1 tracked upgrades has an exact drafter" in box.value for box in app.success)
+    closed = frame_with(app, "successor_repo_id")
+    assert list(closed["successor_repo_id"]) == [QWEN36_8B] and closed["lag_days"].iloc[0] == 19
+    assert "open" not in closed.columns  # waiting and closed are told apart by the table, not a column off-screen
+    assert [h.value for h in app.subheader].count("Upgrades that got their drafter") == 1
 
 
 def test_benchmarks_plot_speedup_against_concurrency_with_the_crossover(dashboard_db: Seeded) -> None:
