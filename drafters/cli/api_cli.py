@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 from collections.abc import Callable
@@ -53,7 +54,8 @@ def _run(make_config: Callable[[], ApiConfig], host: str, port: int, what: str, 
     try:
         sock = bind(host, port)
     except OSError as exc:
-        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        hint = " (another process holds it: choose another with --port)" if exc.errno == errno.EADDRINUSE else ""
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
     if workers > 1:
         render.console.print(f"{what}: {workers} worker processes", markup=False, highlight=False)
     render.console.print(f"{what} listening on http://{host}:{sock.getsockname()[1]}/", markup=False,

@@ -55,6 +55,10 @@ WIDE_TABLE_COLUMNS = 120
 
 def print_runs(records: list[Run], predictions: dict[str, RunPrediction] | None = None) -> None:
     """`predictions` by run id; without them, each run's stored prediction from the current model."""
+    if not records:
+        render.console.print("no runs stored: `drafters verify TARGET DRAFTER` measures a pair (`drafters up` "
+                             "measures every exact pair that fits this machine)")
+        return
     chosen = predictions if predictions is not None else {
         r.run_id: p for r in records if (p := calibration.stored_prediction(r)) is not None}
     if render.console.width < WIDE_TABLE_COLUMNS:

@@ -225,7 +225,8 @@ def subscriptions_command(as_json: JsonOption = False) -> None:
 
 
 @app.command("unsubscribe")
-def unsubscribe_command(uid: str) -> None:
+def unsubscribe_command(uid: Annotated[str, typer.Argument(help="The subscription's id, as `subscribe` printed it.")]) -> None:
+    """Stop delivering alerts to a subscription."""
     if not alerts.unsubscribe(open_store(), _secret_box(), uid):
         raise NotFound(f"no subscription {uid}")
 

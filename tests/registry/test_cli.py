@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import json
 import os
 import subprocess
@@ -115,3 +116,17 @@ def test_any_drafters_error_leaves_with_its_own_exit_code(tmp_path: Path) -> Non
                             env={**os.environ, "DRAFTERS_DATABASE_URL": f"sqlite:///{tmp_path / 'r.db'}"})
     assert result.returncode == 7, (result.stdout, result.stderr)
     assert result.stderr.strip() == "error: a planted error"
+
+
+def test_the_cli_says_what_to_do_where_it_has_nothing_or_cannot(db_env: dict[str, str]) -> None:
+    empty = drafters("runs", env={**db_env, "COLUMNS": "80"})
+    assert empty.returncode == 0 and "no runs stored: `drafters verify TARGET DRAFTER`" in empty.stdout
+    assert "run_id" not in empty.stdout  # no empty 15-column table
+    helped = drafters("unsubscribe", "--help", env=db_env)
+    assert "Stop delivering alerts to a subscription" in helped.stdout and "subscription's id" in helped.stdout
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        refused = drafters("serve", "--port", str(port), "--workers", "1", env=db_env, timeout=60)
+    assert refused.returncode == 2 and "choose another with --port" in refused.stderr
