@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import socket
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
