@@ -35,7 +35,8 @@ DFLASH1_TABLE = [
     (1, "z-lab/Qwen3-4B-DFlash-b16", "Qwen/Qwen3-4B", date(2026, 1, 5), 16),
     (2, "z-lab/Qwen3-8B-DFlash-b16", "Qwen/Qwen3-8B", date(2026, 1, 5), 16),
     (3, "z-lab/Qwen3-Coder-30B-A3B-DFlash", "Qwen/Qwen3-Coder-30B-A3B-Instruct", date(2026, 1, 22), 16),
-    (4, "z-lab/LLaMA3.1-8B-Instruct-DFlash-UltraChat", "meta-llama/Llama-3.1-8B-Instruct", date(2026, 2, 5), None),
+    # Block 10: its card serves it with num_speculative_tokens 9 (issue 28).
+    (4, "z-lab/LLaMA3.1-8B-Instruct-DFlash-UltraChat", "meta-llama/Llama-3.1-8B-Instruct", date(2026, 2, 5), 10),
     (5, "z-lab/gpt-oss-20b-DFlash", "openai/gpt-oss-20b", date(2026, 2, 18), 8),
     (6, "z-lab/gpt-oss-120b-DFlash", "openai/gpt-oss-120b", date(2026, 3, 10), None),
     (7, "z-lab/Qwen3-Coder-Next-DFlash", "Qwen/Qwen3-Coder-Next", date(2026, 3, 10), None),
@@ -116,7 +117,7 @@ def test_every_method_is_known_and_every_group_of_the_reference_is_present(catal
 
 def test_left_out_drafters_are_listed_with_a_reason(catalog: Catalog) -> None:
     listed = " ".join(item.what for item in catalog.not_listed)
-    for mention in ("Qwen3-8B-speculator.peagle", "Qwen3-30B-A3B", "Kimi-K3", "incoai/"):
+    for mention in ("Qwen3-8B-speculator.peagle", "Muse-Glimmer-30B-DFlash2-GGUF"):
         assert mention in listed
     assert all(item.reason and item.source for item in catalog.not_listed)
     assert not any(item.what in {d.repo_id for d in catalog.drafters} for item in catalog.not_listed)
@@ -262,7 +263,7 @@ def _first_z_lab_dflash(catalog: Catalog, target: str) -> date:
         ("Qwen/Qwen3.5-397B-A17B", 110, 130),
         ("google/gemma-4-31B-it", 30, 40),
         ("openai/gpt-oss-20b", 190, 205),
-        ("moonshotai/Kimi-K2.5", 65, 100),
+        ("moonshotai/Kimi-K2.5", 65, 72),  # released 2026-01-27 (issue 28), drafter 2026-04-06
         ("meta-llama/Llama-3.1-8B-Instruct", 530, 580),
     ],
 )
@@ -500,11 +501,13 @@ def test_now_public_facts_carry_their_source(catalog: Catalog) -> None:
     assert drafter(catalog, "nvidia/Kimi-K2.7-Code-DFlash").license == "nvidia-open-model-license"
     assistant = drafter(catalog, "meta-models/Muse-Glimmer-30B-assistant")
     assert assistant.released == catalog.target("meta-models/Muse-Glimmer-30B").released  # released with its base
-    # Issue 21's figures that no public page read here states stay unknown, and say so.
-    for repo_id in ("z-lab/LLaMA3.1-8B-Instruct-DFlash-UltraChat", "z-lab/gpt-oss-120b-DFlash",
-                    "z-lab/Kimi-K2.5-DFlash", "z-lab/Muse-Glimmer-30B-DFlash2"):
+    # Figures that no public page read here states stay unknown, and say so.
+    for repo_id in ("z-lab/gpt-oss-120b-DFlash", "z-lab/Kimi-K2.5-DFlash", "z-lab/Muse-Glimmer-30B-DFlash2"):
         found = drafter(catalog, repo_id)
-        assert found.block_size is None and "issue 21 says" in (found.notes or ""), repo_id
+        notes = found.notes or ""
+        assert found.block_size is None and ("not public" in notes or "unknown" in notes), repo_id
+    llama = drafter(catalog, "z-lab/LLaMA3.1-8B-Instruct-DFlash-UltraChat")  # its card: apache-2.0, block 10
+    assert (llama.block_size, llama.license) == (10, "apache-2.0") and "num_speculative_tokens 9" in llama.source
 
 
 def test_no_source_points_at_a_file_outside_the_repository(catalog: Catalog) -> None:
