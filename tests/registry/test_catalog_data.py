@@ -565,3 +565,45 @@ def test_published_block_sizes_are_filled_and_unpublished_ones_say_so(catalog: C
     muse = drafter(catalog, "z-lab/Muse-Glimmer-30B-DFlash2")
     assert muse.block_size is None and muse.notes and "block size not public" in muse.notes
     assert catalog.target("meta-models/Muse-Glimmer-30B").family == muse.family
+
+
+# ---- issue 28: public dates, licenses and the drafters of the public lists ------------------------------------
+
+@pytest.mark.parametrize(("target", "released", "days"), [
+    ("moonshotai/Kimi-K2.5", date(2026, 1, 27), 69),  # z-lab/Kimi-K2.5-DFlash 2026-04-06
+    ("moonshotai/Kimi-K2.6", date(2026, 4, 20), 20),  # z-lab/Kimi-K2.6-DFlash 2026-05-10
+])
+def test_kimi_release_days_are_the_public_ones(catalog: Catalog, target: str, released: date, days: int) -> None:
+    entry = catalog.target(target)
+    assert (entry.released, entry.released_precision) == (released, "day") and "https://" in entry.source
+    lag = target_lag(entry.released, [_first_z_lab_dflash(catalog, target)], today=date(2026, 10, 1))
+    assert lag.days == days
+
+
+def test_gemma_4_assistants_are_apache_2_0_with_a_release_day(catalog: Catalog) -> None:
+    assistants = [d for d in catalog.drafters if d.method == "gemma4-assistant"]
+    assert len(assistants) == 6
+    assert all(d.license == "apache-2.0" and d.released is not None and "Apache 2.0" in d.source for d in assistants)
+    for small in ("google/gemma-4-E2B-it", "google/gemma-4-E4B-it"):
+        assert catalog.target(small).released == date(2026, 4, 2)
+
+
+@pytest.mark.parametrize(("target", "drafter_id"), [
+    ("Qwen/Qwen3-30B-A3B-Instruct-2507", "RedHatAI/Qwen3-30B-A3B-Instruct-2507-speculator.eagle3"),
+    ("Qwen/Qwen3-30B-A3B-Instruct-2507", "lmsys/SGLang-EAGLE3-Qwen3-30B-A3B-Instruct-2507-SpecForge-Nex"),
+    ("Qwen/Qwen3-Next-80B-A3B-Instruct-FP8", "lmsys/SGLang-EAGLE3-Qwen3-Next-80B-A3B-Instruct-FP8-perfect-blend-regenerated"),
+    ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", "RedHatAI/Llama-4-Maverick-17B-128E-Instruct-speculator.eagle3"),
+    ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "lmsys/SGLang-EAGLE3-Llama-4-Scout-17B-16E-Instruct-SpecForge"),
+    ("Qwen/Qwen3-235B-A22B", "nvidia/Qwen3-235B-A22B-Eagle3"),
+    ("zai-org/GLM-5.2-FP8", "RedHatAI/GLM-5.2-speculator.dspark-preview"),
+])
+def test_targets_the_public_lists_name_have_their_drafters(catalog: Catalog, target: str, drafter_id: str) -> None:
+    assert drafter_id in {d.repo_id for d in catalog.drafters_for(target)}
+    assert "https://github.com/" in drafter(catalog, drafter_id).source  # the list, pinned to a commit
+    catalog.target("zai-org/GLM-5.1")  # the BF16 GLM-5.1 z-lab says its FP8 drafter also serves
+
+
+def test_a_list_row_without_a_target_repo_pairs_nothing(catalog: Catalog) -> None:
+    for repo_id in ("RedHatAI/NVIDIA-Nemotron-3-Super-120B-A12B-speculator.dflash", "RedHatAI/GLM-5.2-speculator.dspark"):
+        found = drafter(catalog, repo_id)
+        assert found.targets == () and "not stated by the list" in (found.notes or "")
