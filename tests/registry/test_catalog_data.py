@@ -607,3 +607,16 @@ def test_a_list_row_without_a_target_repo_pairs_nothing(catalog: Catalog) -> Non
     for repo_id in ("RedHatAI/NVIDIA-Nemotron-3-Super-120B-A12B-speculator.dflash", "RedHatAI/GLM-5.2-speculator.dspark"):
         found = drafter(catalog, repo_id)
         assert found.targets == () and "not stated by the list" in (found.notes or "")
+
+
+@pytest.mark.parametrize(("target", "released"), [
+    ("meta-llama/Llama-3.3-70B-Instruct", date(2024, 12, 6)),
+    ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", date(2025, 4, 5)),
+    ("Qwen/Qwen3-30B-A3B-Instruct-2507", date(2025, 7, 29)),
+    ("Qwen/Qwen3-235B-A22B", date(2025, 4, 29)),
+    ("moonshotai/Kimi-K2-Instruct", date(2025, 7, 11)),
+])
+def test_release_days_filled_from_public_pages(catalog: Catalog, target: str, released: date) -> None:
+    entry = catalog.target(target)
+    assert (entry.released, entry.released_precision) == (released, "day")
+    assert "release: https://" in entry.source
