@@ -600,7 +600,9 @@ def test_gemma_4_assistants_are_apache_2_0_with_a_release_day(catalog: Catalog) 
 def test_targets_the_public_lists_name_have_their_drafters(catalog: Catalog, target: str, drafter_id: str) -> None:
     assert drafter_id in {d.repo_id for d in catalog.drafters_for(target)}
     assert "https://github.com/" in drafter(catalog, drafter_id).source  # the list, pinned to a commit
-    catalog.target("zai-org/GLM-5.1")  # the BF16 GLM-5.1 z-lab says its FP8 drafter also serves
+    glm = catalog.target("zai-org/GLM-5.1")  # the BF16 GLM-5.1 z-lab says its FP8 drafter also serves
+    assert glm.released == date(2026, 4, 7)
+    assert "z-lab/GLM-5.1-FP8-DFlash" in {d.repo_id for d in catalog.drafters_for("zai-org/GLM-5.1")}
 
 
 def test_a_list_row_without_a_target_repo_pairs_nothing(catalog: Catalog) -> None:
