@@ -143,3 +143,20 @@ def test_catalog_lists_command() -> None:
     table = drafters("catalog", "lists")
     assert table.returncode == 0, table.stderr
     assert "26/27 in the catalog" in table.stdout and "missing RedHatAI/Qwen3-8B-speculator.peagle" in table.stdout
+
+
+def test_find_answers_for_the_targets_the_public_lists_name(db_env: dict[str, str]) -> None:
+    """`find` said "not in the registry" for these before the lists' drafters were catalogued."""
+    assert drafters("catalog", "load", env=db_env).returncode == 0
+    for target, expected in {
+        "Qwen/Qwen3-30B-A3B-Instruct-2507": {"RedHatAI/Qwen3-30B-A3B-Instruct-2507-speculator.eagle3",
+                                             "lmsys/SGLang-EAGLE3-Qwen3-30B-A3B-Instruct-2507-SpecForge-Nex"},
+        "Qwen/Qwen3-Next-80B-A3B-Instruct-FP8": {
+            "lmsys/SGLang-EAGLE3-Qwen3-Next-80B-A3B-Instruct-FP8-perfect-blend-regenerated"},
+        "meta-llama/Llama-4-Maverick-17B-128E-Instruct": {"RedHatAI/Llama-4-Maverick-17B-128E-Instruct-speculator.eagle3",
+                                                          "nvidia/Llama-4-Maverick-17B-128E-Eagle3"},
+        "zai-org/GLM-5.1": {"z-lab/GLM-5.1-FP8-DFlash"},
+    }.items():
+        found = drafters("find", target, "--json", env=db_env)
+        assert found.returncode == 0, (target, found.stderr)
+        assert expected <= {r["drafter_repo_id"] for r in json.loads(found.stdout)["drafters"]}, target
