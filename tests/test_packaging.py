@@ -27,6 +27,7 @@ def test_wheel_carries_data_files(tmp_path: Path) -> None:
         "registry/data/catalog.json",
         "registry/data/gpus.json",
         "registry/data/published_acceptance.json",
+        "registry/data/public_lists.json",
         "verifier/prompt_sets/code.jsonl",
         "verifier/tiny/corpus.txt",
         "dashboard/app.py",

@@ -15,6 +15,8 @@ from registry.domain import hub_presence, pair
 from registry.domain.catalog import load_catalog_data
 from registry.domain.coverage import coverage
 from registry.domain.engines import MEASURED
+from registry.domain.public_lists import coverage as list_coverage
+from registry.domain.public_lists import load_public_lists
 from registry.local import looks_like_folder, resolve_side
 from registry.reports import built_in_label, find_for_checkpoint, lag_by, lag_table, upgrade_table
 from registry.store import Store
@@ -79,6 +81,22 @@ def catalog_coverage(as_json: JsonOption = False) -> None:
     )
     counts = ", ".join(f"{e} {sum(e in c.engines for _, c in rows)}/{len(rows)}" for e in MEASURED)
     render.console.print(f"runnable: {counts}; by none: {sum(not c.runnable for _, c in rows)}")
+
+
+@catalog_app.command("lists")
+def catalog_lists(as_json: JsonOption = False) -> None:
+    """How much of each public drafter list (speculators, SpecBundle, EAGLE-3, z-lab) the bundled catalog holds."""
+    rows = list_coverage(load_catalog_data(), load_public_lists())
+    if as_json:
+        render.print_json({"lists": rows})
+        return
+    for row in rows:
+        line = render.styled("{} ({}): ", row.name, row.url)
+        line.append(f"{row.held}/{row.total} in the catalog", style="green" if not row.missing else "yellow")
+        render.console.print(line)
+        for missing in row.missing:
+            why = f" (left out: {missing.reason})" if missing.reason else ""
+            render.console.print(Padding(render.cell(f"missing {missing.repo_id}{why}"), (0, 0, 0, 4)), style="dim")
 
 
 @app.command("find")

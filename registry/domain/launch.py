@@ -55,11 +55,12 @@ class MinimumVersion:
 
 # Minimum engine versions per method, each with where it is stated. "unknown" rather than a guess.
 MINIMUM_VERSIONS: dict[tuple[str, str], MinimumVersion] = {
-    ("vllm", "dflash"): MinimumVersion("0.20.1", "vllm-project/vllm PR #36847 (specdec.md: vLLM v0.20.1+)"),
-    ("vllm", "gemma4-assistant"): MinimumVersion("0.21", "vllm-project/vllm PR #41745 (specdec.md: method mtp ≥ 0.21)"),
-    ("vllm", "eagle3"): MinimumVersion("unknown", "no release named in the reference; method eagle3 in "
+    ("vllm", "dflash"): MinimumVersion("0.20.1", "vllm-project/vllm PR #36847 (https://github.com/vllm-project/vllm/pull/36847)"),
+    ("vllm", "gemma4-assistant"): MinimumVersion("0.21", "vllm-project/vllm PR #41745, merged after v0.20.2 "
+                                                       "(https://discuss.vllm.ai/t/how-to-use-gemma-4-with-the-new-mtp-drafters/2619)"),
+    ("vllm", "eagle3"): MinimumVersion("unknown", "no release named by a public source read here; method eagle3 in "
                                                   "vllm/config/speculative.py at the pinned commit"),
-    ("vllm", "dspark"): MinimumVersion("unknown", "no release named in the reference; method dspark in "
+    ("vllm", "dspark"): MinimumVersion("unknown", "no release named by a public source read here; method dspark in "
                                                   "vllm/config/speculative.py at the pinned commit"),
     ("vllm", "draft-lm"): MinimumVersion("unknown", "method draft_model in vllm/config/speculative.py at the pinned commit"),
     ("sglang", "dflash"): MinimumVersion("unknown", "sgl-project/sglang PR #16818 (2026-01-22; release not named)"),
@@ -208,7 +209,7 @@ def launch_command(facts: PairFacts, engine: str, measured: DraftLength | None =
 
 
 def _with_minimum(engine: str, method: str) -> MinimumVersion:
-    return MINIMUM_VERSIONS.get((engine, method), MinimumVersion("unknown", "not stated in the reference"))
+    return MINIMUM_VERSIONS.get((engine, method), MinimumVersion("unknown", "not stated by a public source read here"))
 
 
 def _vllm(facts: PairFacts, measured: DraftLength | None) -> Launch:
@@ -229,7 +230,7 @@ def _vllm(facts: PairFacts, measured: DraftLength | None) -> Launch:
     if facts.method in ("dflash", "dspark") and (facts.target_family or "").lower().startswith("gemma"):
         notes.append("Gemma 4 targets: releases up to vLLM v0.28 lack the draft path's embedding scale and logit "
                      "softcapping (acceptance collapses); use a build with vLLM PR #41703 or the image "
-                     "ghcr.io/z-lab/vllm-openai:gemma4-dflash-cu130 (reference drafters.md)")
+                     "ghcr.io/z-lab/vllm-openai:gemma4-dflash-cu130")
     if not facts.drafter_sha:
         notes.append("the registry recorded no drafter sha: the revision is not pinned")
     minimum = _with_minimum("vllm", facts.method)

@@ -35,7 +35,8 @@ DFLASH1_TABLE = [
     (1, "z-lab/Qwen3-4B-DFlash-b16", "Qwen/Qwen3-4B", date(2026, 1, 5), 16),
     (2, "z-lab/Qwen3-8B-DFlash-b16", "Qwen/Qwen3-8B", date(2026, 1, 5), 16),
     (3, "z-lab/Qwen3-Coder-30B-A3B-DFlash", "Qwen/Qwen3-Coder-30B-A3B-Instruct", date(2026, 1, 22), 16),
-    (4, "z-lab/LLaMA3.1-8B-Instruct-DFlash-UltraChat", "meta-llama/Llama-3.1-8B-Instruct", date(2026, 2, 5), None),
+    # Block 10: its card serves it with num_speculative_tokens 9 (issue 28).
+    (4, "z-lab/LLaMA3.1-8B-Instruct-DFlash-UltraChat", "meta-llama/Llama-3.1-8B-Instruct", date(2026, 2, 5), 10),
     (5, "z-lab/gpt-oss-20b-DFlash", "openai/gpt-oss-20b", date(2026, 2, 18), 8),
     (6, "z-lab/gpt-oss-120b-DFlash", "openai/gpt-oss-120b", date(2026, 3, 10), None),
     (7, "z-lab/Qwen3-Coder-Next-DFlash", "Qwen/Qwen3-Coder-Next", date(2026, 3, 10), None),
@@ -116,7 +117,7 @@ def test_every_method_is_known_and_every_group_of_the_reference_is_present(catal
 
 def test_left_out_drafters_are_listed_with_a_reason(catalog: Catalog) -> None:
     listed = " ".join(item.what for item in catalog.not_listed)
-    for mention in ("Qwen3-8B-speculator.peagle", "Qwen3-30B-A3B", "Kimi-K3", "incoai/"):
+    for mention in ("Qwen3-8B-speculator.peagle", "Muse-Glimmer-30B-DFlash2-GGUF"):
         assert mention in listed
     assert all(item.reason and item.source for item in catalog.not_listed)
     assert not any(item.what in {d.repo_id for d in catalog.drafters} for item in catalog.not_listed)
@@ -262,7 +263,7 @@ def _first_z_lab_dflash(catalog: Catalog, target: str) -> date:
         ("Qwen/Qwen3.5-397B-A17B", 110, 130),
         ("google/gemma-4-31B-it", 30, 40),
         ("openai/gpt-oss-20b", 190, 205),
-        ("moonshotai/Kimi-K2.5", 65, 100),
+        ("moonshotai/Kimi-K2.5", 65, 72),  # released 2026-01-27 (issue 28), drafter 2026-04-06
         ("meta-llama/Llama-3.1-8B-Instruct", 530, 580),
     ],
 )
@@ -500,11 +501,13 @@ def test_now_public_facts_carry_their_source(catalog: Catalog) -> None:
     assert drafter(catalog, "nvidia/Kimi-K2.7-Code-DFlash").license == "nvidia-open-model-license"
     assistant = drafter(catalog, "meta-models/Muse-Glimmer-30B-assistant")
     assert assistant.released == catalog.target("meta-models/Muse-Glimmer-30B").released  # released with its base
-    # Issue 21's figures that no public page read here states stay unknown, and say so.
-    for repo_id in ("z-lab/LLaMA3.1-8B-Instruct-DFlash-UltraChat", "z-lab/gpt-oss-120b-DFlash",
-                    "z-lab/Kimi-K2.5-DFlash", "z-lab/Muse-Glimmer-30B-DFlash2"):
+    # Figures that no public page read here states stay unknown, and say so.
+    for repo_id in ("z-lab/gpt-oss-120b-DFlash", "z-lab/Kimi-K2.5-DFlash", "z-lab/Muse-Glimmer-30B-DFlash2"):
         found = drafter(catalog, repo_id)
-        assert found.block_size is None and "issue 21 says" in (found.notes or ""), repo_id
+        notes = found.notes or ""
+        assert found.block_size is None and ("not public" in notes or "unknown" in notes), repo_id
+    llama = drafter(catalog, "z-lab/LLaMA3.1-8B-Instruct-DFlash-UltraChat")  # its card: apache-2.0, block 10
+    assert (llama.block_size, llama.license) == (10, "apache-2.0") and "num_speculative_tokens 9" in llama.source
 
 
 def test_no_source_points_at_a_file_outside_the_repository(catalog: Catalog) -> None:
@@ -562,3 +565,60 @@ def test_published_block_sizes_are_filled_and_unpublished_ones_say_so(catalog: C
     muse = drafter(catalog, "z-lab/Muse-Glimmer-30B-DFlash2")
     assert muse.block_size is None and muse.notes and "block size not public" in muse.notes
     assert catalog.target("meta-models/Muse-Glimmer-30B").family == muse.family
+
+
+# ---- issue 28: public dates, licenses and the drafters of the public lists ------------------------------------
+
+@pytest.mark.parametrize(("target", "released", "days"), [
+    ("moonshotai/Kimi-K2.5", date(2026, 1, 27), 69),  # z-lab/Kimi-K2.5-DFlash 2026-04-06
+    ("moonshotai/Kimi-K2.6", date(2026, 4, 20), 20),  # z-lab/Kimi-K2.6-DFlash 2026-05-10
+])
+def test_kimi_release_days_are_the_public_ones(catalog: Catalog, target: str, released: date, days: int) -> None:
+    entry = catalog.target(target)
+    assert (entry.released, entry.released_precision) == (released, "day") and "https://" in entry.source
+    lag = target_lag(entry.released, [_first_z_lab_dflash(catalog, target)], today=date(2026, 10, 1))
+    assert lag.days == days
+
+
+def test_gemma_4_assistants_are_apache_2_0_with_a_release_day(catalog: Catalog) -> None:
+    assistants = [d for d in catalog.drafters if d.method == "gemma4-assistant"]
+    assert len(assistants) == 6
+    assert all(d.license == "apache-2.0" and d.released is not None and "Apache 2.0" in d.source for d in assistants)
+    for small in ("google/gemma-4-E2B-it", "google/gemma-4-E4B-it"):
+        assert catalog.target(small).released == date(2026, 4, 2)
+
+
+@pytest.mark.parametrize(("target", "drafter_id"), [
+    ("Qwen/Qwen3-30B-A3B-Instruct-2507", "RedHatAI/Qwen3-30B-A3B-Instruct-2507-speculator.eagle3"),
+    ("Qwen/Qwen3-30B-A3B-Instruct-2507", "lmsys/SGLang-EAGLE3-Qwen3-30B-A3B-Instruct-2507-SpecForge-Nex"),
+    ("Qwen/Qwen3-Next-80B-A3B-Instruct-FP8", "lmsys/SGLang-EAGLE3-Qwen3-Next-80B-A3B-Instruct-FP8-perfect-blend-regenerated"),
+    ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", "RedHatAI/Llama-4-Maverick-17B-128E-Instruct-speculator.eagle3"),
+    ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "lmsys/SGLang-EAGLE3-Llama-4-Scout-17B-16E-Instruct-SpecForge"),
+    ("Qwen/Qwen3-235B-A22B", "nvidia/Qwen3-235B-A22B-Eagle3"),
+    ("zai-org/GLM-5.2-FP8", "RedHatAI/GLM-5.2-speculator.dspark-preview"),
+])
+def test_targets_the_public_lists_name_have_their_drafters(catalog: Catalog, target: str, drafter_id: str) -> None:
+    assert drafter_id in {d.repo_id for d in catalog.drafters_for(target)}
+    assert "https://github.com/" in drafter(catalog, drafter_id).source  # the list, pinned to a commit
+    glm = catalog.target("zai-org/GLM-5.1")  # the BF16 GLM-5.1 z-lab says its FP8 drafter also serves
+    assert glm.released == date(2026, 4, 7)
+    assert "z-lab/GLM-5.1-FP8-DFlash" in {d.repo_id for d in catalog.drafters_for("zai-org/GLM-5.1")}
+
+
+def test_a_list_row_without_a_target_repo_pairs_nothing(catalog: Catalog) -> None:
+    for repo_id in ("RedHatAI/NVIDIA-Nemotron-3-Super-120B-A12B-speculator.dflash", "RedHatAI/GLM-5.2-speculator.dspark"):
+        found = drafter(catalog, repo_id)
+        assert found.targets == () and "not stated by the list" in (found.notes or "")
+
+
+@pytest.mark.parametrize(("target", "released"), [
+    ("meta-llama/Llama-3.3-70B-Instruct", date(2024, 12, 6)),
+    ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", date(2025, 4, 5)),
+    ("Qwen/Qwen3-30B-A3B-Instruct-2507", date(2025, 7, 29)),
+    ("Qwen/Qwen3-235B-A22B", date(2025, 4, 29)),
+    ("moonshotai/Kimi-K2-Instruct", date(2025, 7, 11)),
+])
+def test_release_days_filled_from_public_pages(catalog: Catalog, target: str, released: date) -> None:
+    entry = catalog.target(target)
+    assert (entry.released, entry.released_precision) == (released, "day")
+    assert "release: https://" in entry.source

@@ -176,6 +176,23 @@ CATALOG_TARGETS = {
     "zai-org/GLM-5.3-Flash": ("glm", "5.3", None),
     "z-lab/Alpamayo-1.5-10B": ("alpamayo", "1.5", "10B"),
     "z-lab/Alpamayo-R1-10B": ("alpamayo", "R1", "10B"),
+    # Issue 28: the targets the public lists (speculators, SpecBundle, EAGLE-3) name.
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": ("llama-scout", "4", "17B"),
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct": ("llama-maverick", "4", "17B"),
+    "Qwen/Qwen3-30B-A3B-Instruct-2507": ("qwen", "3", "30B"),
+    "Qwen/Qwen3-235B-A22B-Instruct-2507": ("qwen", "3", "235B"),
+    "Qwen/Qwen3-Next-80B-A3B-Instruct-FP8": ("qwen-next", "3", "80B"),
+    "Qwen/Qwen3-Coder-480B-A35B-Instruct": ("qwen-coder", "3", "480B"),
+    "nex-agi/Qwen3-30B-A3B-Nex-N1": ("qwen", "3", "30B"),
+    "nex-agi/Qwen3-32B-Nex-N1": ("qwen", "3", "32B"),
+    "Qwen/Qwen3-1.7B": ("qwen", "3", "1.7B"),
+    "Qwen/Qwen3-30B-A3B": ("qwen", "3", "30B"),
+    "Qwen/Qwen3-235B-A22B": ("qwen", "3", "235B"),
+    "allenai/OLMoE-1B-7B-0125-Instruct": ("olmoe", None, "1B"),
+    "ibm-granite/granite-3.1-1b-a400m-instruct": ("granite", "3.1", "1B"),
+    "zai-org/GLM-4.7-Flash": ("glm", "4.7", None),
+    "zai-org/GLM-5.2-FP8": ("glm", "5.2", None),
+    "zai-org/GLM-5.1": ("glm", "5.1", None),
 }
 
 
@@ -195,6 +212,29 @@ STEM_DIFFERS_FROM_TARGET = {
     "deepseek-ai/dflash_gemma4_12b_block7": "as above",
     "deepseek-ai/eagle3_gemma4_12b_ttt7": "as above",
     "yuhuili/EAGLE3-Vicuna1.3-13B": "yuhuili writes 'Vicuna1.3-13B' for lmsys/vicuna-13b-v1.3",
+    # The public lists (SpecBundle, EAGLE-3 README) pair these with the target; the names add or drop a word.
+    "lmsys/sglang-EAGLE3-Llama-4-Maverick-17B-128E-Instruct-v1": "a '-v1' release suffix",
+    "lmsys/sglang-EAGLE3-Llama-4-Scout-17B-16E-Instruct-v1": "a '-v1' release suffix",
+    "lmsys/SGLang-EAGLE3-Qwen3-Next-80B-A3B-Instruct-FP8-perfect-blend-regenerated": "names its training data",
+    "nvidia/Llama-4-Maverick-17B-128E-Eagle3": "drops '-Instruct'",
+    "Zjcxy-SmartAI/Eagle3-Qwen3-8B-zh": "a '-zh' (Chinese data) suffix",
+    "Zjcxy-SmartAI/Eagle3-Qwen3-32B-zh": "a '-zh' (Chinese data) suffix",
+    "wantsleep/granite-3.1-1b-a400m-EAGLE3": "drops '-instruct'",
+    "nvidia/Kimi-K2.5-Thinking-Eagle3": "names the thinking mode of Kimi-K2.5, not a repo",
+}
+
+
+# Real drafter names that the stem rule does not read, or reads as another model (suffixes `_eagle3`, `.dspark-preview`,
+# `-Eagle3-v2`, a prefix before the target name):
+# the catalog pairs them from the list that names their target, and the rule leaves them unpaired rather than guess.
+STEM_NOT_READ = {
+    "RedHatAI/GLM-5.2-speculator.dspark-preview", "AngelSlim/Qwen3-1.7B_eagle3", "AngelSlim/Qwen3-4B_eagle3",
+    "Tengyunw/qwen3_8b_eagle3", "AngelSlim/Qwen3-8B_eagle3", "AngelSlim/Qwen3-14B_eagle3",
+    "Tengyunw/qwen3_30b_moe_eagle3", "AngelSlim/Qwen3-a3B_eagle3", "AngelSlim/Qwen3-32B_eagle3",
+    "wantsleep/OLMoE_1B_7B_Eagle3", "lightseekorg/kimi-k2.5-eagle3-mla", "nvidia/gpt-oss-120b-Eagle3-throughput",
+    "nvidia/gpt-oss-120b-Eagle3-long-context", "nvidia/gpt-oss-120b-Eagle3-short-context", "nvidia/gpt-oss-120b-Eagle3-v2",
+    "nvidia/gpt-oss-120b-Eagle3-v3",
+    "Dogacel/specdrift-gpt-oss-120b-eagle3",  # read as a 'specdrift' family: a paper's prefix before the target name
 }
 
 
@@ -205,10 +245,14 @@ def test_every_catalog_drafter_names_its_target() -> None:
         if drafter.built_in:
             continue  # a full checkpoint carrying its drafter (DeepSeek-V4 DSpark, MTP heads): named as a checkpoint
         stem = drafter_target_stem(drafter.repo_id)
+        if drafter.repo_id in STEM_NOT_READ:
+            # Once the rule reads it as its target, it must leave this set and match like the others.
+            assert stem is None or parse_repo_id(f"x/{stem}").family != parse_repo_id(drafter.targets[0]).family, drafter.repo_id
+            continue
         assert stem is not None, drafter.repo_id
         if not drafter.targets:
             continue
-        (target,) = drafter.targets
+        target = drafter.targets[0]  # the one its name spells; a second is one its card says it also serves
         stem_parsed, target_parsed = parse_repo_id(f"x/{stem}"), parse_repo_id(target)
         assert (stem_parsed.family, stem_parsed.generation, stem_parsed.size) == (
             target_parsed.family,

@@ -86,6 +86,26 @@ CATALOG_TARGET_ARCHITECTURES = {
     # Vision-language-action models (FlashDrive); no published config: their text decoder stands in as a plain one.
     "z-lab/Alpamayo-1.5-10B": "qwen3",
     "z-lab/Alpamayo-R1-10B": "qwen3",
+    # Targets the public drafter lists name (issue 28); no published config in the catalog, so the family's layout.
+    "Qwen/Qwen3-1.7B": "qwen3",
+    "nex-agi/Qwen3-32B-Nex-N1": "qwen3",
+    "Qwen/Qwen3-30B-A3B": "qwen3_moe",
+    "Qwen/Qwen3-30B-A3B-Instruct-2507": "qwen3_moe",
+    "Qwen/Qwen3-235B-A22B": "qwen3_moe",
+    "Qwen/Qwen3-235B-A22B-Instruct-2507": "qwen3_moe",
+    "Qwen/Qwen3-Coder-480B-A35B-Instruct": "qwen3_moe",
+    "nex-agi/Qwen3-30B-A3B-Nex-N1": "qwen3_moe",
+    "Qwen/Qwen3-Next-80B-A3B-Instruct-FP8": "qwen3_next",
+    "zai-org/GLM-5.1": "glm_moe_dsa",
+    "zai-org/GLM-5.2-FP8": "glm_moe_dsa",
+}
+# Catalog targets of an architecture no tiny stand-in is built for yet: nothing here has run a pair on them.
+UNBUILT_TARGETS = {
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama4",
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct": "llama4",
+    "allenai/OLMoE-1B-7B-0125-Instruct": "olmoe",
+    "ibm-granite/granite-3.1-1b-a400m-instruct": "granitemoe",
+    "zai-org/GLM-4.7-Flash": "glm4_moe_lite",
 }
 # Catalog targets the verifier refuses by design, with the reason it gives.
 REFUSED_TARGETS = {
@@ -121,10 +141,11 @@ def _assert_exact(run: Run) -> None:
 def test_every_catalog_target_has_a_tiny_architecture(target_dirs: dict[str, Path]) -> None:
     catalog = json.loads((REPO_ROOT / "registry" / "data" / "catalog.json").read_text())
     targets = {t["repo_id"]: t for t in catalog["targets"]}
-    assert set(targets) == set(CATALOG_TARGET_ARCHITECTURES) | set(REFUSED_TARGETS)
+    assert set(targets) == set(CATALOG_TARGET_ARCHITECTURES) | set(REFUSED_TARGETS) | set(UNBUILT_TARGETS)
     assert set(CATALOG_TARGET_ARCHITECTURES.values()) <= set(ARCHITECTURES)
+    assert not set(UNBUILT_TARGETS.values()) & set(ARCHITECTURES)  # once built, a target moves to the table above
     for repo_id, target in targets.items():
-        if repo_id in REFUSED_TARGETS:
+        if repo_id in REFUSED_TARGETS or repo_id in UNBUILT_TARGETS:
             continue
         published = target.get("config") or {}
         tiny = read_config(target_dirs[CATALOG_TARGET_ARCHITECTURES[repo_id]])
