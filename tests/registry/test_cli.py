@@ -130,3 +130,31 @@ def test_the_cli_says_what_to_do_where_it_has_nothing_or_cannot(db_env: dict[str
         port = taken.getsockname()[1]
         refused = drafters("serve", "--port", str(port), "--workers", "1", env=db_env, timeout=60)
     assert refused.returncode == 2 and "choose another with --port" in refused.stderr
+
+
+def test_the_help_overview_lists_every_command_from_its_own_module_without_loading_them() -> None:
+    from drafters.cli import COMMANDS, MODULES, load_commands, overview
+    from drafters.cli.common import app
+
+    load_commands()
+    registered = {c.name or c.callback.__name__: c for c in app.registered_commands}
+    groups = {g.name: g for g in app.registered_groups}
+    assert set(MODULES) == set(registered) | set(groups), "COMMANDS and the registered commands differ"
+    for name, command in registered.items():
+        assert MODULES[name] == command.callback.__module__, name
+        summary = next(s for _, rows in COMMANDS for n, _, s in rows if n == name)
+        words = [[w.strip(".,:;") for w in text.split()[:3]] for text in (summary, command.callback.__doc__ or "")]
+        assert words[0] == words[1], (name, summary)  # the overview says what the command's own help says
+    for name, group in groups.items():
+        assert {c.callback.__module__ for c in group.typer_instance.registered_commands} == {MODULES[name]}
+    for columns in (80, 120):
+        text = overview(columns)
+        assert max(len(line) for line in text.splitlines()) <= columns
+        assert text.index("  find ") < text.index("  up ") < text.index("  watch ")  # what a new user asks first
+    # `drafters --help` imports no command module (they pull in the API server, the store, the watcher).
+    probe = subprocess.run([sys.executable, "-c", "import sys, runpy; sys.argv = ['drafters', '--help']\n"
+                            "try:\n    runpy.run_module('drafters.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+                            "print(sorted(m for m in sys.modules if m.startswith(('drafters.cli.', 'sqlalchemy', "
+                            "'fastapi'))))"], capture_output=True, text=True, timeout=60)
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.strip().splitlines()[-1] == "['drafters.cli.render']"

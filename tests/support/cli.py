@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
+from drafters.cli import load_commands
 from drafters.cli.common import app
 
 COMMAND = [sys.executable, "-m", "drafters.cli"]
+load_commands()  # `invoke` runs in this process: every command registered, as `main` does for the one asked
 
 
 def environment(env: Mapping[str, str] | None = None, drop: Iterable[str] = ()) -> dict[str, str]:
