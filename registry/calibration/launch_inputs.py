@@ -57,8 +57,10 @@ def built_in_pairs(store: Store, target: str, checkpoint: CheckpointRecord | Non
     if checkpoint is None:
         return []
     sha = _sha(checkpoint.head_sha)
+    head = store.reads.head_revision(checkpoint.repo_id)
     return [PairFacts(target=checkpoint.repo_id, target_sha=sha, drafter=checkpoint.repo_id, drafter_sha=sha,
-                      method=method, built_in=True, target_family=checkpoint.family)
+                      method=method, built_in=True, target_family=checkpoint.family,
+                      target_architecture=_architecture(head.config if head is not None else None))
             for method in sorted(checkpoint.built_in)]
 
 
@@ -69,6 +71,8 @@ def exact_pairs(store: Store, target: str, drafter: str | None = None, *,
     that already read the verdicts, drafter records or checkpoint passes them (one read per request)."""
     built_in = _built_in()
     checkpoint = checkpoint or store.reads.get_checkpoint(target)
+    target_head = store.reads.head_revision(target)
+    architecture = _architecture(target_head.config if target_head is not None else None)
     pairs = []
     for verdict in verdicts if verdicts is not None else store.reads.verdicts(checkpoint_repo_id=target,
                                                                         drafter_repo_id=drafter):
@@ -89,9 +93,17 @@ def exact_pairs(store: Store, target: str, drafter: str | None = None, *,
             drafter_config_read=revision is not None and revision.config is not None,
             layout=layout_of(verdict.method, revision.config if revision is not None else None,
                              verdict.drafter_repo_id),
+            target_architecture=architecture,
         ))
     pairs.sort(key=lambda p: (p.method, p.drafter))
     return pairs
+
+
+def _architecture(config: Mapping[str, object] | None) -> str | None:
+    architectures = config.get("architectures") if config else None
+    if isinstance(architectures, list) and architectures and isinstance(architectures[0], str):
+        return architectures[0]
+    return None
 
 
 def _eagle3_layers(config: Mapping[str, object] | None) -> tuple[int, ...] | None:

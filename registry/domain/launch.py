@@ -21,6 +21,7 @@ from registry.domain import engine_sources as src
 from registry.domain.coverage import DEEPSPEC, DEEPSPEC_GEMMA4
 from registry.domain.engine_sources import Default
 from registry.domain.llama_commands import (
+    BUILT_IN_EXPORT_ARCHITECTURES,
     EAGLE3_CONVERTER_KEY,
     LLAMA_SPEC_TYPES,
     NEEDS_TARGET_DIR,
@@ -137,6 +138,7 @@ class PairFacts:
     eagle3_layers: tuple[int, ...] | None = None
     drafter_config_read: bool = False  # the registry holds the drafter's config.json (eagle3_layers follow from it)
     layout: str | None = None  # the drafter's weight layout (coverage.layout_of); None: not known
+    target_architecture: str | None = None  # architectures[0] of the target's recorded config; None: not read
 
 
 @dataclass(frozen=True)
@@ -352,6 +354,11 @@ def _llamacpp(facts: PairFacts, measured: DraftLength | None, *, local: bool) ->
     spec_type = LLAMA_SPEC_TYPES.get(facts.method)
     if spec_type is None:
         return _unsupported(facts, "llamacpp", f"llama-server has no --spec-type for {facts.method} drafters")
+    exports = BUILT_IN_EXPORT_ARCHITECTURES.get(facts.method, frozenset()) if facts.built_in else frozenset()
+    if facts.built_in and facts.target_architecture is not None and facts.target_architecture not in exports:
+        return replace(_unsupported(facts, "llamacpp", (
+            f"convert_hf_to_gguf.py --{facts.method} does not export {facts.target_architecture} checkpoints "
+            f"({src.LLAMA_CONVERTER}: it exports them for {', '.join(sorted(exports))})")), minimum_version="none")
     length = choose_draft_length(facts, "llamacpp", measured)
     draft_max = length.value
     if draft_max is None and facts.method in BLOCK_METHODS:
@@ -375,8 +382,9 @@ def _llamacpp(facts: PairFacts, measured: DraftLength | None, *, local: bool) ->
         drafter_gguf = f"{facts.method}-{_folder_name(facts.target)}.gguf"
         steps.append(converter_step([*converter_args(target_dir, drafter_gguf, outtype="bf16"),
                                      f"--{facts.method}"]))
-        notes.append(f"convert_hf_to_gguf.py exports the {facts.method.upper()} tensors with --{facts.method} only "
-                     f"for the architectures it supports ({src.LLAMA_CONVERTER})")
+        if facts.target_architecture is None:
+            notes.append(f"the registry has not read {facts.target}'s config: convert_hf_to_gguf.py --{facts.method} "
+                         f"exports only {', '.join(sorted(exports))} checkpoints ({src.LLAMA_CONVERTER})")
     elif facts.gguf:
         drafter_gguf = f"{drafter_dir}/<the .gguf file of {facts.drafter}>"
         notes.append(f"{facts.drafter} ships GGUF files: pass the one you want with -md")

@@ -35,6 +35,21 @@ LLAMA_SPEC_TYPES: dict[str, str] = {
     "gemma4-assistant": "draft-mtp",
     "mtp": "draft-mtp",  # a checkpoint's own MTP head, exported with convert_hf_to_gguf.py --mtp
 }
+# Target architectures whose built-in drafter convert_hf_to_gguf.py exports alone (b11434): --mtp for the model
+# classes with supports_mtp_export (conversion/*.py), --dspark for DeepseekV4ForCausalLM only. Checked against the
+# converter's source by tests/registry/test_launch.py (tests/data/engine_sources.json).
+BUILT_IN_EXPORT_ARCHITECTURES: dict[str, frozenset[str]] = {
+    "mtp": frozenset({
+        "BailingMoeV3ForCausalLM", "BailingMoeV3VLForConditionalGeneration", "DeepseekV32ForCausalLM",
+        "DeepseekV4ForCausalLM", "Dots3NoteForCausalLM", "Dots3NoteForConditionalGeneration",
+        "Dots3NoteTextForCausalLM", "Glm4MoeForCausalLM", "Glm4MoeLiteForCausalLM", "Glm4vMoeForConditionalGeneration",
+        "Glm5NextForConditionalGeneration", "GlmMoeDsaForCausalLM", "HYV3ForCausalLM", "MiMoV2FlashForCausalLM",
+        "MiMoV2ForCausalLM", "MiniCPMV4_6ForConditionalGeneration", "NemotronHForCausalLM", "Qwen3NextForCausalLM",
+        "Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForCausalLM",
+        "Qwen3_5MoeForConditionalGeneration", "Qwen4ExpForCausalLM", "Qwen4ExpForConditionalGeneration",
+        "Step3p5ForCausalLM", "Step3p7ForConditionalGeneration"}),
+    "dspark": frozenset({"DeepseekV4ForCausalLM"}),
+}
 # Drafters with no embeddings or tokenizer of their own: llama.cpp converts them with --target-model-dir.
 NEEDS_TARGET_DIR = frozenset({"dflash", "dflash2", "dspark", "eagle3"})
 
