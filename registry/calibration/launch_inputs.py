@@ -189,7 +189,7 @@ def measured_draft_length(store: Store, pair: PairFacts, gpu: Gpu, engine: str, 
     if pair.built_in:
         return None
     target_facts = _side_facts(store, pair.target, pair.target_sha, drafter=False)
-    acceptance = _acceptance(store, pair, engine, gpu, runs, target_facts.parameters)
+    acceptance = _acceptance(store, pair, engine, gpu, runs, side_parameters(store, pair.target, pair.target_sha))
     if acceptance is None:
         return None
     drafter_facts = _side_facts(store, pair.drafter, pair.drafter_sha, drafter=True)
@@ -211,5 +211,9 @@ def measured_draft_length(store: Store, pair: PairFacts, gpu: Gpu, engine: str, 
 
 
 def side_parameters(store: Store, target: str, sha: str | None) -> int | None:
-    """The target's parameter count the registry can work out (None: unknown)."""
-    return _side_facts(store, target, sha, drafter=False).parameters
+    """The target's parameter count: counted or from weight bytes, else estimated from its config (None: unknown)."""
+    facts = _side_facts(store, target, sha, drafter=False)
+    if facts.parameters is not None or facts.config is None:
+        return facts.parameters
+    shape = pricing.shape_from_config(facts.config)
+    return shape.parameters if shape is not None else None
