@@ -18,16 +18,23 @@ from registry.domain.launch import PairFacts
 from registry.domain.records import DrafterRecord
 from registry.domain.run import Run
 
-MEASURED, PUBLISHED, RULE = "measured", "published", "rule"
-_BASIS_ORDER = {MEASURED: 0, PUBLISHED: 1, RULE: 2}
+MEASURED, PUBLISHED = "measured", "published"
 
 # With nothing measured or published: drafters built into the checkpoint (trained with it, nothing to download),
 # then block drafters (a whole block per draft forward), EAGLE-3 heads, assistants and MTP heads (one token per
 # forward, on the target's states), DFlash 2 (llama.cpp only), and last a separate draft LM (no target states).
 RULE_ORDER: dict[str, int] = {"dflash": 1, "dspark": 1, "eagle3": 2, "gemma4-assistant": 3, "mtp": 3,
                               "dflash2": 4, "draft-lm": 5}
-RULE_WHY = ("nothing measured or published for this pair: ranked by rule (built into the checkpoint, then block "
-            "drafters, EAGLE-3 heads, assistant/MTP heads, DFlash 2, draft LMs)")
+_RULE_LABELS = {1: "a block drafter", 2: "an EAGLE-3 head", 3: "a one-token head", 4: "DFlash 2 (llama.cpp only)",
+                5: "a separate draft LM"}
+RULE = "rule"
+RULE_WHY = "nothing measured or published: by rule, {label}"
+
+
+def rule_why(pair: PairFacts) -> str:
+    label = "built into the checkpoint" if pair.built_in else _RULE_LABELS.get(RULE_ORDER.get(pair.method, 9),
+                                                                              f"a {pair.method} drafter")
+    return RULE_WHY.format(label=label)
 
 
 @dataclass(frozen=True)
@@ -85,10 +92,12 @@ def rank(pairs: Sequence[PairFacts], runs: Sequence[Run], gpu: Gpu, engine: str 
             tau = published.tau(len(published.marginal))
             ranked.append(Ranked(pair, PUBLISHED, tau, published.source, notes))
             continue
-        ranked.append(Ranked(pair, RULE, None, RULE_WHY, notes))
+        ranked.append(Ranked(pair, RULE, None, rule_why(pair), notes))
+
+    order = {MEASURED: 0, PUBLISHED: 1, RULE: 2}
 
     def key(r: Ranked) -> tuple[object, ...]:
         rule = 0 if r.pair.built_in else RULE_ORDER.get(r.pair.method, 9)
-        return (_BASIS_ORDER[r.basis], -(r.score or 0.0), rule, r.pair.drafter)
+        return (order[r.basis], -(r.score or 0.0), rule, r.pair.drafter)
 
     return sorted(ranked, key=key)
