@@ -64,3 +64,41 @@ LLAMA_BLOCK_BOUND = 64
 LLAMA_BLOCK_UNKNOWN = Default(None, f"the trained block: llama-server clamps --spec-draft-n-max {LLAMA_BLOCK_BOUND} to "
                                     "the block size it reads from the drafter's GGUF (dflash.block_size; "
                                     f"{LLAMA_SPECULATIVE})")
+
+
+@dataclass(frozen=True)
+class MinimumVersion:
+    version: str  # "unknown" when no public source states it
+    source: str
+
+
+# Minimum engine versions per method, each with where it is stated. "unknown" rather than a guess.
+MINIMUM_VERSIONS: dict[tuple[str, str], MinimumVersion] = {
+    ("vllm", "dflash"): MinimumVersion("0.20.1", "vllm-project/vllm PR #36847 (specdec.md: vLLM v0.20.1+)"),
+    ("vllm", "gemma4-assistant"): MinimumVersion("0.21", "vllm-project/vllm PR #41745 (specdec.md: method mtp ≥ 0.21)"),
+    ("vllm", "eagle3"): MinimumVersion("unknown (first build with vllm-project/vllm PR #16937)",
+                                       "V1 EAGLE-3: vllm-project/vllm PR #16937; release not named"),
+    ("vllm", "dspark"): MinimumVersion("unknown", f"method dspark in {VLLM_SPECULATIVE}; no release named"),
+    ("vllm", "draft-lm"): MinimumVersion("unknown", f"method draft_model in {VLLM_SPECULATIVE}; no release named"),
+    ("vllm", "mtp"): MinimumVersion("unknown", f"method mtp in {VLLM_SPECULATIVE}; no release named"),
+    ("sglang", "dflash"): MinimumVersion("unknown", "sgl-project/sglang PR #16818 (2026-01-22; release not named)"),
+    ("sglang", "eagle3"): MinimumVersion("unknown", f"EAGLE3 builtin in {SGLANG_SPEC_FIELDS}; no release named"),
+    ("sglang", "dspark"): MinimumVersion("unknown", f"DSPARK builtin in {SGLANG_SPEC_FIELDS}; no release named"),
+    ("sglang", "draft-lm"): MinimumVersion("unknown", f"STANDALONE builtin in {SGLANG_SPEC_FIELDS}; no release named"),
+    ("sglang", "gemma4-assistant"): MinimumVersion("unknown (first build with sgl-project/sglang PR #24436)",
+                                                   "FROZEN_KV_MTP promotion of NEXTN: sgl-project/sglang PR #24436"),
+    ("sglang", "mtp"): MinimumVersion("unknown", f"NEXTN builtin in {SGLANG_SPEC_FIELDS}; no release named"),
+    ("llamacpp", "dflash"): MinimumVersion("unknown build (PR merged 2026-06-28)", "ggml-org/llama.cpp PR #22105"),
+    ("llamacpp", "dflash2"): MinimumVersion("unknown build", "ggml-org/llama.cpp PR #27342"),
+    ("llamacpp", "dspark"): MinimumVersion("unknown build", "ggml-org/llama.cpp PRs #25784, #25549"),
+    ("llamacpp", "gemma4-assistant"): MinimumVersion("b9549", "ggml-org/llama.cpp PR #23398"),
+    ("llamacpp", "eagle3"): MinimumVersion("unknown build", "--spec-type draft-eagle3 in llama.cpp b11434 (tested here)"),
+    ("llamacpp", "draft-lm"): MinimumVersion("unknown build", "--spec-type draft-simple in llama.cpp b11434 (tested here)"),
+    ("llamacpp", "mtp"): MinimumVersion("unknown build", f"--mtp in {LLAMA_CONVERTER}, draft-mtp in "
+                                                         f"{LLAMA_SPECULATIVE}"),
+}
+# Per target family, where a public source names a later minimum than the method's (first match wins).
+FAMILY_MINIMUM_VERSIONS: dict[tuple[str, str, str], MinimumVersion] = {
+    ("vllm", "eagle3", "gemma"): MinimumVersion("unknown (first build with vllm-project/vllm PR #39450)",
+                                                "EAGLE-3 on Gemma-4 targets: vllm-project/vllm PR #39450"),
+}
