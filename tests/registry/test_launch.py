@@ -408,3 +408,15 @@ def test_launch_reads_the_eagle3_layers_from_the_recorded_config(tmp_path: Path)
     assert pair.eagle3_layers == (2, 18, 33) and pair.drafter_config_read
     printed = launch_command(pair, "llamacpp").shell()
     assert '[2,18,33]' in printed and printed.index("[2,18,33]") < printed.index("--target-model-dir")
+
+
+def test_the_printed_converter_command_refuses_a_folder_with_the_publishers_code(tmp_path: Path) -> None:
+    """`drafters convert-hf-to-gguf` passes its arguments to llama.cpp's converter, which loads tokenizers with
+    trust_remote_code: a model folder among them that carries an auto_map is refused before anything runs."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"architectures": ["X"], "auto_map": {"AutoModel": "x.Model"}}))
+    result = run_drafters("convert-hf-to-gguf", str(folder), "--outtype", "bf16", "--outfile",
+                          str(tmp_path / "model.gguf"), env={"DRAFTERS_LLAMA_CPP_DIR": str(tmp_path / "nowhere")})
+    assert result.returncode != 0 and "auto_map" in result.stderr, result.stderr
+    assert not (tmp_path / "model.gguf").exists()
