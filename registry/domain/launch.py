@@ -22,6 +22,7 @@ from registry.domain.coverage import DEEPSPEC, DEEPSPEC_GEMMA4
 from registry.domain.engine_sources import FAMILY_MINIMUM_VERSIONS, MINIMUM_VERSIONS, Default, MinimumVersion
 from registry.domain.llama_commands import (
     BUILT_IN_EXPORT_ARCHITECTURES,
+    BUILT_IN_SPEC_TYPES,
     EAGLE3_CONVERTER_KEY,
     LLAMA_SPEC_TYPES,
     NEEDS_TARGET_DIR,
@@ -315,7 +316,7 @@ def _folder_name(repo: str) -> str:
 
 
 def _llamacpp(facts: PairFacts, measured: DraftLength | None, *, local: bool) -> Launch:
-    spec_type = LLAMA_SPEC_TYPES.get(facts.method)
+    spec_type = (BUILT_IN_SPEC_TYPES if facts.built_in else LLAMA_SPEC_TYPES).get(facts.method)
     if spec_type is None:
         return _unsupported(facts, "llamacpp", f"llama-server has no --spec-type for {facts.method} drafters")
     exports = BUILT_IN_EXPORT_ARCHITECTURES.get(facts.method, frozenset()) if facts.built_in else frozenset()

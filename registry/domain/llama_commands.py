@@ -33,8 +33,9 @@ LLAMA_SPEC_TYPES: dict[str, str] = {
     "dspark": "draft-dspark",
     "eagle3": "draft-eagle3",
     "gemma4-assistant": "draft-mtp",
-    "mtp": "draft-mtp",  # a checkpoint's own MTP head, exported with convert_hf_to_gguf.py --mtp
 }
+# A drafter built into its checkpoint, exported alone with convert_hf_to_gguf.py --mtp / --dspark (launch only).
+BUILT_IN_SPEC_TYPES: dict[str, str] = {"mtp": "draft-mtp", "dspark": "draft-dspark"}
 # Target architectures whose built-in drafter convert_hf_to_gguf.py exports alone (b11434): --mtp for the model
 # classes with supports_mtp_export (conversion/*.py), --dspark for DeepseekV4ForCausalLM only. Checked against the
 # converter's source by tests/registry/test_launch.py (tests/data/engine_sources.json).
