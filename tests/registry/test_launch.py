@@ -18,7 +18,8 @@ import pytest
 from registry.calibration.launch_inputs import built_in_pairs, exact_pairs, measured_draft_length, pick_gpu, \
     side_parameters
 from registry.domain.launch import ENGINES, DraftLength, Launch, PairFacts, launch_command
-from registry.domain.llama_commands import CONVERTER_COMMAND, EAGLE3_CONVERTER_KEY, eagle3_converter_layers
+from registry.domain.llama_commands import BUILT_IN_EXPORT_ARCHITECTURES, CONVERTER_COMMAND, EAGLE3_CONVERTER_KEY, \
+    eagle3_converter_layers
 from registry.domain.records import RevisionSpec
 from registry.domain.run import Run
 from registry.store import Store
@@ -420,3 +421,8 @@ def test_the_printed_converter_command_refuses_a_folder_with_the_publishers_code
                           str(tmp_path / "model.gguf"), env={"DRAFTERS_LLAMA_CPP_DIR": str(tmp_path / "nowhere")})
     assert result.returncode != 0 and "auto_map" in result.stderr, result.stderr
     assert not (tmp_path / "model.gguf").exists()
+
+
+def test_the_built_in_exports_launch_knows_are_the_converters() -> None:
+    for method in ("mtp", "dspark"):
+        assert BUILT_IN_EXPORT_ARCHITECTURES[method] == set(LLAMA["converter"][f"{method}_export_architectures"])
