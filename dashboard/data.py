@@ -18,12 +18,18 @@ import streamlit as st
 from sqlalchemy.exc import SQLAlchemyError
 
 from dashboard import plan_queries, queries
+from registry.calibration.launch_inputs import pick_gpu, side_parameters
+from registry.calibration.ranking import rank
+from registry.calibration.recommend import launchable_pairs
 from registry.domain import pair
 from registry.local import LocalRepoError, read_local_repo
 from registry.redact import mask_url
 from registry.settings import get_settings
 from registry.store.db import DatabaseError
+from registry.store import Store
+from registry.store.read_only import open_read_only
 from registry.store.read_queries import ReadOnlyQueries
+from registry.store.runs import list_runs
 
 # Long enough that moving between pages and widgets is instant, short enough that a watcher's news shows soon.
 TTL_S = 60
@@ -221,9 +227,22 @@ def search_checkpoints(url: str, text: str) -> list[str]:
     return _reader(url).search_checkpoints(text)
 
 
+@st.cache_resource(show_spinner=False)
+def _store(url: str) -> Store:
+    """A store on a read-only engine: the ranking reads through the same functions as `find` and the API."""
+    return Store(open_read_only(url))
+
+
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def drafters_for(url: str, repo_id: str) -> pd.DataFrame:
-    return queries.drafters_for(_reader(url), repo_id)
+    store = _store(url)
+    pairs = launchable_pairs(store, repo_id)
+    runs = [r for r in list_runs(store, target=repo_id) if r.status == "ok"]
+    records = {p.drafter: None if p.built_in else store.reads.get_drafter(p.drafter) for p in pairs}
+    order = rank(pairs, runs, pick_gpu(None), None, records=records,
+                 target_parameters=side_parameters(store, repo_id, pairs[0].target_sha if pairs else None))
+    ranked = {r.pair.drafter: (position, r.why) for position, r in enumerate(order, start=1)}
+    return queries.drafters_for(_reader(url), repo_id, ranked)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)

@@ -9,7 +9,7 @@ function per table, the frame shaping and labels that go with it.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import date, datetime
 from pathlib import Path
@@ -242,13 +242,25 @@ def availability_matrix(cells: pd.DataFrame) -> pd.DataFrame:
     return facts.join(matrix).reset_index()
 
 
-FIT_COLUMNS = ["drafter", "method", "publisher", "verdict", "hub", "reasons", "drafter_released", "lag_days"]
+FIT_COLUMNS = ["rank", "drafter", "method", "publisher", "verdict", "why", "hub", "reasons", "drafter_released",
+               "lag_days"]
 
 
-def drafters_for(db: ReadOnlyQueries, repo_id: str) -> pd.DataFrame:
+def drafters_for(db: ReadOnlyQueries, repo_id: str,
+                 ranked: Mapping[str, tuple[int, str]] | None = None) -> pd.DataFrame:
     """What can I use with this checkpoint: every head verdict, best first (within a verdict, drafters still on
-    the Hub first), with its reasons; `hub` says "gone from the Hub since …" of one deleted or made private."""
+    the Hub first), with its reasons; `hub` says "gone from the Hub since …" of one deleted or made private.
+    `ranked`: drafter → (position, why) of the exact ones (registry.calibration.ranking), which then come in
+    that order with the reason."""
+    ranked = ranked or {}
     frame = _frame(db.drafters_for_rows(repo_id))
+    frame["rank"] = pd.array([ranked[d][0] if d in ranked else None for d in frame["drafter"]], dtype="Int64")
+    frame["why"] = [ranked[d][1] if d in ranked else None for d in frame["drafter"]]
+    if ranked:
+        # Verdict first (the rows come best verdict first), then the ranking within the exact ones.
+        order = frame["verdict"].map(reports.VERDICT_ORDER)
+        frame = frame.assign(_order=order).sort_values(["_order", "rank"], kind="stable", na_position="last")
+        frame = frame.drop(columns="_order").reset_index(drop=True)
     frame["reasons"] = ["; ".join(reasons or ()) for reasons in frame["reasons"]]
     frame["drafter_released"] = [_drafter_release(a, source, b)
                                  for a, source, b in zip(frame["released"], frame["source"], frame["first_seen"])]

@@ -30,7 +30,7 @@ from registry.store.catalog_import import CatalogSummary, load_catalog
 from registry.store.read_only import open_read_only
 from registry.store.runs import record_run
 from registry.store.workers import register_worker
-from tests.registry.run_fixtures import full_run
+from tests.registry.run_fixtures import full_run, measured
 from tests.support.cli import drafters, popen
 
 TARGET, DRAFTER = "Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16"
@@ -85,16 +85,44 @@ def test_target_drafters_has_verdicts_measurements_and_launch_commands(api: http
     assert set(row["launch"]) == {"vllm", "sglang", "llamacpp"}
     vllm = row["launch"]["vllm"]
     assert vllm["supported"] and vllm["shell"].startswith(f"vllm serve {TARGET}")
-    # The pair was measured: its draft length is the best γ `drafters price` finds on the run's acceptance
-    # (three measured positions), not the block's 15.
-    assert vllm["draft_length_source"].startswith("best γ of `drafters price` on H100 SXM")
-    assert vllm["draft_length"] in (1, 2, 3)
-    assert json.loads(vllm["argv"][vllm["argv"].index("--speculative-config") + 1])["num_speculative_tokens"] == (
-        vllm["draft_length"])
+    # The runs are tiny PyTorch stand-ins on a CPU: they set no vLLM length for an H100, the trained block does.
+    assert vllm["draft_length"] == 15 and vllm["draft_length_source"].startswith("the trained block 16")
+    assert json.loads(vllm["argv"][vllm["argv"].index("--speculative-config") + 1])["num_speculative_tokens"] == 15
+    # Ranked: nothing measured on an H100, so the published τ leads, labelled as such with its source.
+    assert row["rank"]["position"] == 1 and row["rank"]["basis"] == "published"
+    assert row["rank"]["why"].startswith("published, not measured") and "github.com/z-lab/dflash" in row["rank"]["why"]
+    assert any(c.startswith("license:") for c in row["rank"]["caveats"]) and "non-thinking only" in " ".join(
+        row["rank"]["caveats"])
     assert row["launch"]["sglang"]["argv"][row["launch"]["sglang"]["argv"].index("--speculative-num-draft-tokens") + 1] == "16"
     missing = api.get("/v1/targets/nobody/nothing/drafters")
     assert missing.status_code == 404 and missing.json() == {"schema_version": SCHEMA_VERSION,
                                                             "error": "nobody/nothing is not in the registry"}
+
+
+def test_the_recommendation_is_measured_on_the_asked_hardware_and_engine_else_published(
+        api: httpx.Client, filled: Store) -> None:
+    """`/v1/targets/{id}/recommendation`: one drafter, its command, why. A vLLM run on an H100 puts its drafter
+    first for vLLM on H100 SXM only; elsewhere the published τ leads; a checkpoint's own MTP head is recommended
+    for the target that ships it."""
+    eagle3 = "RedHatAI/Qwen3-8B-speculator.eagle3"
+    overall = measured(marginal=(0.9, 0.8, 0.6), speedup=2.5)
+    record_run(filled, full_run(target=TARGET, drafter=eagle3, engine="vllm", hardware="NVIDIA H100 80GB HBM3",
+                                method="eagle3", overall=overall, per_set=(overall,), target_weight_bytes=16_000_000_000,
+                                prediction=None, run_id="vllm-h100"))
+    body = api.get(f"/v1/targets/{TARGET}/recommendation", params={"engine": "vllm", "gpu": "H100 SXM"}).json()
+    assert body["schema_version"] == SCHEMA_VERSION and body["gpu"] == "H100 SXM"
+    best = body["recommendation"]
+    assert best["drafter"] == eagle3 and best["basis"] == "measured" and best["score"] == 2.5
+    assert "vllm on NVIDIA H100" in best["why"] and best["launch"]["supported"]
+    assert best["launch"]["shell"].startswith(f"vllm serve {TARGET}") and body["why"] == best["why"]
+    assert [c["drafter"] for c in body["considered"]][0] == eagle3 and len(body["considered"]) > 2
+    for params in ({"engine": "sglang", "gpu": "H100 SXM"}, {"engine": "vllm", "gpu": "A100 80GB"}):
+        other = api.get(f"/v1/targets/{TARGET}/recommendation", params=params).json()["recommendation"]
+        assert other["drafter"] == DRAFTER and other["basis"] == "published", params
+    built_in = api.get("/v1/targets/deepseek-ai/DeepSeek-V3/recommendation", params={"engine": "vllm"}).json()
+    assert built_in["recommendation"]["built_in"] and built_in["recommendation"]["method"] == "mtp"
+    assert api.get(f"/v1/targets/{TARGET}/recommendation", params={"engine": "tensorrt"}).status_code == 422
+    assert api.get("/v1/targets/nobody/nothing/recommendation", params={"engine": "vllm"}).status_code == 404
 
 
 def test_etag_and_last_modified_answer_304_until_the_data_changes(api: httpx.Client, filled: Store) -> None:

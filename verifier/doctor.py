@@ -26,7 +26,7 @@ from registry.domain import pair
 from registry.domain.doctor import NOT_ENGAGED, Diagnosis, Expectation, ProbeFacts, diagnose
 from registry.domain.drafter_facts import drafter_facts
 from registry.domain.engines import SERVER_ENGINE_NAMES
-from registry.domain.launch import MINIMUM_VERSIONS
+from registry.domain.engine_sources import MINIMUM_VERSIONS
 from registry.domain.measurement import SetMeasurement
 from registry.domain.records import EventSpec
 from registry.domain.run import Run

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from email.utils import format_datetime, parsedate_to_datetime
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -322,6 +322,15 @@ def create_app(config: ApiConfig) -> FastAPI:
         """Every drafter with a verdict for the target (reasons, lag, measured τ and speedup per engine and
         hardware) and, for exact pairs, the launch command of each engine."""
         return reader.answer(request, lambda s: bodies.target_drafters(s, target, config.today(), gpu))
+
+    @app.get("/v1/targets/{target:path}/recommendation", dependencies=read, summary="The drafter to use")
+    def recommendation(request: Request, target: str,
+                       engine: Literal["vllm", "sglang", "llamacpp"] = Query(..., description="the serving engine"),
+                       gpu: str | None = Query(None, description="GPU class to rank for (default H100 SXM)")
+                       ) -> Response:
+        """One drafter, its command on the engine, and why (measured speedup on this hardware and engine, else a
+        published τ, else the rule), with the ranked list it was chosen from."""
+        return reader.answer(request, lambda s: bodies.recommendation(s, target, gpu, engine))
 
     @app.get("/v1/drafters/{drafter:path}", dependencies=read, summary="One drafter")
     def drafter(request: Request, drafter: str) -> Response:

@@ -11,7 +11,10 @@ from typing import Any
 
 from registry import reports
 from registry.calibration.run_view import run_json
-from registry.calibration.launch_inputs import exact_pairs, measured_draft_length, pick_gpu
+from registry.calibration.launch_inputs import built_in_pairs, exact_pairs, measured_draft_length, pick_gpu, \
+    side_parameters
+from registry.calibration.ranking import rank
+from registry.calibration.recommend import recommendation_body
 from registry.domain import hub_presence, lag
 from registry.domain.compat import VERDICT_ORDER
 from registry.domain.json_shapes import jsonable as to_jsonable
@@ -66,14 +69,22 @@ def target_drafters(store: Store, target: str, today: date, gpu: str | None = No
     chosen_gpu = pick_gpu(gpu)
     pairs = {p.drafter: p for p in exact_pairs(store, checkpoint.repo_id, verdicts=verdicts, records=records,
                                               checkpoint=checkpoint)}
+    built_in = built_in_pairs(store, checkpoint.repo_id, checkpoint)
+    target_parameters = side_parameters(store, checkpoint.repo_id, checkpoint.head_sha)
+    # The exact rows in the order `drafters find`, `launch` and the recommendation use (registry.calibration.ranking).
+    ranked = {r.pair.drafter: (position, r) for position, r in enumerate(
+        rank([*built_in, *pairs.values()], runs, chosen_gpu, None, records=records,
+             target_parameters=target_parameters), start=1)}
     drafters = []
     for verdict in verdicts:
         record = records[verdict.drafter_repo_id]
         pair = pairs.get(verdict.drafter_repo_id)
+        position = ranked.get(verdict.drafter_repo_id) if pair is not None else None
         launches = None
         if pair is not None:
-            length = measured_draft_length(store, pair, chosen_gpu, runs) if measured.get(pair.drafter) else None
-            launches = {engine: launch_command(pair, engine, length).as_json() for engine in ENGINES}
+            launches = {engine: launch_command(pair, engine, measured_draft_length(store, pair, chosen_gpu, engine, runs)
+                                               if measured.get(pair.drafter) else None).as_json()
+                        for engine in ENGINES}
         drafters.append({
             "drafter": verdict.drafter_repo_id, "method": verdict.method,
             "publisher": record.publisher if record else None, "verdict": verdict.verdict,
@@ -82,15 +93,28 @@ def target_drafters(store: Store, target: str, today: date, gpu: str | None = No
             "released": reports.drafter_release_date(record) if record else None,
             "gone": hub_presence.gone_marker(record.status, record.status_detail) if record else None,
             "measured": measured.get(verdict.drafter_repo_id, []), "launch": launches,
+            "rank": None if position is None else {"position": position[0], **position[1].as_json()},
         })
-    drafters.sort(key=lambda d: (VERDICT_ORDER.get(d["verdict"], 9), d["method"], d["drafter"]))
+    drafters.sort(key=lambda d: (VERDICT_ORDER.get(d["verdict"], 9), d["rank"]["position"] if d["rank"] else 0,
+                                 d["method"], d["drafter"]))
     exact = [d["drafter"] for d in drafters if d["verdict"] == "exact"]
     return to_jsonable({
         "target": checkpoint.repo_id, "head_sha": checkpoint.head_sha, "status": checkpoint.status,
         "released": reports.checkpoint_release_date(checkpoint), "lag": target_lag(checkpoint, [records[d] for d in exact], today),
         "draft_length_priced_on": chosen_gpu.name, "drafters": drafters,
+        "built_in": [{"method": p.method, "rank": {"position": ranked[p.drafter][0], **ranked[p.drafter][1].as_json()},
+                      "launch": {engine: launch_command(p, engine).as_json() for engine in ENGINES}}
+                     for p in built_in],
         "baseline_runs": measured.get(None, []),
     })
+
+
+def recommendation(store: Store, target: str, gpu: str | None, engine: str) -> dict[str, Any]:
+    """`/v1/targets/{id}/recommendation`: one drafter, one command, why (registry.calibration.recommend)."""
+    checkpoint = store.reads.get_checkpoint(target)
+    if checkpoint is None:
+        raise NotFound(f"{target} is not in the registry")
+    return to_jsonable(recommendation_body(store, checkpoint.repo_id, engine, gpu))
 
 
 def drafter(store: Store, repo_id: str) -> dict[str, Any]:

@@ -57,6 +57,8 @@ COMMANDS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
                                              "since boot), beside everyone else's."),
         ("worker", "drafters.cli.verifying", "Claim queued verification jobs and run them."),
         ("gguf", "drafters.cli.verifying", "Convert a target and its drafter to GGUF with llama.cpp's own converter."),
+        ("convert-hf-to-gguf", "drafters.cli.verifying", "Run llama.cpp's convert_hf_to_gguf.py of the installed llamacpp "
+                                                         "extra's build with these arguments (what `launch` prints)."),
         ("fetch", "drafters.cli.planning", "Download a repo's config, tokenizer and safetensors files at a commit."),
     )),
     ("Watch and alert", (
@@ -77,7 +79,8 @@ COMMANDS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     )),
     ("The database and the catalog", (
         ("db", "drafters.cli.lookup", "The database: upgrade the schema, create a read-only role."),
-        ("catalog", "drafters.cli.lookup", "The bundled catalog: load it, its coverage by engine."),
+        ("catalog", "drafters.cli.lookup", "The bundled catalog: load it, its coverage by engine, its coverage of "
+                                           "each public drafter list."),
     )),
 )
 MODULES: dict[str, str] = {name: module for _, rows in COMMANDS for name, module, _ in rows}

@@ -11,7 +11,13 @@ from rich.text import Text
 
 from drafters.cli import render
 from drafters.cli.common import JsonOption, UserError, app, catalog_app, checked_ref, db_app, open_store, today
+from registry.calibration.launch_inputs import pick_gpu, side_parameters
+from registry.calibration.ranking import Ranked, rank
+from registry.calibration.recommend import launchable_pairs
 from registry.domain import hub_presence, pair
+from registry.domain.compat import VERDICT_ORDER
+from registry.domain.gpus import Gpu
+from registry.domain.launch import ENGINES
 from registry.domain.catalog import load_catalog_data
 from registry.domain.coverage import coverage
 from registry.domain.engines import MEASURED
@@ -23,6 +29,7 @@ from registry.store import Store
 from registry.store.catalog_import import load_catalog
 from registry.store.db import current_revision, head_revision
 from registry.store.roles import create_readonly_role
+from registry.store.runs import list_runs
 
 
 
@@ -100,18 +107,34 @@ def catalog_lists(as_json: JsonOption = False) -> None:
 
 
 @app.command("find")
-def find(repo_id: str, as_json: JsonOption = False) -> None:
-    """Every drafter that fits a checkpoint, with its verdict, reasons and lag."""
+def find(
+    repo_id: str,
+    gpu: Annotated[str | None, typer.Option("--gpu", help="GPU class the exact drafters are ranked for (default H100 SXM).")] = None,
+    engine: Annotated[str | None, typer.Option("--engine", help="Rank by runs of this engine only (vllm, sglang, llamacpp).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Every drafter that fits a checkpoint, with its verdict, reasons and lag; the exact ones ranked (measured
+    speedup on the GPU class, else a published τ, else by rule), each with why."""
+    if engine is not None and engine not in ENGINES:
+        raise UserError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     store = open_store()
     checkpoint, rows = find_for_checkpoint(store, checked_ref(repo_id, "the checkpoint"))
     runs = {r.drafter_repo_id: _coverage_of(store, r.drafter_repo_id, r.method) for r in rows}
     checkpoint_gone = hub_presence.gone_marker(checkpoint.status, checkpoint.status_detail)
     built_in = built_in_label(checkpoint.built_in)
+    chosen = pick_gpu(gpu)
+    ranks = _ranks(store, checkpoint.repo_id, chosen, engine)
+    rows.sort(key=lambda r: (VERDICT_ORDER.get(r.verdict, 9), ranks[r.drafter_repo_id][0] if r.drafter_repo_id in ranks
+                             else 0, r.gone is not None, r.method or "", r.drafter_repo_id))
     if as_json:
-        drafters = [{**render.to_jsonable(r), "engines": list(runs[r.drafter_repo_id].engines)} for r in rows]
-        # 2: "built_in" (methods inside the checkpoint) and each drafter's "license" and "replaced_in_place".
+        drafters = [{**render.to_jsonable(r), "engines": list(runs[r.drafter_repo_id].engines),
+                     "rank": _rank_json(ranks.get(r.drafter_repo_id))} for r in rows]
+        # 2: "built_in" (methods inside the checkpoint) and each drafter's "license" and "replaced_in_place";
+        # "rank" of each exact row and of the built-in drafter, "ranked_for" what they were ranked for.
         render.print_json({"checkpoint": checkpoint,
                            "checkpoint_gone": checkpoint_gone, "built_in": list(checkpoint.built_in),
+                           "built_in_rank": _rank_json(ranks.get(checkpoint.repo_id)),
+                           "ranked_for": {"gpu": chosen.name, "engine": engine},
                            "drafters": drafters})
         return
     if checkpoint_gone is not None:
@@ -120,6 +143,7 @@ def find(repo_id: str, as_json: JsonOption = False) -> None:
         # Inside the checkpoint itself: nothing to download or pair, so it is not one of the drafter rows.
         render.console.print(render.styled("{}: ships inside {} (no separate download)", built_in, checkpoint.repo_id),
                              style="green")
+        _print_rank(ranks.get(checkpoint.repo_id), chosen, engine)
     if not rows and built_in is not None:
         return
     if not rows:
@@ -138,9 +162,35 @@ def find(repo_id: str, as_json: JsonOption = False) -> None:
         details = [*r.reasons, f"license: {r.license or 'unknown'}",
                    *(f"replaced in place {change}" for change in r.replaced_in_place)]
         render.console.print(Padding(render.cell("; ".join(details)), (0, 0, 0, 4)), style="dim")
+        _print_rank(ranks.get(r.drafter_repo_id), chosen, engine)
         not_runnable = runs[r.drafter_repo_id].note()
         if not_runnable:
             render.console.print(Padding(render.cell(f"✗ {not_runnable}"), (0, 0, 0, 4)), style="red")
+
+
+def _ranks(store: Store, target: str, gpu: Gpu, engine: str | None) -> dict[str, tuple[int, Ranked]]:
+    """Position (from 1) and reason of each launchable drafter, the built-in one included (ranking.rank)."""
+    pairs = launchable_pairs(store, target)
+    target_runs = [r for r in list_runs(store, target=target) if r.status == "ok"]
+    records = {p.drafter: None if p.built_in else store.reads.get_drafter(p.drafter) for p in pairs}
+    sha = pairs[0].target_sha if pairs else None
+    ranked = rank(pairs, target_runs, gpu, engine, records=records,
+                  target_parameters=side_parameters(store, target, sha))
+    return {r.pair.drafter: (position, r) for position, r in enumerate(ranked, start=1)}
+
+
+def _print_rank(entry: tuple[int, Ranked] | None, gpu: Gpu, engine: str | None) -> None:
+    """"#2 for H100 SXM: why", and the caveats the row does not show already (the license is in its details)."""
+    if entry is None:
+        return
+    position, ranked = entry
+    caveats = [c for c in ranked.caveats if not c.startswith("license:")]
+    text = f"#{position} for {gpu.name}{' on ' + engine if engine else ''}: {ranked.why}"
+    render.console.print(Padding(render.cell("; ".join([text, *caveats])), (0, 0, 0, 4)), style="cyan")
+
+
+def _rank_json(entry: tuple[int, Ranked] | None) -> dict[str, object] | None:
+    return None if entry is None else {"position": entry[0], **entry[1].as_json()}
 
 
 def _license_of(store: Store, value: str) -> str | None:

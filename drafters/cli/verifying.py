@@ -23,7 +23,7 @@ from registry.settings import get_settings
 from registry.store import Store
 from registry.store.jobs import JobRecord
 from registry.store.runs import list_runs
-from verifier.engines.llamacpp.convert import convert_pair
+from verifier.engines.llamacpp.convert import convert_pair, run_converter
 from verifier.ingest import ingest_server
 from verifier.jobs import VerifyRequest, Worker, enqueue as enqueue_job, verify_now
 from verifier.prompts import ALL_SET_NAMES, BUNDLED_SET_NAMES, load_prompt_file
@@ -195,6 +195,15 @@ def gguf_command(
     render.table("GGUF files", ["file", "architecture", "quantization", "size", "sha256"],
                  [(str(f.path), f.architecture, f.file_type, f"{f.size_bytes / 2**20:.1f} MiB", f.sha256[:16])
                   for f in files])
+
+
+@app.command("convert-hf-to-gguf", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def convert_hf_to_gguf_command(ctx: typer.Context) -> None:
+    """Run llama.cpp's convert_hf_to_gguf.py of the installed llamacpp extra's build with these arguments as they
+    are (the conversions `drafters launch --engine llamacpp` prints). Needs the llamacpp extra."""
+    status = run_converter(list(ctx.args))
+    if status != 0:
+        raise typer.Exit(status)
 
 
 @app.command("ingest")

@@ -1,5 +1,6 @@
-"""What `drafters launch` and the API's launch commands read from the registry: a target's exact pairs with the
-shas recorded for them, and the draft length `price` finds best on the pair's measured acceptance.
+"""What `drafters launch` and the API's launch commands read from the registry: a target's launchable pairs with
+the shas recorded for them (and the drafter its checkpoint ships inside, if any), and the draft length `price`
+finds best on the pair's measured acceptance, from runs of the same engine on the same hardware class only.
 
 Reads only (no verdict is recomputed here), so the read-only API can call it.
 """
@@ -9,18 +10,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import cache
 
-from registry.calibration import PricingInputError, measured_acceptance, side_facts
+from registry.calibration import side_facts
 from registry.calibration.fit import SideFacts
 from registry.domain import pricing
 from registry.domain.catalog import load_catalog_data
 from registry.domain.coverage import layout_of
 from registry.domain.gpus import Gpu, GpuCatalogError, find_gpu, load_gpus
-from registry.domain.launch import DraftLength, PairFacts
+from registry.domain.engines import SERVER_ENGINE_NAMES
+from registry.domain.launch import BLOCK_METHODS, DraftLength, PairFacts
 from registry.domain.llama_commands import eagle3_converter_layers
 from registry.domain.names import COMMIT_SHA
 from registry.domain.records import CheckpointRecord, CompatRecord, DrafterRecord
 from registry.domain.run import Run
 from registry.store import Store
+from registry.store.runs import list_runs
 
 # The GPU class `price` is asked about when the caller names none: the most common serving card of the catalog.
 DEFAULT_GPU = "H100 SXM"
@@ -42,6 +45,25 @@ def _gpus() -> tuple[Gpu, ...]:
     return load_gpus()
 
 
+def launchable(verdict: CompatRecord) -> bool:
+    """The verdicts `launch` writes commands for (the one place that says which)."""
+    return verdict.verdict == "exact"
+
+
+def built_in_pairs(store: Store, target: str, checkpoint: CheckpointRecord | None = None) -> list[PairFacts]:
+    """The drafters the checkpoint ships inside itself (MTP heads, DeepSeek-V4 DSpark): target and drafter are the
+    checkpoint, pinned to its head sha."""
+    checkpoint = checkpoint or store.reads.get_checkpoint(target)
+    if checkpoint is None:
+        return []
+    sha = _sha(checkpoint.head_sha)
+    head = store.reads.head_revision(checkpoint.repo_id)
+    return [PairFacts(target=checkpoint.repo_id, target_sha=sha, drafter=checkpoint.repo_id, drafter_sha=sha,
+                      method=method, built_in=True, target_family=checkpoint.family,
+                      target_architecture=_architecture(head.config if head is not None else None))
+            for method in sorted(checkpoint.built_in)]
+
+
 def exact_pairs(store: Store, target: str, drafter: str | None = None, *,
                 verdicts: list[CompatRecord] | None = None, records: Mapping[str, DrafterRecord | None] | None = None,
                 checkpoint: CheckpointRecord | None = None) -> list[PairFacts]:
@@ -49,10 +71,12 @@ def exact_pairs(store: Store, target: str, drafter: str | None = None, *,
     that already read the verdicts, drafter records or checkpoint passes them (one read per request)."""
     built_in = _built_in()
     checkpoint = checkpoint or store.reads.get_checkpoint(target)
+    target_head = store.reads.head_revision(target)
+    architecture = _architecture(target_head.config if target_head is not None else None)
     pairs = []
     for verdict in verdicts if verdicts is not None else store.reads.verdicts(checkpoint_repo_id=target,
                                                                         drafter_repo_id=drafter):
-        if verdict.verdict != "exact":
+        if not launchable(verdict):
             continue
         record = records[verdict.drafter_repo_id] if records is not None and verdict.drafter_repo_id in records \
             else store.reads.get_drafter(verdict.drafter_repo_id)
@@ -69,9 +93,17 @@ def exact_pairs(store: Store, target: str, drafter: str | None = None, *,
             drafter_config_read=revision is not None and revision.config is not None,
             layout=layout_of(verdict.method, revision.config if revision is not None else None,
                              verdict.drafter_repo_id),
+            target_architecture=architecture,
         ))
     pairs.sort(key=lambda p: (p.method, p.drafter))
     return pairs
+
+
+def _architecture(config: Mapping[str, object] | None) -> str | None:
+    architectures = config.get("architectures") if config else None
+    if isinstance(architectures, list) and architectures and isinstance(architectures[0], str):
+        return architectures[0]
+    return None
 
 
 def _eagle3_layers(config: Mapping[str, object] | None) -> tuple[int, ...] | None:
@@ -104,16 +136,44 @@ def _side_facts(store: Store, ref: str, sha: str | None, *, drafter: bool) -> Si
     return found
 
 
-def _acceptance(store: Store, pair: PairFacts, runs: Sequence[Run] | None) -> pricing.Acceptance | None:
-    """The newest successful run's per-position acceptance: from `runs` (the target's, newest first) when the
+# Launch engine → the engine name its runs are stored under (registry.domain.engines).
+STORED_ENGINE: dict[str, str] = {"vllm": SERVER_ENGINE_NAMES["vllm"], "sglang": SERVER_ENGINE_NAMES["sglang"],
+                                 "llamacpp": SERVER_ENGINE_NAMES["llamacpp"]}
+# A run whose target weighed less than this many bytes per parameter of the real target measured another model
+# (a tiny or test stand-in): 4-bit weights are 0.5 bytes per parameter, the smallest real quantization here.
+MIN_BYTES_PER_PARAMETER = 0.25
+
+
+def same_hardware(run: Run, gpu: Gpu) -> bool:
+    """The run's hardware string names the GPU class `gpu` (a CPU or an unknown card names none)."""
+    hardware = find_gpu(_gpus(), run.hardware or "")
+    return hardware is not None and hardware.name == gpu.name
+
+
+def real_target_run(run: Run, target_parameters: int | None) -> bool:
+    """False for a run whose target weighed far less than the real target: a tiny or test stand-in."""
+    if run.target_weight_bytes is not None and target_parameters:
+        return run.target_weight_bytes >= target_parameters * MIN_BYTES_PER_PARAMETER
+    return True
+
+
+def run_sets_length(run: Run, pair: PairFacts, engine: str, gpu: Gpu, target_parameters: int | None) -> bool:
+    """Whether `run` may set the draft length of `pair`'s command on `engine` for `gpu`: a successful run of this
+    very pair on the same engine and the same hardware class, of the real target (not a tiny or test model)."""
+    if run.status != "ok" or run.drafter != pair.drafter or run.target != pair.target:
+        return False
+    if run.engine != STORED_ENGINE[engine] or not run.per_position_acceptance:
+        return False
+    return same_hardware(run, gpu) and real_target_run(run, target_parameters)
+
+
+def _acceptance(store: Store, pair: PairFacts, engine: str, gpu: Gpu, runs: Sequence[Run] | None,
+                target_parameters: int | None) -> pricing.Acceptance | None:
+    """The newest qualifying run's per-position acceptance: from `runs` (the target's, newest first) when the
     caller has read them, else from the store."""
     if runs is None:
-        try:
-            return measured_acceptance(store, pair.target, pair.drafter)
-        except PricingInputError:
-            return None
-    run = next((r for r in runs if r.drafter == pair.drafter and r.status == "ok" and r.per_position_acceptance),
-               None)
+        runs = list_runs(store, target=pair.target, drafter=pair.drafter, status="ok")
+    run = next((r for r in runs if run_sets_length(r, pair, engine, gpu, target_parameters)), None)
     if run is None:
         return None
     names = tuple(s.name for s in run.per_set)
@@ -121,22 +181,39 @@ def _acceptance(store: Store, pair: PairFacts, runs: Sequence[Run] | None) -> pr
     return pricing.Acceptance(run.per_position_acceptance, source, run.run_id, names)
 
 
-def measured_draft_length(store: Store, pair: PairFacts, gpu: Gpu, runs: Sequence[Run] | None = None
+def measured_draft_length(store: Store, pair: PairFacts, gpu: Gpu, engine: str, runs: Sequence[Run] | None = None
                           ) -> DraftLength | None:
-    """The best γ of `price` for the pair on `gpu` from its newest measured run; None when nothing was measured or
-    the sizes `price` needs are unknown. `runs`: the target's runs, newest first, when the caller has them."""
-    acceptance = _acceptance(store, pair, runs)
-    if acceptance is None:
+    """The best γ of `price` for the pair on `gpu` from its newest run on `engine` on that hardware class; None
+    when no such run exists or the sizes `price` needs are unknown (the command then takes the trained block or
+    the engine's default). `runs`: the target's runs, newest first, when the caller has them."""
+    if pair.built_in:
         return None
     target_facts = _side_facts(store, pair.target, pair.target_sha, drafter=False)
+    acceptance = _acceptance(store, pair, engine, gpu, runs, side_parameters(store, pair.target, pair.target_sha))
+    if acceptance is None:
+        return None
     drafter_facts = _side_facts(store, pair.drafter, pair.drafter_sha, drafter=True)
     try:
         shape = pricing.pair_shape(target_facts.config, drafter_facts.config, drafter_facts.method or pair.method,
                                    target_parameters=target_facts.parameters,
                                    drafter_parameters=drafter_facts.parameters)
         result = pricing.price(shape, acceptance, pricing.device_for(gpu), quant=pricing.quantization("bf16"),
-                               context=8192)
+                               context=8192, gammas=range(1, len(acceptance.marginal) + 1))
     except pricing.PricingError:
+        return None
+    if (pair.method in BLOCK_METHODS and pair.block_size and result.best_gamma == len(acceptance.marginal)
+            and result.best_gamma < pair.block_size - 1):
+        # Best at the longest length the run drafted: nothing measured says a shorter draft than the trained
+        # block is better, so the block stands.
         return None
     return DraftLength(result.best_gamma, f"best γ of `drafters price` on {gpu.name} (bf16, 8192-token context) "
                                           f"from {acceptance.source}")
+
+
+def side_parameters(store: Store, target: str, sha: str | None) -> int | None:
+    """The target's parameter count: counted or from weight bytes, else estimated from its config (None: unknown)."""
+    facts = _side_facts(store, target, sha, drafter=False)
+    if facts.parameters is not None or facts.config is None:
+        return facts.parameters
+    shape = pricing.shape_from_config(facts.config)
+    return shape.parameters if shape is not None else None

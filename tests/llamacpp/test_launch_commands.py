@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -22,11 +23,10 @@ import httpx
 import pytest
 
 from registry.domain.launch import UNSUPPORTED_LAYOUTS, DraftLength, PairFacts, launch_command
-from registry.domain.llama_commands import CONVERTER, eagle3_converter_layers
+from registry.domain.llama_commands import CONVERTER_COMMAND, SERVER_PROGRAM, eagle3_converter_layers
 from tests.llamacpp import skip_unless_wanted
 from tests.tiny_models import cache_root
 from verifier.engines.llamacpp.gguf import read_gguf_metadata
-from verifier.engines.llamacpp.install import ServerBinary
 from verifier.engines.llamacpp.server import free_port
 from verifier.folders import read_config
 from verifier.methods.eagle3.config import SPECULATORS_LAYOUT, YUHUILI_LAYOUT, parse_eagle3_config
@@ -43,21 +43,34 @@ def _prompt_ids(target: Path) -> list[int]:
     return encode_prompt(bundled_set("chat").prompts[0], tokenizer)
 
 
-def _run_launch(pair: PairFacts, draft_length: int, work: Path, binary: ServerBinary, source: Path) -> dict:
-    launch = launch_command(pair, "llamacpp", DraftLength(draft_length, "test"), local=True)
+def _program(name: str) -> str:
+    """A printed program as the README's install puts it on PATH: the console scripts of this environment."""
+    path = Path(sys.executable).parent / name
+    assert path.is_file(), f"{name} is not installed next to {sys.executable}"
+    return str(path)
+
+
+def _run_launch(pair: PairFacts, draft_length: int | None, work: Path, source: Path) -> dict:
+    """Every printed command run as printed: `drafters convert-hf-to-gguf …` (llama.cpp's converter of the
+    installed build, here the cached sdist through DRAFTERS_LLAMA_CPP_DIR), then `llama-cpp-server …` (the llamacpp
+    extra's console script); only the port and this machine's thread and context limits are added."""
+    measured = DraftLength(draft_length, "test") if draft_length is not None else None
+    launch = launch_command(pair, "llamacpp", measured, local=True)
     assert launch.supported, launch.reason
-    env = {**os.environ, "PYTHONPATH": str(source / "gguf-py"), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "DRAFTERS_LLAMA_CPP_DIR": str(source), "HF_HUB_OFFLINE": "1"}
     for step in launch.steps:
-        assert step[0] == "python" and step[1] in (CONVERTER, "-c"), step  # local pairs: nothing to download
-        program = [sys.executable, str(source / CONVERTER)] if step[1] == CONVERTER else [sys.executable, "-c"]
-        done = subprocess.run([*program, *step[2:]], cwd=work, env=env, capture_output=True, text=True, timeout=900,
+        assert step[:2] == CONVERTER_COMMAND or step[:2] == ("python", "-c"), step  # local pairs: no download
+        program = [_program(step[0])] if step[:2] == CONVERTER_COMMAND else [sys.executable]
+        done = subprocess.run([*program, *step[1:]], cwd=work, env=env, capture_output=True, text=True, timeout=900,
                               check=False)
-        assert done.returncode == 0, done.stderr[-2000:]
-    assert launch.argv[0] == "llama-server"
+        assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
+    assert launch.argv[0] == SERVER_PROGRAM and launch.argv[3] == "--"
     port = free_port()
-    server = subprocess.Popen([str(binary.path), *launch.argv[1:], "--host", "127.0.0.1", "--port", str(port),
-                               "-t", "1", "-td", "1", "-c", "512", "--no-warmup"],
-                              cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # The wrapper starts llama-server as its child: a session of their own, so that both stop together.
+    server = subprocess.Popen([_program(SERVER_PROGRAM), *launch.argv[1:], "-t", "1", "-td", "1", "-c", "512",
+                               "--no-warmup"], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              env={**env, "LLAMA_HOST": "127.0.0.1", "LLAMA_PORT": str(port)},
+                              start_new_session=True)
     try:
         deadline = time.monotonic() + 300
         while True:
@@ -73,16 +86,17 @@ def _run_launch(pair: PairFacts, draft_length: int, work: Path, binary: ServerBi
             "prompt": _prompt_ids(Path(pair.target)), "n_predict": 32, "temperature": 0.0,
             "cache_prompt": False}).json()
     finally:
-        server.terminate()
+        os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
+    answer["launch"] = launch
     return answer
 
 
 def test_the_printed_draft_lm_command_serves_with_drafts(
-    tmp_path: Path, server_binary: ServerBinary, llama_source: Path, qwen3_target: Path, draft_lm: Path
+    tmp_path: Path, llama_source: Path, qwen3_target: Path, draft_lm: Path
 ) -> None:
     pair = PairFacts(str(qwen3_target), None, str(draft_lm), None, "draft-lm")
-    answer = _run_launch(pair, 4, tmp_path, server_binary, llama_source)
+    answer = _run_launch(pair, None, tmp_path, llama_source)  # llama-server's own default length, as printed
     timings = answer["timings"]
     assert answer["content"] and timings["predicted_n"] > 0
     assert timings["draft_n"] > 0 and timings["draft_n_accepted"] > 0, timings
@@ -92,7 +106,7 @@ def test_the_printed_draft_lm_command_serves_with_drafts(
 @pytest.mark.parametrize(("method", "layout"), [("dflash", None), ("eagle3", SPECULATORS_LAYOUT),
                                                pytest.param("eagle3", YUHUILI_LAYOUT, id="eagle3-yuhuili")])
 def test_the_printed_block_and_head_commands_serve_with_drafts(
-    method: str, layout: str | None, tmp_path: Path, server_binary: ServerBinary, llama_source: Path, qwen3_target: Path
+    method: str, layout: str | None, tmp_path: Path, llama_source: Path, qwen3_target: Path
 ) -> None:
     """The methods whose conversion needs the target (`--target-model-dir`): DFlash and an EAGLE-3 head in either
     layout (yuhuili's keeps its layer ids where llama.cpp's converter does not look: the printed commands pass them)."""
@@ -112,10 +126,12 @@ def test_the_printed_block_and_head_commands_serve_with_drafts(
         layers = eagle3_converter_layers(read_config(head))
         pair = PairFacts(str(qwen3_target), None, str(drafter), None, "eagle3",
                          eagle3_layers=tuple(layers) if layers is not None else None, drafter_config_read=True)
-    answer = _run_launch(pair, (block_size - 1) if block_size else 3, tmp_path, server_binary, llama_source)
+    answer = _run_launch(pair, None, tmp_path, llama_source)  # the trained block / llama-server's default, as printed
     timings = answer["timings"]
     assert answer["content"] and timings["predicted_n"] > 0
     assert timings["draft_n"] > 0 and timings["draft_n_accepted"] > 0, timings
+    if method == "dflash":
+        assert block_size is not None and answer["launch"].draft_length == block_size - 1
     if method != "dflash":
         # The head reads the target layers it was trained on (the verifier's conversion writes the same ones).
         written = read_gguf_metadata(tmp_path / f"{drafter.name}.gguf", ("eagle3.target_layers",))

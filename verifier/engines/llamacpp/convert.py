@@ -78,6 +78,20 @@ def convert_to_gguf(
     return gguf_info(Path(out_file))
 
 
+def run_converter(args: list[str]) -> int:
+    """`drafters convert-hf-to-gguf ARGS`: llama.cpp's convert_hf_to_gguf.py of the installed build with `args`
+    unchanged (the conversions `drafters launch` prints); every model folder among them is refused first if it
+    carries the publisher's own code, which the converter would run. Returns the converter's exit status."""
+    for arg in args:
+        if Path(arg).is_dir():
+            refuse_publisher_code(Path(arg))
+    source = llama_cpp_source()
+    environment = {**os.environ, "PYTHONPATH": str(source / "gguf-py")}
+    result = subprocess.run([sys.executable, str(source / CONVERTER), *args], env=environment, check=False,
+                            preexec_fn=killed_with_parent)  # noqa: PLW1509 - only prctl
+    return result.returncode
+
+
 def refuse_publisher_code(folder: Path) -> None:
     """Refuse a folder that carries the publisher's own code: convert_hf_to_gguf.py loads tokenizers with
     `trust_remote_code=True`, so an `auto_map` in config.json or tokenizer_config.json, or any *.py file, would run.
