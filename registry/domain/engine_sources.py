@@ -74,8 +74,9 @@ class MinimumVersion:
 
 # Minimum engine versions per method, each with where it is stated. "unknown" rather than a guess.
 MINIMUM_VERSIONS: dict[tuple[str, str], MinimumVersion] = {
-    ("vllm", "dflash"): MinimumVersion("0.20.1", "vllm-project/vllm PR #36847 (specdec.md: vLLM v0.20.1+)"),
-    ("vllm", "gemma4-assistant"): MinimumVersion("0.21", "vllm-project/vllm PR #41745 (specdec.md: method mtp ≥ 0.21)"),
+    ("vllm", "dflash"): MinimumVersion("0.20.1", "vllm-project/vllm PR #36847 (https://github.com/vllm-project/vllm/pull/36847)"),
+    ("vllm", "gemma4-assistant"): MinimumVersion("0.21", "vllm-project/vllm PR #41745, merged after v0.20.2 "
+                                                       "(https://discuss.vllm.ai/t/how-to-use-gemma-4-with-the-new-mtp-drafters/2619)"),
     ("vllm", "eagle3"): MinimumVersion("unknown (first build with vllm-project/vllm PR #16937)",
                                        "V1 EAGLE-3: vllm-project/vllm PR #16937; release not named"),
     ("vllm", "dspark"): MinimumVersion("unknown", f"method dspark in {VLLM_SPECULATIVE}; no release named"),
