@@ -8,7 +8,7 @@ import streamlit as st
 from dashboard import data
 from dashboard.queries import METHOD_LABELS, NO_VERDICT, availability_matrix
 
-VERDICT_COLORS = {"exact": "#2e7d32", "structural": "#f9a825", "unknown": "#9e9e9e", "incompatible": "#c62828",
+VERDICT_COLORS = {"exact": "#2e7d32", "declared": "#1565c0", "structural": "#f9a825", "unknown": "#9e9e9e", "incompatible": "#c62828",
                   NO_VERDICT: "#e0e0e0"}
 
 st.title("Availability")

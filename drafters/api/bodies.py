@@ -12,7 +12,7 @@ from typing import Any
 from registry import reports
 from registry.calibration.run_view import run_json
 from registry.calibration.launch_inputs import exact_pairs, measured_draft_length, pick_gpu
-from registry.domain import hub_presence, lag
+from registry.domain import hub_presence, lag, reliance
 from registry.domain.compat import VERDICT_ORDER
 from registry.domain.json_shapes import jsonable as to_jsonable
 from registry.domain.launch import ENGINES, launch_command
@@ -84,7 +84,10 @@ def target_drafters(store: Store, target: str, today: date, gpu: str | None = No
             "measured": measured.get(verdict.drafter_repo_id, []), "launch": launches,
         })
     drafters.sort(key=lambda d: (VERDICT_ORDER.get(d["verdict"], 9), d["method"], d["drafter"]))
-    exact = [d["drafter"] for d in drafters if d["verdict"] == "exact"]
+    # The lag closes on a drafter a user can rely on (exact, or declared by a trusted publisher), as in `drafters lag`.
+    publishers = store.reads.catalog_publishers()
+    exact = [v.drafter_repo_id for v in verdicts
+             if reliance.relied_on(v.verdict, v.publisher, v.checkpoint_repo_id, publishers)]
     return to_jsonable({
         "target": checkpoint.repo_id, "head_sha": checkpoint.head_sha, "status": checkpoint.status,
         "released": reports.checkpoint_release_date(checkpoint), "lag": target_lag(checkpoint, [records[d] for d in exact], today),

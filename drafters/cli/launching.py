@@ -22,9 +22,16 @@ def launches(target: str, drafter: str | None, engine: str, gpu: str | None, *, 
     chosen_gpu = pick_gpu(gpu)
     pairs = exact_pairs(store, target, drafter)
     if not pairs:
-        which = f"{drafter} is not an exact drafter of" if drafter else "no drafter is an exact pair of"
-        raise NotFound(f"{which} {target}: `drafters find {target}` lists the verdicts")
+        which = f"{drafter} is not a usable drafter of" if drafter else "no drafter is a usable pair of"
+        raise NotFound(f"{which} {target} (exact, or declared by its publisher or a catalog publisher): "
+                       f"`drafters find {target}` lists the verdicts")
     return [launch_command(p, engine, measured_draft_length(store, p, chosen_gpu)) for p in pairs]
+
+
+def declared_only(target: str) -> set[str]:
+    """The drafters of `target` whose pair is declared but unchecked: their commands say so."""
+    return {v.drafter_repo_id for v in open_store().reads.verdicts(checkpoint_repo_id=target)
+            if v.verdict == "declared"}
 
 
 @app.command("launch")
@@ -43,8 +50,11 @@ def launch_cli(
     if as_json:
         render.print_json({"target": target, "engine": engine, "launches": [r.as_json() for r in results]})
         return
+    declared = declared_only(target)
     for result in results:
         header = f"{result.drafter} ({result.method}) on {result.engine}"
+        if result.drafter in declared:
+            header += " [declared by its publisher; configs not checked: measure before relying on it]"
         render.console.print(render.plain(header), style="bold", markup=False, highlight=False)
         if not result.supported:
             render.console.print(render.plain(f"  cannot run: {result.reason}"), style="red", markup=False,

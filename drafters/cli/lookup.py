@@ -19,7 +19,7 @@ from registry.domain.coverage import coverage
 from registry.domain.engines import MEASURED
 from registry.domain.records import DrafterRecord
 from registry.local import looks_like_folder, read_local_repo
-from registry.reports import built_in_label, find_for_checkpoint, lag_by, lag_table, upgrade_table
+from registry.reports import LagRow, built_in_label, find_for_checkpoint, lag_by, lag_table, upgrade_table
 from registry.store import NotFound, Store
 from registry.store.catalog_import import load_catalog
 from registry.store.db import current_revision, head_revision
@@ -165,8 +165,8 @@ def _resolve_side(store: Store, value: str, *, drafter: bool) -> pair.Side:
     if head is not None:
         side = replace(side, config=head.config, tokenizer_digest=head.tokenizer_digest, problem=head.config_problem)
     if isinstance(record, DrafterRecord):
-        side = replace(side, method=record.method,
-                       declared_targets=tuple(store.checkpoints.canonical_repo_id(t) for t, _ in record.targets))
+        side = replace(side, method=record.method, declared_targets=tuple(
+            store.checkpoints.canonical_repo_id(t) for t in pair.declared_targets(record.targets)))
     return side
 
 
@@ -213,7 +213,8 @@ def lag_command(
     by: Annotated[str | None, typer.Option(help="Summarize by 'family' or 'publisher'.")] = None,
     upgrades: Annotated[bool, typer.Option(help="Base upgrades still waiting for a drafter.")] = False,
 ) -> None:
-    """Drafter lag per target, worst first: days from the target's release to its first exact drafter."""
+    """Drafter lag per target, worst first: days from the target's release to its first drafter a user can rely on
+    (exact, or declared by the target's publisher or a catalog publisher)."""
     store = open_store()
     now = today().date()
     if upgrades:
@@ -245,9 +246,22 @@ def lag_command(
         return
     render.table(
         f"drafter lag as of {now}",
-        ["target", "released", "first exact drafter", "drafter released", "lag (days)", "status", "notes"],
+        ["target", "released", "first drafter", "drafter released", "lag (days)", "status", "notes"],
         [(r.target_repo_id, None if r.released is None else f"{r.released}{'' if r.released_precision in (None, 'day') else ' ≈'}",
-          built_in_label(r.built_in) or r.first_drafter_repo_id, r.first_drafter_released, r.lag_days,
-          "open" if r.open else "closed",
-          "; ".join(r.hub_notes)) for r in rows],
+          built_in_label(r.built_in) or _first_drafter(r), r.first_drafter_released, r.lag_days,
+          "open" if r.open else "closed", "; ".join(_lag_notes(r))) for r in rows],
     )
+
+
+def _first_drafter(row: LagRow) -> str | None:
+    first = row.first_drafter_repo_id
+    # A declared pair closes the lag only from a trusted publisher, and still says its configs were not checked.
+    return f"{first} (declared)" if first is not None and first in row.declared_drafters else first
+
+
+def _lag_notes(row: LagRow) -> list[str]:
+    """Each method's own lag (a built-in head does not hide a later DFlash), then who left the Hub, then the
+    drafters that do not count and why."""
+    methods = [f"{m.method} {'built in' if m.first_drafter_repo_id is None else f'{m.lag_days} d' if m.lag_days is not None else 'undated'}"
+               for m in row.by_method] if len(row.by_method) > 1 else []
+    return [*methods, *row.hub_notes, *(f"not counted: {note}" for note in row.not_counted)]

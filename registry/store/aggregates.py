@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from typing import Any
 
-from sqlalchemy import Engine, Select, case, func, literal, or_, select
+from sqlalchemy import Engine, Select, and_, case, func, literal, or_, select, union
 from sqlalchemy.orm import aliased
 
 from registry.domain.compat import VERDICT_ORDER
@@ -73,6 +73,8 @@ def _head_verdicts() -> Any:
             Compatibility.checked_at,
             Compatibility.checkpoint_revision_id,
             Compatibility.drafter_revision_id,
+            Drafter.publisher.label("publisher"),
+            Checkpoint.org.label("org"),
         )
         .join(checkpoint_revision, checkpoint_revision.id == Compatibility.checkpoint_revision_id)
         .join(Checkpoint, Checkpoint.id == checkpoint_revision.checkpoint_id)
@@ -91,7 +93,8 @@ def _verdict_rank(column: Any) -> Any:
 
 
 def _open_lag_targets() -> Select[Any]:
-    """Checkpoints some drafter declares (directly or through an old name) that have no exact drafter yet."""
+    """Checkpoints some drafter declares (directly or through an old name) that have no drafter a user can rely on
+    yet (exact, or declared by a trusted publisher: domain/reliance.py)."""
     declared = select(Checkpoint.id).where(
         or_(
             Checkpoint.repo_id.in_(select(DrafterTarget.target_repo_id)),
@@ -103,8 +106,19 @@ def _open_lag_targets() -> Select[Any]:
         )
     )
     verdicts = _head_verdicts()
-    exact = select(verdicts.c.checkpoint_id).where(verdicts.c.verdict == "exact")
-    return declared.where(Checkpoint.id.not_in(exact))
+    return declared.where(Checkpoint.id.not_in(select(verdicts.c.checkpoint_id).where(_relied_on(verdicts))))
+
+
+def _relied_on(verdicts: Any) -> Any:
+    """registry.domain.reliance.relied_on in SQL: exact, or declared by the target's own org or a catalog
+    publisher (the orgs of the catalog's drafters and targets), case-insensitively."""
+    catalog_orgs = union(
+        select(func.lower(Drafter.publisher)).where(Drafter.source == "catalog"),
+        select(func.lower(Checkpoint.org)).where(Checkpoint.source == "catalog"),
+    )
+    publisher = func.lower(verdicts.c.publisher)
+    trusted = or_(publisher == func.lower(verdicts.c.org), publisher.in_(catalog_orgs))
+    return or_(verdicts.c.verdict == "exact", and_(verdicts.c.verdict == "declared", trusted))
 
 
 def counts_row(engine: Engine) -> dict[str, Any]:

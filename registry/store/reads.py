@@ -97,11 +97,19 @@ class Reads:
                     reasons=tuple(row.reasons),
                     checks=tuple(row.checks),
                     checked_at=aware(row.checked_at),
+                    publisher=drafter.publisher,
                 )
                 for row, drafter_sha, drafter, checkpoint_sha, checkpoint_repo in session.execute(
                     query.order_by(Compatibility.id)
                 )
             ]
+
+    def catalog_publishers(self) -> frozenset[str]:
+        """Orgs the loaded catalog lists: its drafters' publishers and its targets' orgs (domain/reliance.py)."""
+        with self.core.session() as session:
+            orgs = set(session.scalars(select(Drafter.publisher).where(Drafter.source == "catalog").distinct()))
+            orgs |= set(session.scalars(select(Checkpoint.org).where(Checkpoint.source == "catalog").distinct()))
+            return frozenset(orgs)
 
     def aliases(self) -> dict[str, str]:
         """Old repo id -> current repo id, for every renamed checkpoint."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
+from registry.domain import reliance
 from registry.domain.hub_presence import GONE
 from registry.domain.records import CheckpointRecord, DrafterRecord, DrafterSpec, EventSpec, RevisionRecord
 from registry.domain.unit_records import (
@@ -181,7 +182,10 @@ class WatchUnits:
             if unit.catalog_revision is not None:
                 self.drafters.add_drafter_revision(repo_id, unit.catalog_revision)
             previous = self.reads.drafter_head_revision(repo_id)
-            exact_before = ({v.checkpoint_repo_id for v in self.reads.verdicts() if v.verdict == "exact"}
+            publishers = self.reads.catalog_publishers() if unit.first_hub_revision else frozenset()
+            # Targets that had a drafter a user can rely on before this one: their lag is closed already.
+            exact_before = ({v.checkpoint_repo_id for v in self.reads.verdicts()
+                             if reliance.relied_on(v.verdict, v.publisher, v.checkpoint_repo_id, publishers)}
                             if unit.first_hub_revision else set())
             self.drafters.upsert_drafter(unit.spec)
             self.drafters.set_drafter_status(repo_id, *unit.status)
@@ -197,7 +201,8 @@ class WatchUnits:
                 raise NotFound(repo_id)
             newly_exact = tuple(
                 (v.checkpoint_repo_id, self.reads.get_checkpoint(v.checkpoint_repo_id)) for v in verdicts
-                if unit.first_hub_revision and v.verdict == "exact" and v.checkpoint_repo_id not in exact_before)
+                if unit.first_hub_revision and v.checkpoint_repo_id not in exact_before
+                and reliance.relied_on(v.verdict, v.publisher, v.checkpoint_repo_id, publishers))
             return AppliedDrafter(revision=revision, created=created, previous=previous,
                                   targets=tuple(t for t, _ in drafter.targets), verdicts=verdicts,
                                   newly_exact=newly_exact)

@@ -284,7 +284,8 @@ class ModelUnits:
             for checkpoint_repo_id, checkpoint in applied.newly_exact:
                 released = pair.checkpoint_release_date(checkpoint) if checkpoint is not None else None
                 drafter_day = released_on or (model.created_at.date() if model.created_at else utcnow().date())
-                later.append(events.lag_closed(checkpoint_repo_id, model.repo_id, drafter_day, released))
+                verdict = next((v.verdict for v in verdicts if v.checkpoint_repo_id == checkpoint_repo_id), "exact")
+                later.append(events.lag_closed(checkpoint_repo_id, model.repo_id, drafter_day, released, verdict))
         # Also on a first Hub read: the weights may differ from those of the sha the catalog named.
         previous = applied.previous
         if applied.created and previous is not None and classify.weights_changed(previous.weight_digest,
