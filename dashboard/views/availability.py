@@ -53,7 +53,7 @@ with data.guard("Availability"):
     else:
         checkpoints = cells["checkpoint"].nunique()
         st.caption(
-            f"{checkpoints} checkpoints; each cell: best verdict (exact, structural, unknown, incompatible, or "
+            f"{checkpoints} checkpoints; each cell: best verdict (exact, declared, structural, unknown, incompatible, or "
             "none) · the drafter holding it · its lag in days after the checkpoint's release"
         )
         data.dataframe(availability_matrix(cells), hide_index=True, width="stretch", key="matrix")

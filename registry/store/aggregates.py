@@ -67,14 +67,9 @@ def _head_verdicts() -> Any:
         select(
             Checkpoint.id.label("checkpoint_id"),
             Drafter.id.label("drafter_id"),
-            Compatibility.verdict,
-            Compatibility.reasons,
-            Compatibility.checks,
-            Compatibility.checked_at,
-            Compatibility.checkpoint_revision_id,
-            Compatibility.drafter_revision_id,
-            Drafter.publisher.label("publisher"),
-            Checkpoint.org.label("org"),
+            Compatibility.verdict, Compatibility.reasons, Compatibility.checks, Compatibility.checked_at,
+            Compatibility.checkpoint_revision_id, Compatibility.drafter_revision_id,
+            Drafter.publisher.label("publisher"), Checkpoint.org.label("org"),  # for _relied_on
         )
         .join(checkpoint_revision, checkpoint_revision.id == Compatibility.checkpoint_revision_id)
         .join(Checkpoint, Checkpoint.id == checkpoint_revision.checkpoint_id)
@@ -93,8 +88,7 @@ def _verdict_rank(column: Any) -> Any:
 
 
 def _open_lag_targets() -> Select[Any]:
-    """Checkpoints some drafter declares (directly or through an old name) that have no drafter a user can rely on
-    yet (exact, or declared by a trusted publisher: domain/reliance.py)."""
+    """Checkpoints some drafter declares (directly or through an old name) with no drafter relied on yet."""
     declared = select(Checkpoint.id).where(
         or_(
             Checkpoint.repo_id.in_(select(DrafterTarget.target_repo_id)),
@@ -110,12 +104,9 @@ def _open_lag_targets() -> Select[Any]:
 
 
 def _relied_on(verdicts: Any) -> Any:
-    """registry.domain.reliance.relied_on in SQL: exact, or declared by the target's own org or a catalog
-    publisher (the orgs of the catalog's drafters and targets), case-insensitively."""
-    catalog_orgs = union(
-        select(func.lower(Drafter.publisher)).where(Drafter.source == "catalog"),
-        select(func.lower(Checkpoint.org)).where(Checkpoint.source == "catalog"),
-    )
+    """domain/reliance.relied_on in SQL: exact, or declared by the target's org or a catalog publisher."""
+    catalog_orgs = union(select(func.lower(Drafter.publisher)).where(Drafter.source == "catalog"),
+                         select(func.lower(Checkpoint.org)).where(Checkpoint.source == "catalog"))
     publisher = func.lower(verdicts.c.publisher)
     trusted = or_(publisher == func.lower(verdicts.c.org), publisher.in_(catalog_orgs))
     return or_(verdicts.c.verdict == "exact", and_(verdicts.c.verdict == "declared", trusted))
