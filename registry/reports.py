@@ -46,7 +46,8 @@ class LagRow:
     hub_notes: tuple[str, ...] = ()
     # Drafting methods inside the target itself (MTP heads, DSpark): available from its release day, lag 0.
     built_in: tuple[str, ...] = ()
-    # "declared" drafters that count (declared by the target's publisher or a catalog publisher, configs unchecked)
+    # Drafters that count though not exact (reliance.py), each "<drafter> (<verdict>)": declared by, or named after
+    # the target by, its own publisher or a catalog publisher
     declared_drafters: tuple[str, ...] = ()
     # "<drafter>: why" for each drafter named after or declaring this target that does not count (reliance.py)
     not_counted: tuple[str, ...] = ()
@@ -111,11 +112,14 @@ def find_for_checkpoint(store: Store, repo_id: str) -> tuple[CheckpointRecord, l
     return checkpoint, rows
 
 
-def relied_by_target(verdicts: list[CompatRecord], catalog_publishers: frozenset[str]) -> dict[str, set[str]]:
-    """Target -> the drafters a user can rely on for it (reliance.py): what closes its lag."""
+def relied_by_target(verdicts: list[CompatRecord], catalog_publishers: frozenset[str],
+                     named: frozenset[tuple[str, str]]) -> dict[str, set[str]]:
+    """Target -> the drafters a user can rely on for it (reliance.py): what closes its lag. `named`: the
+    (drafter, target) pairs where the drafter's repo name implies the target."""
     relied: dict[str, set[str]] = defaultdict(set)
     for verdict in verdicts:
-        if reliance.relied_on(verdict.verdict, verdict.publisher, verdict.checkpoint_repo_id, catalog_publishers):
+        if reliance.relied_on(verdict.verdict, verdict.publisher, verdict.checkpoint_repo_id, catalog_publishers,
+                              named=(verdict.drafter_repo_id, verdict.checkpoint_repo_id) in named):
             relied[verdict.checkpoint_repo_id].add(verdict.drafter_repo_id)
     return relied
 
@@ -130,6 +134,7 @@ class _LagInputs:
     by_target: dict[str, list[str]]
     verdicts: dict[str, dict[str, CompatRecord]]  # target -> drafter -> verdict between the heads
     catalog_publishers: frozenset[str]
+    named: frozenset[tuple[str, str]]  # (drafter, target) its repo name implies
 
     @classmethod
     def load(cls, store: Store) -> _LagInputs:
@@ -144,8 +149,9 @@ class _LagInputs:
         for verdict in verdicts:
             by_pair[verdict.checkpoint_repo_id][verdict.drafter_repo_id] = verdict
         publishers = store.reads.catalog_publishers()
-        return cls(drafters, store.reads.checkpoints(), relied_by_target(verdicts, publishers), dict(by_target),
-                   dict(by_pair), publishers)
+        named = reliance.named_pairs(list(drafters.values()), aliases)
+        return cls(drafters, store.reads.checkpoints(), relied_by_target(verdicts, publishers, named),
+                   dict(by_target), dict(by_pair), publishers, named)
 
     def not_counted(self, target: str) -> tuple[str, ...]:
         """The drafters named after or declaring `target` that do not count for it, each with why."""
@@ -154,7 +160,8 @@ class _LagInputs:
             verdict = self.verdicts.get(target, {}).get(drafter)
             if verdict is None:
                 continue  # not judged against its head yet: nothing to say
-            why = reliance.why_not_relied_on(verdict.verdict, verdict.publisher, target, self.catalog_publishers)
+            why = reliance.why_not_relied_on(verdict.verdict, verdict.publisher, target, self.catalog_publishers,
+                                             named=(drafter, target) in self.named)
             if why is not None:
                 notes.append(f"{drafter}: {why}")
         return tuple(notes)
@@ -214,7 +221,8 @@ def lag_table(store: Store, today: date, inputs: _LagInputs | None = None) -> li
                 exact_drafters=tuple(r for r in relied if pair_verdicts[r].verdict == "exact"),
                 hub_notes=_hub_notes(checkpoint, [drafters[r] for r in relied]),
                 built_in=built_in,
-                declared_drafters=tuple(r for r in relied if pair_verdicts[r].verdict == "declared"),
+                declared_drafters=tuple(f"{r} ({pair_verdicts[r].verdict})" for r in relied
+                                        if pair_verdicts[r].verdict != "exact"),
                 not_counted=inputs.not_counted(checkpoint.repo_id),
                 by_method=inputs.by_method(checkpoint, released, relied),
             )

@@ -255,8 +255,8 @@ def lag_command(
 
 def _first_drafter(row: LagRow) -> str | None:
     first = row.first_drafter_repo_id
-    # A declared pair closes the lag only from a trusted publisher, and still says its configs were not checked.
-    return f"{first} (declared)" if first is not None and first in row.declared_drafters else first
+    # A pair that is not exact counts only from a trusted publisher, and still says what it is.
+    return next((d for d in row.declared_drafters if d.startswith(f"{first} (")), first) if first else first
 
 
 def _lag_notes(row: LagRow) -> list[str]:

@@ -16,6 +16,7 @@ from sqlalchemy.orm import aliased
 
 from registry.domain.compat import VERDICT_ORDER
 from registry.domain.hub_presence import GONE
+from registry.domain.pair import NAME_CONVENTION
 from registry.store.models import (
     BenchmarkRun,
     Checkpoint,
@@ -89,27 +90,26 @@ def _verdict_rank(column: Any) -> Any:
 
 def _open_lag_targets() -> Select[Any]:
     """Checkpoints some drafter declares (directly or through an old name) with no drafter relied on yet."""
-    declared = select(Checkpoint.id).where(
-        or_(
-            Checkpoint.repo_id.in_(select(DrafterTarget.target_repo_id)),
-            Checkpoint.id.in_(
-                select(CheckpointAlias.checkpoint_id).join(
-                    DrafterTarget, DrafterTarget.target_repo_id == CheckpointAlias.alias
-                )
-            ),
-        )
-    )
+    declared = select(Checkpoint.id).where(or_(
+        Checkpoint.repo_id.in_(select(DrafterTarget.target_repo_id)),
+        Checkpoint.id.in_(select(CheckpointAlias.checkpoint_id).join(
+            DrafterTarget, DrafterTarget.target_repo_id == CheckpointAlias.alias)),
+    ))
     verdicts = _head_verdicts()
     return declared.where(Checkpoint.id.not_in(select(verdicts.c.checkpoint_id).where(_relied_on(verdicts))))
 
 
 def _relied_on(verdicts: Any) -> Any:
-    """domain/reliance.relied_on in SQL: exact, or declared by the target's org or a catalog publisher."""
+    """domain/reliance.relied_on in SQL: exact, or declared (or structural, named after it) by a trusted org."""
     catalog_orgs = union(select(func.lower(Drafter.publisher)).where(Drafter.source == "catalog"),
                          select(func.lower(Checkpoint.org)).where(Checkpoint.source == "catalog"))
-    publisher = func.lower(verdicts.c.publisher)
+    publisher, target = func.lower(verdicts.c.publisher), select(Checkpoint.repo_id).where(
+        Checkpoint.id == verdicts.c.checkpoint_id).scalar_subquery()
+    named = select(DrafterTarget.id).where(DrafterTarget.drafter_id == verdicts.c.drafter_id, DrafterTarget
+                                           .declared_by == NAME_CONVENTION, DrafterTarget.target_repo_id == target)
     trusted = or_(publisher == func.lower(verdicts.c.org), publisher.in_(catalog_orgs))
-    return or_(verdicts.c.verdict == "exact", and_(verdicts.c.verdict == "declared", trusted))
+    return or_(verdicts.c.verdict == "exact", and_(trusted, or_(verdicts.c.verdict == "declared", and_(
+        verdicts.c.verdict == "structural", named.exists()))))
 
 
 def counts_row(engine: Engine) -> dict[str, Any]:
