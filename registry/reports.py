@@ -112,13 +112,13 @@ def find_for_checkpoint(store: Store, repo_id: str) -> tuple[CheckpointRecord, l
     return checkpoint, rows
 
 
-def relied_by_target(verdicts: list[CompatRecord], catalog_publishers: frozenset[str],
+def relied_by_target(verdicts: list[CompatRecord], trusted_publishers: frozenset[str],
                      named: frozenset[tuple[str, str]]) -> dict[str, set[str]]:
     """Target -> the drafters a user can rely on for it (reliance.py): what closes its lag. `named`: the
     (drafter, target) pairs where the drafter's repo name implies the target."""
     relied: dict[str, set[str]] = defaultdict(set)
     for verdict in verdicts:
-        if reliance.relied_on(verdict.verdict, verdict.publisher, verdict.checkpoint_repo_id, catalog_publishers,
+        if reliance.relied_on(verdict.verdict, verdict.publisher, verdict.checkpoint_repo_id, trusted_publishers,
                               named=(verdict.drafter_repo_id, verdict.checkpoint_repo_id) in named):
             relied[verdict.checkpoint_repo_id].add(verdict.drafter_repo_id)
     return relied
@@ -133,7 +133,7 @@ class _LagInputs:
     exact: dict[str, set[str]]  # target -> drafters relied on (exact, or declared by a trusted publisher)
     by_target: dict[str, list[str]]
     verdicts: dict[str, dict[str, CompatRecord]]  # target -> drafter -> verdict between the heads
-    catalog_publishers: frozenset[str]
+    trusted_publishers: frozenset[str]
     named: frozenset[tuple[str, str]]  # (drafter, target) its repo name implies
 
     @classmethod
@@ -148,7 +148,7 @@ class _LagInputs:
         by_pair: dict[str, dict[str, CompatRecord]] = defaultdict(dict)
         for verdict in verdicts:
             by_pair[verdict.checkpoint_repo_id][verdict.drafter_repo_id] = verdict
-        publishers = store.reads.catalog_publishers()
+        publishers = store.reads.trusted_publishers()
         named = reliance.named_pairs(list(drafters.values()), aliases)
         return cls(drafters, store.reads.checkpoints(), relied_by_target(verdicts, publishers, named),
                    dict(by_target), dict(by_pair), publishers, named)
@@ -160,7 +160,7 @@ class _LagInputs:
             verdict = self.verdicts.get(target, {}).get(drafter)
             if verdict is None:
                 continue  # not judged against its head yet: nothing to say
-            why = reliance.why_not_relied_on(verdict.verdict, verdict.publisher, target, self.catalog_publishers,
+            why = reliance.why_not_relied_on(verdict.verdict, verdict.publisher, target, self.trusted_publishers,
                                              named=(drafter, target) in self.named)
             if why is not None:
                 notes.append(f"{drafter}: {why}")

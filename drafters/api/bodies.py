@@ -85,7 +85,7 @@ def target_drafters(store: Store, target: str, today: date, gpu: str | None = No
         })
     drafters.sort(key=lambda d: (VERDICT_ORDER.get(d["verdict"], 9), d["method"], d["drafter"]))
     # The lag closes on a drafter a user can rely on (exact, or declared by a trusted publisher), as in `drafters lag`.
-    publishers = store.reads.catalog_publishers()
+    publishers = store.reads.trusted_publishers()
     named = reliance.named_pairs([r for r in records.values() if r is not None], store.reads.aliases())
     exact = [v.drafter_repo_id for v in verdicts if reliance.relied_on(
         v.verdict, v.publisher, v.checkpoint_repo_id, publishers, named=(v.drafter_repo_id, v.checkpoint_repo_id) in named)]

@@ -50,7 +50,7 @@ def exact_pairs(store: Store, target: str, drafter: str | None = None, *,
     checkpoint passes them (one read per request)."""
     built_in = _built_in()
     checkpoint = checkpoint or store.reads.get_checkpoint(target)
-    publishers = store.reads.catalog_publishers()
+    publishers = store.reads.trusted_publishers()
     pairs = []
     for verdict in verdicts if verdicts is not None else store.reads.verdicts(checkpoint_repo_id=target,
                                                                         drafter_repo_id=drafter):

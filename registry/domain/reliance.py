@@ -24,28 +24,28 @@ def _org(repo_id: str) -> str:
     return repo_id.split("/", 1)[0].casefold()
 
 
-def trusted_publisher(drafter_publisher: str, target_repo_id: str, catalog_publishers: Collection[str]) -> bool:
+def trusted_publisher(drafter_publisher: str, target_repo_id: str, trusted_publishers: Collection[str]) -> bool:
     """The drafter's publisher is the target's own or one the catalog lists (case-insensitively, as the Hub)."""
     publisher = drafter_publisher.casefold()
-    return publisher == _org(target_repo_id) or publisher in {p.casefold() for p in catalog_publishers}
+    return publisher == _org(target_repo_id) or publisher in {p.casefold() for p in trusted_publishers}
 
 
-def relied_on(verdict: str, drafter_publisher: str, target_repo_id: str, catalog_publishers: Collection[str], *,
+def relied_on(verdict: str, drafter_publisher: str, target_repo_id: str, trusted_publishers: Collection[str], *,
               named: bool = False) -> bool:
     """`named`: the drafter's repo name implies this target (its `name_convention` target)."""
     if verdict == "exact":
         return True
     if verdict not in ("declared", "structural") or (verdict == "structural" and not named):
         return False
-    return trusted_publisher(drafter_publisher, target_repo_id, catalog_publishers)
+    return trusted_publisher(drafter_publisher, target_repo_id, trusted_publishers)
 
 
 def why_not_relied_on(verdict: str, drafter_publisher: str, target_repo_id: str,
-                      catalog_publishers: Collection[str], *, named: bool = False) -> str | None:
+                      trusted_publishers: Collection[str], *, named: bool = False) -> str | None:
     """Why this pair does not count (for the lag table); None when it does."""
-    if relied_on(verdict, drafter_publisher, target_repo_id, catalog_publishers, named=named):
+    if relied_on(verdict, drafter_publisher, target_repo_id, trusted_publishers, named=named):
         return None
-    untrusted = f"{drafter_publisher} is neither {target_repo_id.split('/', 1)[0]} nor a catalog publisher"
+    untrusted = f"{drafter_publisher} is neither {target_repo_id.split('/', 1)[0]} nor a catalog or watched publisher"
     if verdict == "declared":
         return f"declared, configs not checked, and {untrusted}"
     if verdict == "structural" and named:

@@ -27,6 +27,7 @@ from registry.store.models import (
     DrafterRevision,
     DrafterTarget,
     Event,
+    WatchCursor,  # trusted publishers: the watched orgs
 )
 from registry.store.read_only import Rows, fetch_one, fetch_rows
 
@@ -95,14 +96,14 @@ def _open_lag_targets() -> Select[Any]:
         Checkpoint.id.in_(select(CheckpointAlias.checkpoint_id).join(
             DrafterTarget, DrafterTarget.target_repo_id == CheckpointAlias.alias)),
     ))
-    verdicts = _head_verdicts()
-    return declared.where(Checkpoint.id.not_in(select(verdicts.c.checkpoint_id).where(_relied_on(verdicts))))
+    return declared.where(Checkpoint.id.not_in(select((v := _head_verdicts()).c.checkpoint_id).where(_relied_on(v))))
 
 
 def _relied_on(verdicts: Any) -> Any:
     """domain/reliance.relied_on in SQL: exact, or declared (or structural, named after it) by a trusted org."""
-    catalog_orgs = union(select(func.lower(Drafter.publisher)).where(Drafter.source == "catalog"),
-                         select(func.lower(Checkpoint.org)).where(Checkpoint.source == "catalog"))
+    catalog_orgs = union(select(func.lower(Drafter.publisher)).where(Drafter.source == "catalog"),  # as Reads.
+                         select(func.lower(Checkpoint.org)).where(Checkpoint.source == "catalog"),  # trusted_publishers
+                         select(func.lower(WatchCursor.org)).where(WatchCursor.org.not_like("tag:%")))
     publisher, target = func.lower(verdicts.c.publisher), select(Checkpoint.repo_id).where(
         Checkpoint.id == verdicts.c.checkpoint_id).scalar_subquery()
     named = select(DrafterTarget.id).where(DrafterTarget.drafter_id == verdicts.c.drafter_id, DrafterTarget

@@ -42,7 +42,7 @@ def pair_facts(store: Store, *, structural: bool = False) -> list[PairFacts]:
     """Exact pairs, declared ones a user can rely on (domain/reliance.py: measuring reads the configs the verdict
     could not), and structural ones when asked."""
     verdicts = ("exact", "declared", "structural") if structural else ("exact", "declared")
-    publishers = store.reads.catalog_publishers()
+    publishers = store.reads.trusted_publishers()
     drafter_revision, checkpoint_revision = aliased(DrafterRevision), aliased(CheckpointRevision)
     with store.session() as session:
         rows = session.execute(

@@ -209,7 +209,7 @@ class WatchUnits:
 
     def _relied_on_targets(self, verdicts: list[CompatRecord] | None = None) -> set[str]:
         """Targets with a pair a user can rely on (domain/reliance.py) among `verdicts` (default: all stored)."""
-        publishers = self.reads.catalog_publishers()
+        publishers = self.reads.trusted_publishers()
         named = reliance.named_pairs(self.reads.drafters(), self.reads.aliases())
         return {v.checkpoint_repo_id for v in (self.reads.verdicts() if verdicts is None else verdicts)
                 if reliance.relied_on(v.verdict, v.publisher, v.checkpoint_repo_id, publishers,
