@@ -135,6 +135,7 @@ class ModelUnits:
             return
         previous = state.head if state is not None else None
         spec = classify.revision_spec(self.client, model.repo_id, model.sha, model.last_modified, with_tokenizer=True)
+        checkpoint_spec = replace(checkpoint_spec, built_in=classify.built_in(spec))
         unit_events = []
         if announce:
             unit_events.append(events.new_checkpoint(model))
