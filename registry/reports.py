@@ -47,7 +47,7 @@ class LagRow:
     # Drafting methods inside the target itself (MTP heads, DSpark): available from its release day, lag 0.
     built_in: tuple[str, ...] = ()
     # Drafters that count though not exact (reliance.py), each "<drafter> (<verdict>)": declared by, or named after
-    # the target by, its own publisher or a catalog publisher
+    # the target by, its own publisher or a trusted one (the catalog's and the watched orgs)
     declared_drafters: tuple[str, ...] = ()
     # "<drafter>: why" for each drafter named after or declaring this target that does not count (reliance.py)
     not_counted: tuple[str, ...] = ()
@@ -130,7 +130,7 @@ class _LagInputs:
 
     drafters: dict[str, DrafterRecord]
     checkpoints: list[CheckpointRecord]
-    exact: dict[str, set[str]]  # target -> drafters relied on (exact, or declared by a trusted publisher)
+    exact: dict[str, set[str]]  # target -> drafters relied on (registry.domain.reliance)
     by_target: dict[str, list[str]]
     verdicts: dict[str, dict[str, CompatRecord]]  # target -> drafter -> verdict between the heads
     trusted_publishers: frozenset[str]
@@ -184,7 +184,8 @@ class _LagInputs:
 
 def lag_table(store: Store, today: date, inputs: _LagInputs | None = None) -> list[LagRow]:
     """One row per target some drafter declares, worst (longest) lag first. A lag closes on a drafter a user can
-    rely on (registry.domain.reliance): exact, or declared by the target's publisher or a catalog publisher."""
+    rely on (registry.domain.reliance): exact, or declared (or named after it) by the target's publisher or a
+    trusted one."""
     inputs = inputs or _LagInputs.load(store)
     drafters, exact = inputs.drafters, inputs.exact
     rows = []

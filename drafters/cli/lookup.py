@@ -214,7 +214,7 @@ def lag_command(
     upgrades: Annotated[bool, typer.Option(help="Base upgrades still waiting for a drafter.")] = False,
 ) -> None:
     """Drafter lag per target, worst first: days from the target's release to its first drafter a user can rely on
-    (exact, or declared by the target's publisher or a catalog publisher)."""
+    (exact, or declared or named after it by the target's publisher, a catalog publisher or a watched org)."""
     store = open_store()
     now = today().date()
     if upgrades:

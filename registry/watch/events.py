@@ -96,7 +96,10 @@ def lag_closed(checkpoint_repo_id: str, drafter_repo_id: str, drafter_day: date,
     publisher); the lag is counted from its release (may be negative when the dates say the drafter came first:
     the event reports the dates as they are)."""
     days = (drafter_day - released).days if released else None
-    which = "exact drafter" if verdict == "exact" else f"drafter, {verdict} by its publisher (configs not checked),"
+    which = {"exact": "exact drafter",
+             "declared": "drafter, declared by its publisher (configs not checked),",
+             "structural": "drafter, named after it by its publisher (structural: no metadata declares it),",
+             }.get(verdict, f"drafter ({verdict})")
     return record(
         "lag_closed",
         checkpoint_repo_id,
