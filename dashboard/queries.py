@@ -184,7 +184,7 @@ def availability(
 ) -> pd.DataFrame:
     """One row per (checkpoint, drafter method): the best head verdict and the drafter that holds it.
 
-    Best = exact before structural before unknown before incompatible, then a drafter still on the Hub, then
+    Best = exact, declared, structural, unknown, incompatible (VERDICT_ORDER), then a drafter still on the Hub, then
     the earliest drafter. A cell no drafter of the method has a verdict for says "none". lag_days = the
     drafter's release − the checkpoint's, 0 when the dates put the drafter first (registry.lag's rule).
     drafter_gone and checkpoint_gone say "gone from the Hub since …" for a repo deleted or made private.

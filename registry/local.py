@@ -124,6 +124,6 @@ def resolve_side(store: Store, value: str, *, drafter: bool) -> pair.Side:
     if head is not None:
         side = replace(side, config=head.config, tokenizer_digest=head.tokenizer_digest, problem=head.config_problem)
     if isinstance(record, DrafterRecord):
-        side = replace(side, method=record.method,
-                       declared_targets=tuple(store.checkpoints.canonical_repo_id(t) for t, _ in record.targets))
+        side = replace(side, method=record.method, declared_targets=tuple(
+            store.checkpoints.canonical_repo_id(t) for t in pair.declared_targets(record.targets)))
     return side

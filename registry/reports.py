@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date
 
-from registry.domain import hub_presence, lag, names
+from registry.domain import hub_presence, lag, names, reliance
 # The release rule is the pair's; reports, the API and the dashboard read it from here too.
 from registry.domain.compat import VERDICT_ORDER
 from registry.domain.pair import checkpoint_release_date, drafter_release_date
@@ -46,6 +46,21 @@ class LagRow:
     hub_notes: tuple[str, ...] = ()
     # Drafting methods inside the target itself (MTP heads, DSpark): available from its release day, lag 0.
     built_in: tuple[str, ...] = ()
+    # Drafters that count though not exact (reliance.py), each "<drafter> (<verdict>)": declared by, or named after
+    # the target by, its own publisher or a trusted one (the catalog's and the watched orgs)
+    declared_drafters: tuple[str, ...] = ()
+    # "<drafter>: why" for each drafter named after or declaring this target that does not count (reliance.py)
+    not_counted: tuple[str, ...] = ()
+    # The lag of each drafting method on its own, so a built-in MTP head does not hide a DFlash months later.
+    by_method: tuple[MethodLag, ...] = ()
+
+
+@dataclass(frozen=True)
+class MethodLag:
+    method: str
+    first_drafter_repo_id: str | None  # None for a built-in method: the target itself
+    first_drafter_released: date | None
+    lag_days: int | None  # None: undated
 
 
 @dataclass(frozen=True)
@@ -97,22 +112,29 @@ def find_for_checkpoint(store: Store, repo_id: str) -> tuple[CheckpointRecord, l
     return checkpoint, rows
 
 
-def _exact_by_target(verdicts: list[CompatRecord]) -> dict[str, set[str]]:
-    exact: dict[str, set[str]] = defaultdict(set)
+def relied_by_target(verdicts: list[CompatRecord], trusted_publishers: frozenset[str],
+                     named: frozenset[tuple[str, str]]) -> dict[str, set[str]]:
+    """Target -> the drafters a user can rely on for it (reliance.py): what closes its lag. `named`: the
+    (drafter, target) pairs where the drafter's repo name implies the target."""
+    relied: dict[str, set[str]] = defaultdict(set)
     for verdict in verdicts:
-        if verdict.verdict == "exact":
-            exact[verdict.checkpoint_repo_id].add(verdict.drafter_repo_id)
-    return exact
+        if reliance.relied_on(verdict.verdict, verdict.publisher, verdict.checkpoint_repo_id, trusted_publishers,
+                              named=(verdict.drafter_repo_id, verdict.checkpoint_repo_id) in named):
+            relied[verdict.checkpoint_repo_id].add(verdict.drafter_repo_id)
+    return relied
 
 
 @dataclass(frozen=True)
 class _LagInputs:
-    """What lag reports read, loaded once: drafters, checkpoints, exact verdicts, declared targets."""
+    """What lag reports read, loaded once: drafters, checkpoints, relied-on pairs, declared targets."""
 
     drafters: dict[str, DrafterRecord]
     checkpoints: list[CheckpointRecord]
-    exact: dict[str, set[str]]
+    exact: dict[str, set[str]]  # target -> drafters relied on (registry.domain.reliance)
     by_target: dict[str, list[str]]
+    verdicts: dict[str, dict[str, CompatRecord]]  # target -> drafter -> verdict between the heads
+    trusted_publishers: frozenset[str]
+    named: frozenset[tuple[str, str]]  # (drafter, target) its repo name implies
 
     @classmethod
     def load(cls, store: Store) -> _LagInputs:
@@ -122,11 +144,48 @@ class _LagInputs:
         for drafter in drafters.values():
             for target, _ in drafter.targets:
                 by_target[aliases.get(target, target)].append(drafter.repo_id)
-        return cls(drafters, store.reads.checkpoints(), _exact_by_target(store.reads.verdicts()), dict(by_target))
+        verdicts = store.reads.verdicts()
+        by_pair: dict[str, dict[str, CompatRecord]] = defaultdict(dict)
+        for verdict in verdicts:
+            by_pair[verdict.checkpoint_repo_id][verdict.drafter_repo_id] = verdict
+        publishers = store.reads.trusted_publishers()
+        named = reliance.named_pairs(list(drafters.values()), aliases)
+        return cls(drafters, store.reads.checkpoints(), relied_by_target(verdicts, publishers, named),
+                   dict(by_target), dict(by_pair), publishers, named)
+
+    def not_counted(self, target: str) -> tuple[str, ...]:
+        """The drafters named after or declaring `target` that do not count for it, each with why."""
+        notes = []
+        for drafter in sorted(set(self.by_target.get(target, ()))):
+            verdict = self.verdicts.get(target, {}).get(drafter)
+            if verdict is None:
+                continue  # not judged against its head yet: nothing to say
+            why = reliance.why_not_relied_on(verdict.verdict, verdict.publisher, target, self.trusted_publishers,
+                                             named=(drafter, target) in self.named)
+            if why is not None:
+                notes.append(f"{drafter}: {why}")
+        return tuple(notes)
+
+    def by_method(self, checkpoint: CheckpointRecord, released: date | None,
+                  relied: list[str]) -> tuple[MethodLag, ...]:
+        """The first relied-on drafter of each method (and each built-in method, from the release day)."""
+        methods = [MethodLag(m, None, released, 0 if released is not None else None) for m in checkpoint.built_in]
+        seen = set(checkpoint.built_in)
+        for repo_id in relied:  # already in release order
+            drafter = self.drafters[repo_id]
+            if drafter.method in seen:
+                continue
+            seen.add(drafter.method)
+            day = drafter_release_date(drafter)
+            days = max((day - released).days, 0) if day is not None and released is not None else None
+            methods.append(MethodLag(drafter.method, repo_id, day, days))
+        return tuple(methods)
 
 
 def lag_table(store: Store, today: date, inputs: _LagInputs | None = None) -> list[LagRow]:
-    """One row per target some drafter declares, worst (longest) lag first."""
+    """One row per target some drafter declares, worst (longest) lag first. A lag closes on a drafter a user can
+    rely on (registry.domain.reliance): exact, or declared (or named after it) by the target's publisher or a
+    trusted one."""
     inputs = inputs or _LagInputs.load(store)
     drafters, exact = inputs.drafters, inputs.exact
     rows = []
@@ -135,17 +194,18 @@ def lag_table(store: Store, today: date, inputs: _LagInputs | None = None) -> li
         if checkpoint.repo_id not in inputs.by_target and checkpoint.repo_id not in exact and not built_in:
             continue
         released = checkpoint_release_date(checkpoint)
-        exact_drafters = sorted(
+        relied = sorted(
             exact.get(checkpoint.repo_id, ()), key=lambda r: _release_order(drafters[r], released)
         )
-        dated = [d for d in (drafter_release_date(drafters[r]) for r in exact_drafters) if d is not None]
-        first = exact_drafters[0] if exact_drafters and not built_in else None
+        pair_verdicts = inputs.verdicts.get(checkpoint.repo_id, {})
+        dated = [d for d in (drafter_release_date(drafters[r]) for r in relied) if d is not None]
+        first = relied[0] if relied and not built_in else None
         if built_in and released is not None and released <= today:
             # A drafter inside the checkpoint is there the day the checkpoint is: nothing to wait for.
             measured: lag.Lag | None = lag.target_lag(released, [released], today)
         else:
-            # Exact drafters that all lack a date close the lag without telling how long it was.
-            measurable = released is not None and (dated or not exact_drafters) and not built_in
+            # Relied-on drafters that all lack a date close the lag without telling how long it was.
+            measurable = released is not None and (dated or not relied) and not built_in
             measured = lag.target_lag(released, dated, today) if measurable else None
         rows.append(
             LagRow(
@@ -159,9 +219,13 @@ def lag_table(store: Store, today: date, inputs: _LagInputs | None = None) -> li
                                         drafter_release_date(drafters[first]) if first else None),
                 lag_days=measured.days if measured else None,
                 open=first is None and not built_in,
-                exact_drafters=tuple(exact_drafters),
-                hub_notes=_hub_notes(checkpoint, [drafters[r] for r in exact_drafters]),
+                exact_drafters=tuple(r for r in relied if pair_verdicts[r].verdict == "exact"),
+                hub_notes=_hub_notes(checkpoint, [drafters[r] for r in relied]),
                 built_in=built_in,
+                declared_drafters=tuple(f"{r} ({pair_verdicts[r].verdict})" for r in relied
+                                        if pair_verdicts[r].verdict != "exact"),
+                not_counted=inputs.not_counted(checkpoint.repo_id),
+                by_method=inputs.by_method(checkpoint, released, relied),
             )
         )
     rows.sort(key=lambda r: (-(r.lag_days if r.lag_days is not None else -1), r.target_repo_id))

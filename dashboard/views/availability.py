@@ -8,7 +8,7 @@ import streamlit as st
 from dashboard import data
 from dashboard.queries import METHOD_LABELS, NO_VERDICT, availability_matrix
 
-VERDICT_COLORS = {"exact": "#2e7d32", "structural": "#f9a825", "unknown": "#9e9e9e", "incompatible": "#c62828",
+VERDICT_COLORS = {"exact": "#2e7d32", "declared": "#1565c0", "structural": "#f9a825", "unknown": "#9e9e9e", "incompatible": "#c62828",
                   NO_VERDICT: "#e0e0e0"}
 
 st.title("Availability")
@@ -53,7 +53,7 @@ with data.guard("Availability"):
     else:
         checkpoints = cells["checkpoint"].nunique()
         st.caption(
-            f"{checkpoints} checkpoints; each cell: best verdict (exact, structural, unknown, incompatible, or "
+            f"{checkpoints} checkpoints; each cell: best verdict (exact, declared, structural, unknown, incompatible, or "
             "none) · the drafter holding it · its lag in days after the checkpoint's release"
         )
         data.dataframe(availability_matrix(cells), hide_index=True, width="stretch", key="matrix")

@@ -15,7 +15,7 @@ from registry.calibration.launch_inputs import built_in_pairs, exact_pairs, meas
     side_parameters
 from registry.calibration.ranking import rank
 from registry.calibration.recommend import recommendation_body
-from registry.domain import hub_presence, lag
+from registry.domain import hub_presence, lag, reliance
 from registry.domain.compat import VERDICT_ORDER
 from registry.domain.json_shapes import jsonable as to_jsonable
 from registry.domain.launch import ENGINES, launch_command
@@ -97,7 +97,11 @@ def target_drafters(store: Store, target: str, today: date, gpu: str | None = No
         })
     drafters.sort(key=lambda d: (VERDICT_ORDER.get(d["verdict"], 9), d["rank"]["position"] if d["rank"] else 0,
                                  d["method"], d["drafter"]))
-    exact = [d["drafter"] for d in drafters if d["verdict"] == "exact"]
+    # The lag closes on a drafter a user can rely on (exact, or declared by a trusted publisher), as in `drafters lag`.
+    publishers = store.reads.trusted_publishers()
+    named = reliance.named_pairs([r for r in records.values() if r is not None], store.reads.aliases())
+    exact = [v.drafter_repo_id for v in verdicts if reliance.relied_on(
+        v.verdict, v.publisher, v.checkpoint_repo_id, publishers, named=(v.drafter_repo_id, v.checkpoint_repo_id) in named)]
     return to_jsonable({
         "target": checkpoint.repo_id, "head_sha": checkpoint.head_sha, "status": checkpoint.status,
         "released": reports.checkpoint_release_date(checkpoint), "lag": target_lag(checkpoint, [records[d] for d in exact], today),

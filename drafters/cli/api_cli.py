@@ -27,7 +27,8 @@ SECRET_ENV = "DRAFTERS_HUB_WEBHOOK_SECRET"
 def push_queue(secret: str) -> PushQueue:
     """Hints from the Hub, read by a watcher on the registry database (which it creates when missing)."""
     watcher = make_watcher(open_store())
-    return PushQueue(secret, lambda hint: watcher.poll_repo(hint.repo_id, hint.head_sha, moved_from=hint.moved_from))
+    return PushQueue(secret, lambda hint: watcher.poll_repo(hint.repo_id, hint.head_sha, moved_from=hint.moved_from,
+                                                            made_public=hint.made_public))
 
 
 def api_config(push: PushQueue | None) -> ApiConfig:

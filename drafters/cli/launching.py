@@ -22,9 +22,16 @@ def launches(target: str, drafter: str | None, engine: str, gpu: str | None, *, 
         store.verdicts.recompute_compatibility(checkpoint_repo_id=target)
     results = recommendations(store, target, engine, gpu, drafter=drafter)
     if not results:
-        which = f"{drafter} is not an exact drafter of" if drafter else "no drafter is an exact pair of"
-        raise NotFound(f"{which} {target}: `drafters find {target}` lists the verdicts")
+        which = f"{drafter} is not a usable drafter of" if drafter else "no drafter is a usable pair of"
+        raise NotFound(f"{which} {target} (exact, or declared by its publisher or a catalog publisher): "
+                       f"`drafters find {target}` lists the verdicts")
     return results
+
+
+def declared_only(target: str) -> set[str]:
+    """The drafters of `target` whose pair is declared but unchecked: their commands say so."""
+    return {v.drafter_repo_id for v in open_store().reads.verdicts(checkpoint_repo_id=target)
+            if v.verdict == "declared"}
 
 
 @app.command("launch")
@@ -45,10 +52,13 @@ def launch_cli(
         render.print_json({"target": target, "engine": engine,
                            "launches": [{**r.launch.as_json(), "rank": r.ranked.as_json()} for r in results]})
         return
+    declared = declared_only(target)
     for index, result in enumerate(results):
         launch = result.launch
         first = index == 0 and drafter is None and launch.supported
         header = f"{'recommended: ' if first else ''}{launch.drafter} ({launch.method}) on {launch.engine}"
+        if launch.drafter in declared:
+            header += " [declared by its publisher; configs not checked: measure before relying on it]"
         render.console.print(render.strip_control(header), style="bold", markup=False, highlight=False)
         render.console.print(render.strip_control(f"  why: {result.ranked.why}"), style="dim", markup=False, highlight=False)
         if not launch.supported:

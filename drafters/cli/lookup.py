@@ -24,7 +24,7 @@ from registry.domain.engines import MEASURED
 from registry.domain.public_lists import coverage as list_coverage
 from registry.domain.public_lists import load_public_lists
 from registry.local import looks_like_folder, resolve_side
-from registry.reports import built_in_label, find_for_checkpoint, lag_by, lag_table, upgrade_table
+from registry.reports import LagRow, built_in_label, find_for_checkpoint, lag_by, lag_table, upgrade_table
 from registry.store import Store
 from registry.store.catalog_import import load_catalog
 from registry.store.db import current_revision, head_revision
@@ -260,7 +260,8 @@ def lag_command(
     by: Annotated[str | None, typer.Option(help="Summarize by 'family' or 'publisher'.")] = None,
     upgrades: Annotated[bool, typer.Option(help="Base upgrades still waiting for a drafter.")] = False,
 ) -> None:
-    """Drafter lag per target, worst first: days from the target's release to its first exact drafter."""
+    """Drafter lag per target, worst first: days from the target's release to its first drafter a user can rely on
+    (exact, or declared or named after it by the target's publisher, a catalog publisher or a watched org)."""
     store = open_store()
     now = today().date()
     if upgrades:
@@ -292,9 +293,22 @@ def lag_command(
         return
     render.table(
         f"drafter lag as of {now}",
-        ["target", "released", "first exact drafter", "drafter released", "lag (days)", "status", "notes"],
+        ["target", "released", "first drafter", "drafter released", "lag (days)", "status", "notes"],
         [(r.target_repo_id, None if r.released is None else f"{r.released}{'' if r.released_precision in (None, 'day') else ' ≈'}",
-          built_in_label(r.built_in) or r.first_drafter_repo_id, r.first_drafter_released, r.lag_days,
-          "open" if r.open else "closed",
-          "; ".join(r.hub_notes)) for r in rows],
+          built_in_label(r.built_in) or _first_drafter(r), r.first_drafter_released, r.lag_days,
+          "open" if r.open else "closed", "; ".join(_lag_notes(r))) for r in rows],
     )
+
+
+def _first_drafter(row: LagRow) -> str | None:
+    first = row.first_drafter_repo_id
+    # A pair that is not exact counts only from a trusted publisher, and still says what it is.
+    return next((d for d in row.declared_drafters if d.startswith(f"{first} (")), first) if first else first
+
+
+def _lag_notes(row: LagRow) -> list[str]:
+    """Each method's own lag (a built-in head does not hide a later DFlash), then who left the Hub, then the
+    drafters that do not count and why."""
+    methods = [f"{m.method} {'built in' if m.first_drafter_repo_id is None else f'{m.lag_days} d' if m.lag_days is not None else 'undated'}"
+               for m in row.by_method] if len(row.by_method) > 1 else []
+    return [*methods, *row.hub_notes, *(f"not counted: {note}" for note in row.not_counted)]

@@ -76,7 +76,7 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
     console.print(out)
 
 
-VERDICT_STYLE = {"exact": "green", "structural": "cyan", "incompatible": "red", "unknown": "yellow"}
+VERDICT_STYLE = {"exact": "green", "declared": "blue", "structural": "cyan", "incompatible": "red", "unknown": "yellow"}
 
 
 def verdict(text: str) -> Text:

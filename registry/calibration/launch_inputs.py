@@ -12,7 +12,7 @@ from functools import cache
 
 from registry.calibration import side_facts
 from registry.calibration.fit import SideFacts
-from registry.domain import pricing
+from registry.domain import pricing, reliance
 from registry.domain.catalog import load_catalog_data
 from registry.domain.coverage import layout_of
 from registry.domain.gpus import Gpu, GpuCatalogError, find_gpu, load_gpus
@@ -45,9 +45,11 @@ def _gpus() -> tuple[Gpu, ...]:
     return load_gpus()
 
 
-def launchable(verdict: CompatRecord) -> bool:
-    """The verdicts `launch` writes commands for (the one place that says which)."""
-    return verdict.verdict == "exact"
+def launchable(verdict: CompatRecord, publishers: frozenset[str] | set[str]) -> bool:
+    """The verdicts `launch` writes commands for (the one place that says which): exact pairs, and declared ones from
+    the target's publisher or a catalog publisher (domain/reliance.py): the publisher's word, served with its verdict
+    shown; never another account's unchecked upload."""
+    return reliance.relied_on(verdict.verdict, verdict.publisher, verdict.checkpoint_repo_id, publishers)
 
 
 def built_in_pairs(store: Store, target: str, checkpoint: CheckpointRecord | None = None) -> list[PairFacts]:
@@ -67,16 +69,18 @@ def built_in_pairs(store: Store, target: str, checkpoint: CheckpointRecord | Non
 def exact_pairs(store: Store, target: str, drafter: str | None = None, *,
                 verdicts: list[CompatRecord] | None = None, records: Mapping[str, DrafterRecord | None] | None = None,
                 checkpoint: CheckpointRecord | None = None) -> list[PairFacts]:
-    """The target's exact pairs (verdicts between the current heads), newest facts the registry holds. A caller
-    that already read the verdicts, drafter records or checkpoint passes them (one read per request)."""
+    """The target's pairs a user can rely on (exact, or declared by a trusted publisher; verdicts between the
+    current heads), newest facts the registry holds. A caller that already read the verdicts, drafter records or
+    checkpoint passes them (one read per request)."""
     built_in = _built_in()
     checkpoint = checkpoint or store.reads.get_checkpoint(target)
     target_head = store.reads.head_revision(target)
     architecture = _architecture(target_head.config if target_head is not None else None)
+    publishers = store.reads.trusted_publishers()
     pairs = []
     for verdict in verdicts if verdicts is not None else store.reads.verdicts(checkpoint_repo_id=target,
                                                                         drafter_repo_id=drafter):
-        if not launchable(verdict):
+        if not launchable(verdict, publishers):
             continue
         record = records[verdict.drafter_repo_id] if records is not None and verdict.drafter_repo_id in records \
             else store.reads.get_drafter(verdict.drafter_repo_id)

@@ -1,8 +1,14 @@
 """The compatibility verdict for one (drafter, target) pair, from their configs alone (pure, no I/O).
 
-Verdicts: "exact" (declared for this very checkpoint, nothing fails), "structural" (not declared but every
-structural check passes: it will run, acceptance unmeasured), "incompatible" (a check fails; the reason names both
-values, target first), "unknown" (a config is missing or malformed, or nothing decisive could be checked).
+Verdicts, each saying what was checked:
+- "exact": declared for this very checkpoint by the drafter's own metadata (its speculators `verifier`, its card's
+  `base_model`, or a catalog entry), and every decisive check passed on the configs recorded at both heads;
+- "declared": declared so, but the decisive checks did not run (a config is unread, or lacks the values); the
+  reasons say which;
+- "structural": not declared, but every structural check passes: it will run, acceptance unmeasured;
+- "incompatible": a check fails; the reason names both values, target first;
+- "unknown": a config is missing or malformed, or nothing decisive could be checked.
+A repo *name* is never a declaration: the caller passes only targets the drafter's metadata declares.
 Slightly over 400 lines: the verdict and the per-method checks it runs are one rule set, read together.
 """
 
@@ -15,9 +21,10 @@ from typing import Any, Literal
 from registry.domain.configs import ModelFacts, model_facts
 from registry.domain.drafter_facts import DFLASH_FAMILY, DrafterFacts, detect_method, drafter_facts
 
-Verdict = Literal["exact", "structural", "incompatible", "unknown"]
+Verdict = Literal["exact", "declared", "structural", "incompatible", "unknown"]
+VERDICTS: tuple[Verdict, ...] = ("exact", "declared", "structural", "unknown", "incompatible")
 # Best first: how reports and the dashboard rank the verdicts of one checkpoint.
-VERDICT_ORDER = {"exact": 0, "structural": 1, "unknown": 2, "incompatible": 3}
+VERDICT_ORDER = {verdict: rank for rank, verdict in enumerate(VERDICTS)}
 
 # Decoder-only families a hidden-state drafter (DFlash, EAGLE-3) or a draft LM can sit on.
 SUPPORTED_TARGET_MODEL_TYPES = frozenset(
@@ -82,7 +89,10 @@ def check_pair(
         merely_unread = target_problem is None and all(c is None or isinstance(c, dict) for c in (drafter_config, target_config))
         if merely_unread and _declares(target_repo_id, declared_targets):
             return CompatResult(
-                "exact", (f"declared for {target_repo_id}", *(f"unchecked: {m}" for m in missing)), ()
+                "declared",
+                (f"declared for {target_repo_id}; configs not read, nothing checked",
+                 *(f"unchecked: {m}" for m in missing)),
+                (),
             )
         return CompatResult("unknown", tuple(missing), ())
     assert isinstance(drafter_config, dict) and isinstance(target_config, dict)
@@ -138,9 +148,16 @@ def _verdict(
         return CompatResult("incompatible", (*failed, *problems), checks)
     if problems:
         return CompatResult("unknown", (*problems, *unchecked), checks)
+    passed = {c.name for c in checks if c.ok}
     if _is_declared(pair, declared_targets):
-        return CompatResult("exact", (f"declared for {pair.target_repo_id}", *unchecked), checks)
-    if not any(c.ok for c in checks if c.name in decisive):
+        if decisive <= passed:
+            return CompatResult("exact", (f"declared for {pair.target_repo_id}", *unchecked), checks)
+        # The publisher's word without the configs to back it: usable, but never called exact.
+        lacking = " / ".join(sorted(decisive - passed))
+        return CompatResult(
+            "declared", (f"declared for {pair.target_repo_id}; not checked: {lacking}", *unchecked), checks
+        )
+    if not passed & decisive:
         lacking = " / ".join(sorted(decisive))
         return CompatResult("unknown", (f"nothing decisive could be checked ({lacking})", *unchecked), checks)
     subject = pair.target_repo_id or "this target"
@@ -404,7 +421,7 @@ def _llama_cpp_vocab_rule(pair: _Pair) -> Check:
 @dataclass(frozen=True)
 class _Rules:
     checks: Callable[[_Pair], list[Check]]
-    # At least one of these must pass, or the verdict stays "unknown".
+    # At least one of these must pass, or the verdict stays "unknown"; a declared pair is "exact" only when all do.
     decisive: frozenset[str]
 
 

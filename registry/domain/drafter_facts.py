@@ -215,3 +215,23 @@ def _speculators_section(
     elif methods is not None:
         problems.append("speculators_config.proposal_methods is not a list of objects")
     return name, architectures, speculative_tokens
+
+
+# Config keys that give a full checkpoint's own multi-token-prediction layers (how many): DeepSeek-V3/V4, GLM-4.5
+# and later, MiMo (`num_nextn_predict_layers`, read by vllm-project/vllm
+# vllm/model_executor/models/deepseek_mtp.py); Qwen3-Next and Qwen3.5/3.6 (`mtp_num_hidden_layers`, in
+# text_config for the multimodal ones, read by vllm/model_executor/models/qwen3_5_mtp.py).
+MTP_LAYER_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
+
+
+def built_in_methods(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The drafting methods a full checkpoint's own config says it ships inside: "mtp" for one MTP layer or more,
+    "dspark" for a DSpark module (its `dflash_config` section with `projector_type: "dspark"`, as DSpark exports
+    carry). A malformed value says nothing: the checkpoint is not marked."""
+    reader = _Reader.nested(config, "text_config")
+    methods = set()
+    if any((reader.integer(key, minimum=0, maximum=MAX_LAYERS) or 0) >= 1 for key in MTP_LAYER_KEYS):
+        methods.add("mtp")
+    if _is_dspark_export(config):
+        methods.add("dspark")
+    return tuple(sorted(methods))

@@ -8,7 +8,7 @@ engines) all judge a pair through `judge`, so they cannot disagree on the same t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Protocol
@@ -20,6 +20,16 @@ from registry.domain.drafter_facts import detect_method
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json")
 # A drafter whose config names no method of its own is a plain causal LM: a draft model.
 DEFAULT_METHOD = "draft-lm"
+# Where a recorded target of a drafter (`drafter_target.declared_by`) comes from, and which of those declare it: the
+# drafter's own metadata or the catalog. A target its repo name implies ("name_convention") is one to judge it
+# against, never a declaration: anyone can name an upload after any model.
+DECLARED_BY_METADATA = frozenset({"catalog", "card_base_model", "speculators_verifier"})
+NAME_CONVENTION = "name_convention"
+
+
+def declared_targets(targets: Iterable[tuple[str, str]]) -> tuple[str, ...]:
+    """The targets of (target, declared_by) pairs that are declarations, in order, once each."""
+    return tuple(dict.fromkeys(target for target, by in targets if by in DECLARED_BY_METADATA))
 
 
 def drafter_method(config: Any, recorded: str | None = None) -> str | None:
@@ -42,7 +52,8 @@ class Side:
     # Why the config could not be read: the verdict states a target's; a drafter's unreadable config reads as missing.
     problem: str | None = None
     method: str | None = None  # the drafter's recorded or requested method
-    declared_targets: tuple[str, ...] = ()  # the drafter's declared targets (canonical repo ids)
+    # The targets the drafter's metadata or the catalog declares (canonical repo ids; see declared_targets).
+    declared_targets: tuple[str, ...] = ()
 
     @property
     def drafter_method(self) -> str | None:

@@ -1,4 +1,5 @@
-"""The plan: for every exact pair (structural ones when a setting asks), what this worker does about it, and why.
+"""The plan: for every exact pair and every declared one from a trusted publisher (structural ones when a setting
+asks), what this worker does about it, and why.
 
 Pure, no I/O: the store gathers the facts (`PairFacts`, what is measured, queued and downloaded), the worker states
 what it has (`WorkerCapability`), and `plan_pairs` decides, newest releases first and the catalog backlog after
@@ -65,7 +66,7 @@ class PairFacts:
     drafter: SideFacts
     target: SideFacts
     method: str
-    verdict: str  # exact / structural
+    verdict: str  # exact / declared (from a trusted publisher: domain/reliance.py) / structural
     source: str  # "hub" (seen by the watcher) or "catalog" (the backlog)
     released: datetime | None = None  # the drafter's release (or first sighting): newest first
 

@@ -161,6 +161,7 @@ class CompatRecord:
     reasons: tuple[str, ...]
     checks: tuple[dict[str, Any], ...]
     checked_at: datetime
+    publisher: str  # the drafter's publisher: whether a "declared" pair is relied on (domain/reliance.py)
 
 
 @dataclass(frozen=True)

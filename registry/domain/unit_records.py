@@ -88,7 +88,8 @@ class AppliedDrafter:
     previous: DrafterRevisionRecord | None  # the head before this revision (after a catalog sha's read)
     targets: tuple[str, ...]
     verdicts: list[CompatRecord]
-    newly_exact: tuple[tuple[str, CheckpointRecord | None], ...] = ()  # with first_hub_revision
+    # With first_hub_revision: targets whose first pair a user can rely on (domain/reliance.py) this drafter is.
+    newly_exact: tuple[tuple[str, CheckpointRecord | None], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,12 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from typing import Any
 
-from sqlalchemy import Engine, Select, case, func, literal, or_, select
+from sqlalchemy import Engine, Select, and_, case, func, literal, or_, select, union
 from sqlalchemy.orm import aliased
 
 from registry.domain.compat import VERDICT_ORDER
 from registry.domain.hub_presence import GONE
+from registry.domain.pair import NAME_CONVENTION
 from registry.store.models import (
     BenchmarkRun,
     Checkpoint,
@@ -26,6 +27,7 @@ from registry.store.models import (
     DrafterRevision,
     DrafterTarget,
     Event,
+    WatchCursor,  # trusted publishers: the watched orgs
 )
 from registry.store.read_only import Rows, fetch_one, fetch_rows
 
@@ -67,12 +69,9 @@ def _head_verdicts() -> Any:
         select(
             Checkpoint.id.label("checkpoint_id"),
             Drafter.id.label("drafter_id"),
-            Compatibility.verdict,
-            Compatibility.reasons,
-            Compatibility.checks,
-            Compatibility.checked_at,
-            Compatibility.checkpoint_revision_id,
-            Compatibility.drafter_revision_id,
+            Compatibility.verdict, Compatibility.reasons, Compatibility.checks, Compatibility.checked_at,
+            Compatibility.checkpoint_revision_id, Compatibility.drafter_revision_id,
+            Drafter.publisher.label("publisher"), Checkpoint.org.label("org"),  # for _relied_on
         )
         .join(checkpoint_revision, checkpoint_revision.id == Compatibility.checkpoint_revision_id)
         .join(Checkpoint, Checkpoint.id == checkpoint_revision.checkpoint_id)
@@ -91,20 +90,27 @@ def _verdict_rank(column: Any) -> Any:
 
 
 def _open_lag_targets() -> Select[Any]:
-    """Checkpoints some drafter declares (directly or through an old name) that have no exact drafter yet."""
-    declared = select(Checkpoint.id).where(
-        or_(
-            Checkpoint.repo_id.in_(select(DrafterTarget.target_repo_id)),
-            Checkpoint.id.in_(
-                select(CheckpointAlias.checkpoint_id).join(
-                    DrafterTarget, DrafterTarget.target_repo_id == CheckpointAlias.alias
-                )
-            ),
-        )
-    )
-    verdicts = _head_verdicts()
-    exact = select(verdicts.c.checkpoint_id).where(verdicts.c.verdict == "exact")
-    return declared.where(Checkpoint.id.not_in(exact))
+    """Checkpoints some drafter declares (directly or through an old name) with no drafter relied on yet."""
+    declared = select(Checkpoint.id).where(or_(
+        Checkpoint.repo_id.in_(select(DrafterTarget.target_repo_id)),
+        Checkpoint.id.in_(select(CheckpointAlias.checkpoint_id).join(
+            DrafterTarget, DrafterTarget.target_repo_id == CheckpointAlias.alias)),
+    ))
+    return declared.where(Checkpoint.id.not_in(select((v := _head_verdicts()).c.checkpoint_id).where(_relied_on(v))))
+
+
+def _relied_on(verdicts: Any) -> Any:
+    """domain/reliance.relied_on in SQL: exact, or declared (or structural, named after it) by a trusted org."""
+    catalog_orgs = union(select(func.lower(Drafter.publisher)).where(Drafter.source == "catalog"),  # as Reads.
+                         select(func.lower(Checkpoint.org)).where(Checkpoint.source == "catalog"),  # trusted_publishers
+                         select(func.lower(WatchCursor.org)).where(WatchCursor.org.not_like("tag:%")))
+    publisher, target = func.lower(verdicts.c.publisher), select(Checkpoint.repo_id).where(
+        Checkpoint.id == verdicts.c.checkpoint_id).scalar_subquery()
+    named = select(DrafterTarget.id).where(DrafterTarget.drafter_id == verdicts.c.drafter_id, DrafterTarget
+                                           .declared_by == NAME_CONVENTION, DrafterTarget.target_repo_id == target)
+    trusted = or_(publisher == func.lower(verdicts.c.org), publisher.in_(catalog_orgs))
+    return or_(verdicts.c.verdict == "exact", and_(trusted, or_(verdicts.c.verdict == "declared", and_(
+        verdicts.c.verdict == "structural", named.exists()))))
 
 
 def counts_row(engine: Engine) -> dict[str, Any]:

@@ -456,7 +456,7 @@ class RunPredictionRow(Base):
     run: Mapped[BenchmarkRun] = relationship(back_populates="prediction")
 
 
-# ---- speedup curves from a user's servers (migration 0012) ------------------------------------------
+# ---- speedup curves from a user's servers (migration 0013) ------------------------------------------
 
 
 class SpeedupCurveRow(Base):

@@ -1,5 +1,6 @@
-"""What the planner reads: every exact (and, when asked, structural) pair at both heads with the facts that decide
-it, what is already measured, the autoverify jobs and the download ledger — four queries, whatever the pair count."""
+"""What the planner reads: every exact pair, every declared one a user can rely on (and, when asked, structural ones)
+at both heads with the facts that decide it, what is already measured, the autoverify jobs and the download ledger
+— a fixed number of queries, whatever the pair count."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import aliased
 
+from registry.domain import reliance
 from registry.domain.plan import (
     DownloadFacts, JobFacts, PairFacts, PlanInputs, PlanRow, SideFacts, WorkerCapability, as_utc, plan_pairs,
 )
@@ -37,7 +39,10 @@ def _config(text: str | None) -> dict[str, Any] | None:
 
 
 def pair_facts(store: Store, *, structural: bool = False) -> list[PairFacts]:
-    verdicts = ("exact", "structural") if structural else ("exact",)
+    """Exact pairs, declared ones a user can rely on (domain/reliance.py: measuring reads the configs the verdict
+    could not), and structural ones when asked."""
+    verdicts = ("exact", "declared", "structural") if structural else ("exact", "declared")
+    publishers = store.reads.trusted_publishers()
     drafter_revision, checkpoint_revision = aliased(DrafterRevision), aliased(CheckpointRevision)
     with store.session() as session:
         rows = session.execute(
@@ -52,6 +57,9 @@ def pair_facts(store: Store, *, structural: bool = False) -> list[PairFacts]:
         ).all()
         pairs = []
         for verdict, drafter, d_rev, checkpoint, c_rev in rows:
+            if verdict == "declared" and not reliance.relied_on(verdict, drafter.publisher, checkpoint.repo_id,
+                                                                publishers):
+                continue  # another account's word, unchecked: not downloaded unasked
             pairs.append(PairFacts(
                 drafter=SideFacts(
                     repo_id=drafter.repo_id, sha=d_rev.sha, status=drafter.status,

@@ -18,7 +18,11 @@ from registry.store.models import (
     Compatibility,
     Drafter,
     DrafterRevision,
+    WatchCursor,
 )
+
+# Cursor rows of the watcher's drafter tag queries are named tag:<tag> (registry/watch/classify.py): no org.
+QUERY_ROW = "tag:"
 
 
 class Reads:
@@ -97,11 +101,22 @@ class Reads:
                     reasons=tuple(row.reasons),
                     checks=tuple(row.checks),
                     checked_at=aware(row.checked_at),
+                    publisher=drafter.publisher,
                 )
                 for row, drafter_sha, drafter, checkpoint_sha, checkpoint_repo in session.execute(
                     query.order_by(Compatibility.id)
                 )
             ]
+
+    def trusted_publishers(self) -> frozenset[str]:
+        """The publishers a user already relies on (domain/reliance.py): the orgs the loaded catalog lists (its
+        drafters' publishers and its targets' orgs) and the orgs the watcher watches (by default the catalog's; an
+        org is watched by choice), never an account found only by a tag query."""
+        with self.core.session() as session:
+            orgs = set(session.scalars(select(Drafter.publisher).where(Drafter.source == "catalog").distinct()))
+            orgs |= set(session.scalars(select(Checkpoint.org).where(Checkpoint.source == "catalog").distinct()))
+            orgs |= {org for org in session.scalars(select(WatchCursor.org)) if not org.startswith(QUERY_ROW)}
+            return frozenset(orgs)
 
     def aliases(self) -> dict[str, str]:
         """Old repo id -> current repo id, for every renamed checkpoint."""

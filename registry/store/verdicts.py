@@ -28,9 +28,13 @@ class Verdicts:
             pairs = self._candidate_pairs(session, drafter_repo_id, checkpoint_repo_id)
             return [self._store_verdict(session, drafter, checkpoint) for drafter, checkpoint in pairs]
 
-    def _declared(self, session: Session, drafter: Drafter) -> set[str]:
+    def _declared(self, session: Session, drafter: Drafter, *, named: bool = True) -> set[str]:
+        """The drafter's recorded targets under their canonical ids; `named=False`: only the declared ones (a
+        target its name implies is judged against, never declared)."""
         declared = set()
         for target in drafter.targets:
+            if not named and target.declared_by not in pair.DECLARED_BY_METADATA:
+                continue
             found = find_checkpoint(session, target.target_repo_id)
             declared.add(found.repo_id if found else target.target_repo_id)
         return declared
@@ -79,7 +83,7 @@ class Verdicts:
         result = pair.judge(
             pair.Side(config=loads(drafter_head.config_json), tokenizer_digest=drafter_head.tokenizer_digest,
                       repo_id=drafter.repo_id, method=drafter.method,
-                      declared_targets=tuple(sorted(self._declared(session, drafter)))),
+                      declared_targets=tuple(sorted(self._declared(session, drafter, named=False)))),
             pair.Side(config=loads(head.config_json), tokenizer_digest=head.tokenizer_digest,
                       repo_id=checkpoint.repo_id, problem=head.config_problem),
         )
@@ -107,4 +111,5 @@ class Verdicts:
             reasons=tuple(row.reasons),
             checks=tuple(checks),
             checked_at=aware(row.checked_at),
+            publisher=drafter.publisher,
         )

@@ -12,6 +12,9 @@ from registry.store.core import StoreCore, aware, utcnow
 from registry.store.mappers import failure_record
 from registry.store.models import Checkpoint, Drafter, ServiceStatus, WatchCursor, WatchFailure
 
+# Most shas per query of recorded_heads: far under the bound-parameter limits of SQLite and PostgreSQL.
+SHA_CHUNK = 5000
+
 
 class WatchState:
     """The watcher's cursors, leases and failures, and every service's status row."""
@@ -158,10 +161,18 @@ class WatchState:
             if row.last_modified is None or aware(row.last_modified) < last_modified:
                 row.last_modified = last_modified
 
-    def head_shas(self, org: str) -> set[str | None]:
-        """Head shas of the org's checkpoints and drafters (a listed repo with one of them may be a rename)."""
+    def cursor(self, org: str) -> datetime | None:
+        """The newest lastModified the org's polls have processed; None before its first poll."""
         with self.core.session() as session:
-            shas: set[str | None] = set(session.scalars(select(Checkpoint.head_sha).where(Checkpoint.org == org)))
-            shas |= set(session.scalars(
-                select(Drafter.head_sha).where(Drafter.repo_id.startswith(f"{org}/", autoescape=True))))
-            return shas
+            return aware(session.scalar(select(WatchCursor.last_modified).where(WatchCursor.org == org)))
+
+    def recorded_heads(self, shas: set[str]) -> set[str]:
+        """Which of `shas` are the head of a recorded checkpoint or drafter, of any org (a listed repo with one may
+        be that repo, moved)."""
+        wanted, found = sorted(shas), set()
+        with self.core.session() as session:
+            for start in range(0, len(wanted), SHA_CHUNK):
+                chunk = wanted[start:start + SHA_CHUNK]
+                found |= set(session.scalars(select(Checkpoint.head_sha).where(Checkpoint.head_sha.in_(chunk))))
+                found |= set(session.scalars(select(Drafter.head_sha).where(Drafter.head_sha.in_(chunk))))
+        return {sha for sha in found if sha is not None}

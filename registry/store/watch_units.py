@@ -10,8 +10,11 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
+from registry.domain import reliance
 from registry.domain.hub_presence import GONE
-from registry.domain.records import CheckpointRecord, DrafterRecord, DrafterSpec, EventSpec, RevisionRecord
+from registry.domain.records import (
+    CheckpointRecord, CompatRecord, DrafterRecord, DrafterSpec, EventSpec, RevisionRecord,
+)
 from registry.domain.unit_records import (
     AppliedCheckpoint,
     AppliedDrafter,
@@ -181,8 +184,8 @@ class WatchUnits:
             if unit.catalog_revision is not None:
                 self.drafters.add_drafter_revision(repo_id, unit.catalog_revision)
             previous = self.reads.drafter_head_revision(repo_id)
-            exact_before = ({v.checkpoint_repo_id for v in self.reads.verdicts() if v.verdict == "exact"}
-                            if unit.first_hub_revision else set())
+            # Targets that had a drafter a user can rely on before this one: their lag is closed already.
+            exact_before = self._relied_on_targets() if unit.first_hub_revision else set()
             self.drafters.upsert_drafter(unit.spec)
             self.drafters.set_drafter_status(repo_id, *unit.status)
             revision, created = self.drafters.add_drafter_revision(repo_id, unit.revision,
@@ -195,12 +198,22 @@ class WatchUnits:
             drafter = self.reads.get_drafter(repo_id)
             if drafter is None:
                 raise NotFound(repo_id)
+            relied_now = self._relied_on_targets(verdicts) if unit.first_hub_revision else set()
             newly_exact = tuple(
                 (v.checkpoint_repo_id, self.reads.get_checkpoint(v.checkpoint_repo_id)) for v in verdicts
-                if unit.first_hub_revision and v.verdict == "exact" and v.checkpoint_repo_id not in exact_before)
+                if v.checkpoint_repo_id in relied_now and v.checkpoint_repo_id not in exact_before)
             return AppliedDrafter(revision=revision, created=created, previous=previous,
                                   targets=tuple(t for t, _ in drafter.targets), verdicts=verdicts,
                                   newly_exact=newly_exact)
+
+
+    def _relied_on_targets(self, verdicts: list[CompatRecord] | None = None) -> set[str]:
+        """Targets with a pair a user can rely on (domain/reliance.py) among `verdicts` (default: all stored)."""
+        publishers = self.reads.trusted_publishers()
+        named = reliance.named_pairs(self.reads.drafters(), self.reads.aliases())
+        return {v.checkpoint_repo_id for v in (self.reads.verdicts() if verdicts is None else verdicts)
+                if reliance.relied_on(v.verdict, v.publisher, v.checkpoint_repo_id, publishers,
+                                      named=(v.drafter_repo_id, v.checkpoint_repo_id) in named)}
 
 
 def _checkpoint_state(record: CheckpointRecord, head: RevisionRecord | None) -> CheckpointState:

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from registry import hub
 from registry.domain import configs, names
-from registry.domain.drafter_facts import drafter_facts
+from registry.domain.drafter_facts import built_in_methods, drafter_facts
 from registry.domain.pair import TOKENIZER_FILES
 from registry.domain.records import CheckpointSpec, RevisionSpec
 from registry.domain.tokenizers import tokenizer_digest
@@ -119,6 +119,17 @@ def revision_spec(client: HubClient, repo_id: str, sha: str, last_modified: date
         parameter_count=revision.parameters,
         license=next((tag.split(":", 1)[1] for tag in revision.tags if tag.startswith("license:")), None),
     )
+
+
+def built_in(spec: RevisionSpec) -> tuple[str, ...]:
+    """The drafting methods a checkpoint's config read at this revision says it ships inside (an MTP head, a
+    DSpark module): marked on the checkpoint as the catalog marks its own, so it is never waiting for a drafter."""
+    if spec.config_raw is None:
+        return ()
+    try:
+        return built_in_methods(configs.parse_config(spec.config_raw))
+    except configs.ConfigError:
+        return ()
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from registry.domain.records import CompatRecord, DrafterRecord, EventSpec
 from registry.hub import HubModel
 from registry.watch.classify import kind
 
-# Called with (drafter repo, drafter sha, target repo, target sha, verdict) for new exact/structural pairs.
+# Called with (drafter repo, drafter sha, target repo, target sha, verdict) for new exact/declared/structural pairs.
 OnPair = Callable[[str, str, str, str, str], None]
 
 
@@ -63,11 +63,14 @@ def weights_changed(model: HubModel, old_sha: str, *, drafter: bool) -> EventSpe
 
 def drafter_released(model: HubModel, method: str, targets: list[str],
                      verdicts: list[CompatRecord]) -> EventSpec:
+    """Each target with its verdict, so that an upload named after a model reads as what it is."""
+    judged = {v.checkpoint_repo_id: v.verdict for v in verdicts}
     return record(
         "drafter_released",
         model.repo_id,
         f"drafter_released:{model.repo_id}",
-        f"{method} drafter {model.repo_id} released for {', '.join(targets) or 'an unresolved target'}",
+        f"{method} drafter {model.repo_id} released for "
+        + (", ".join(f"{t} ({judged.get(t, 'not judged yet')})" for t in targets) or "an unresolved target"),
         method=method,
         targets=targets,
         verdicts={v.checkpoint_repo_id: v.verdict for v in verdicts},
@@ -88,18 +91,24 @@ def drafter_gone(drafter: DrafterRecord, why: str) -> EventSpec:
 
 
 def lag_closed(checkpoint_repo_id: str, drafter_repo_id: str, drafter_day: date,
-               released: date | None) -> EventSpec:
-    """The checkpoint got its first exact drafter; the lag is counted from its release (may be negative when
-    the dates say the drafter came first: the event reports the dates as they are)."""
+               released: date | None, verdict: str = "exact") -> EventSpec:
+    """The checkpoint got its first drafter a user can rely on (domain/reliance.py: exact, or declared by a trusted
+    publisher); the lag is counted from its release (may be negative when the dates say the drafter came first:
+    the event reports the dates as they are)."""
     days = (drafter_day - released).days if released else None
+    which = {"exact": "exact drafter",
+             "declared": "drafter, declared by its publisher (configs not checked),",
+             "structural": "drafter, named after it by its publisher (structural: no metadata declares it),",
+             }.get(verdict, f"drafter ({verdict})")
     return record(
         "lag_closed",
         checkpoint_repo_id,
         f"lag_closed:{checkpoint_repo_id}",
-        f"{checkpoint_repo_id} got its first exact drafter {drafter_repo_id}"
+        f"{checkpoint_repo_id} got its first {which} {drafter_repo_id}"
         + (f" after {days} days" if days is not None else ""),
         drafter=drafter_repo_id,
         lag_days=days,
+        verdict=verdict,
     )
 
 
@@ -107,6 +116,7 @@ def notify_pairs(on_pair: OnPair | None, verdicts: list[CompatRecord]) -> None:
     if on_pair is None:
         return
     for verdict in verdicts:
-        if verdict.verdict in ("exact", "structural"):
+        # The planner decides which of these it measures (store/plan_facts.py); a declared pair is one to look at.
+        if verdict.verdict in ("exact", "declared", "structural"):
             on_pair(verdict.drafter_repo_id, verdict.drafter_sha, verdict.checkpoint_repo_id, verdict.checkpoint_sha,
                     verdict.verdict)

@@ -105,6 +105,7 @@ class Watcher:
         # are not starved by a budget the first ones use up every time.
         self._resume_at: str | None = None
         self._failing: set[str] = set()  # repos of the org being polled with failures on record
+        self._staged: set[str] = set()  # listed repos of the org being polled that were private until now
         # This poll's id listing of each drafter tag (None: it failed), read once at the first query unit, and
         # whether the drafters they no longer list have been read.
         self._tag_ids: dict[str, list[ListedRepo] | None] | None = None
@@ -264,6 +265,14 @@ class Watcher:
             ]
             if query is None:
                 self.units.prefetch(pending)  # what is recorded of them: one read for the org's listing
+                # Created before the last poll's newest change, yet never recorded: it was private then (every
+                # public repo of the org was recorded, through the listing or its id listing), and its last
+                # private commit is newer than the cursor. A staged release: it is released when it went public.
+                self._staged = {m.repo_id for m in pending if cursor is not None and not baseline
+                                and m.created_at is not None and m.created_at <= cursor
+                                and m.repo_id not in self._failing}
+            else:
+                self._staged = set()
             # A repo that failed (not yet quarantined) keeps the cursor at its lastModified, so the next poll
             # lists it again; the models after it are recorded meanwhile.
             ceiling: datetime | None = None
@@ -430,7 +439,8 @@ class Watcher:
                 for model in pending[:UNIT_BATCH]:
                     current = model
                     requests_before = self.client.request_count
-                    self.units.process_listed(model, baseline=baseline, drafters_only=drafters_only)
+                    self.units.process_listed(model, baseline=baseline, drafters_only=drafters_only,
+                                              revealed=model.repo_id in self._staged)
                     done += 1
                     if self.client.request_count != requests_before:
                         break
@@ -460,7 +470,8 @@ class Watcher:
                 with self.store.unit():
                     for model in batch:
                         # reads nothing from the Hub, as before
-                        self.units.process_model(model, baseline=baseline, drafters_only=drafters_only)
+                        self.units.process_model(model, baseline=baseline, drafters_only=drafters_only,
+                                                 revealed=model.repo_id in self._staged)
                     self.store.watch_state.advance_cursor(org, capped(batch[-1].last_modified, ceiling))
             except (PollCut, *SYSTEMIC):
                 raise
@@ -475,11 +486,12 @@ class Watcher:
                 return None
         return None
 
-    def poll_repo(self, repo_id: str, head_sha: str | None = None, *, moved_from: str | None = None) -> None:
+    def poll_repo(self, repo_id: str, head_sha: str | None = None, *, moved_from: str | None = None,
+                  made_public: bool = False) -> None:
         """A push hint (Hub webhook) for one repo: read it now, as the listing would.
 
         With the pushed `head_sha` that commit is read (not main, which may have moved on again), and a hint
         older than the recorded head (a late or repeated delivery) changes nothing. A repo the Hub no longer
         shows (deleted, or private) is marked gone if recorded and otherwise left alone; `moved_from` (a move)
         keeps one record under the new id."""
-        self.units.apply_hint(repo_id, head_sha, moved_from=moved_from)
+        self.units.apply_hint(repo_id, head_sha, moved_from=moved_from, made_public=made_public)

@@ -109,6 +109,8 @@ class PushHint:
     repo_id: str
     head_sha: str | None = None
     moved_from: str | None = None
+    # `updatedConfig.private: false`: the repo went public just now (a staged release is released today).
+    made_public: bool = False
 
 
 def hint_from_payload(payload: object) -> PushHint | None:
@@ -119,7 +121,9 @@ def hint_from_payload(payload: object) -> PushHint | None:
     if payload.get("event", {}).get("action") == "move":
         old = payload["repo"].get("name")
         moved_from = old if isinstance(old, str) and old.count("/") == 1 and old != repo_id else None
-    return PushHint(repo_id, head_sha_from_payload(payload), moved_from)
+    config = payload.get("updatedConfig")
+    made_public = isinstance(config, dict) and config.get("private") is False
+    return PushHint(repo_id, head_sha_from_payload(payload), moved_from, made_public)
 
 
 class PushQueue:

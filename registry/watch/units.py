@@ -34,9 +34,9 @@ class ModelUnits:
         self.client = client
         self.on_pair = on_pair
         self._index: DraftedIndex | None = None
-        # Per org, the head shas of its recorded checkpoints and drafters (read once a poll): a listed model whose
-        # sha is not among them cannot be a renamed one, and needs no query to say so.
-        self._head_shas: dict[str, set[str | None]] = {}
+        # Whether a sha is the head of a recorded checkpoint or drafter of any org (a listing's shas are asked in
+        # one query, see prefetch): a listed model whose sha is none cannot be a moved one, and needs no more.
+        self._head_shas: dict[str | None, bool] = {}
         # Recorded state of listed checkpoints, read for a whole listing at once (see prefetch); each entry is
         # used once, by its own model's unit.
         self._states: dict[str, CheckpointState | None] = {}
@@ -59,6 +59,11 @@ class ModelUnits:
         if missing:
             found = self.store.watch.checkpoint_states(missing)
             self._states.update({repo_id: found.get(repo_id) for repo_id in missing})
+            # A new one may be a repo moved here from another org: whether its sha is a recorded head, for all.
+            new = {m.sha for m in models if found.get(m.repo_id) is None and m.sha not in self._head_shas}
+            if new:
+                heads = self.store.watch_state.recorded_heads(new)
+                self._head_shas.update({sha: sha in heads for sha in new})
 
     def _checkpoint_state(self, repo_id: str) -> CheckpointState | None:
         if repo_id in self._states:
@@ -116,7 +121,7 @@ class ModelUnits:
             return
         # From here on this sha is a recorded head of the org (a rolled-back unit leaves it here: harmless, a
         # rename check then asks the database).
-        self._head_shas.get(model.repo_id.split("/", 1)[0], set()).add(model.sha)
+        self._head_shas[model.sha] = True
         announce = not baseline and known is None
         checkpoint_spec = classify.checkpoint_spec(model)
         if revealed and known is None and not baseline:
@@ -135,6 +140,7 @@ class ModelUnits:
             return
         previous = state.head if state is not None else None
         spec = classify.revision_spec(self.client, model.repo_id, model.sha, model.last_modified, with_tokenizer=True)
+        checkpoint_spec = replace(checkpoint_spec, built_in=classify.built_in(spec))
         unit_events = []
         if announce:
             unit_events.append(events.new_checkpoint(model))
@@ -179,16 +185,17 @@ class ModelUnits:
 
     def _renamed_from(self, model: HubModel, *, drafter: bool) -> str | None:
         """A listed repo we don't know whose sha we do know under another id (a checkpoint's or, with `drafter`,
-        a drafter's) may be that repo, renamed."""
-        org = model.repo_id.split("/", 1)[0]
-        if org not in self._head_shas:
-            self._head_shas[org] = self.store.watch_state.head_shas(org)
-        if model.sha not in self._head_shas[org]:
+        a drafter's) may be that repo, renamed or moved to this org from another: the old id must redirect here.
+        Another org's too, so that a repo moved into an org polled before its old one is not recorded (and
+        announced) as a new repo."""
+        if model.sha not in self._head_shas:
+            self._head_shas[model.sha] = bool(self.store.watch_state.recorded_heads({model.sha}))
+        if not self._head_shas[model.sha]:
             return None
         reads = self.store.reads
         records = reads.drafters_with_head(model.sha) if drafter else reads.checkpoints_with_head(model.sha)
         for record in records:
-            if record.repo_id.split("/", 1)[0] != org or record.repo_id == model.repo_id:
+            if record.repo_id == model.repo_id:
                 continue
             if self.canonical(record.repo_id) == model.repo_id:
                 return record.repo_id
@@ -284,7 +291,8 @@ class ModelUnits:
             for checkpoint_repo_id, checkpoint in applied.newly_exact:
                 released = pair.checkpoint_release_date(checkpoint) if checkpoint is not None else None
                 drafter_day = released_on or (model.created_at.date() if model.created_at else utcnow().date())
-                later.append(events.lag_closed(checkpoint_repo_id, model.repo_id, drafter_day, released))
+                verdict = next((v.verdict for v in verdicts if v.checkpoint_repo_id == checkpoint_repo_id), "exact")
+                later.append(events.lag_closed(checkpoint_repo_id, model.repo_id, drafter_day, released, verdict))
         # Also on a first Hub read: the weights may differ from those of the sha the catalog named.
         previous = applied.previous
         if applied.created and previous is not None and classify.weights_changed(previous.weight_digest,
@@ -328,8 +336,11 @@ class ModelUnits:
         self.forget()
         log.info("%s was renamed to %s", old, new)
 
-    def apply_hint(self, repo_id: str, head_sha: str | None = None, *, moved_from: str | None = None) -> None:
-        """A push hint for one repo (see Watcher.poll_repo), each step in its own unit."""
+    def apply_hint(self, repo_id: str, head_sha: str | None = None, *, moved_from: str | None = None,
+                   made_public: bool = False) -> None:
+        """A push hint for one repo (see Watcher.poll_repo), each step in its own unit. A repo never recorded that
+        the hint says went public (`made_public`), or that was created before its org's cursor (so private at the
+        last poll), is a staged release: released today, as the poll would find it."""
         # The poll may have read this repo's state before the hint changes it (the webhook runs in its own thread).
         for prefetched in (repo_id, moved_from):
             self._states.pop(prefetched or "", None)
@@ -352,7 +363,12 @@ class ModelUnits:
             if head_sha is not None and self._older_than_head(model):
                 log.info("%s: hint for %s is older than the recorded head; ignored", model.repo_id, model.sha[:12])
                 return
-            self.process_listed(model, baseline=False)
+            self.process_listed(model, baseline=False, revealed=made_public or self._private_at_last_poll(model))
+
+    def _private_at_last_poll(self, model: HubModel) -> bool:
+        """Created before the newest change its org's last poll read, yet not recorded: it was private then."""
+        cursor = self.store.watch_state.cursor(model.repo_id.split("/", 1)[0])
+        return cursor is not None and model.created_at is not None and model.created_at <= cursor
 
     def _older_than_head(self, model: HubModel) -> bool:
         recorded = self.store.watch.recorded_repo(model.repo_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,10 +13,12 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, select
 
+from registry.domain.records import CheckpointSpec, DrafterSpec, RevisionSpec
 from registry.store import Store, db
-from registry.store.models import Base, BenchmarkRun, RunPredictionRow, RunSetResult
+from registry.store.models import Base, BenchmarkRun, Compatibility, RunPredictionRow, RunSetResult
 from registry.store.runs import get_run
 from tests.conftest import REPO_ROOT
+from tests.fakehub.scenario import QWEN3_8B_CONFIG, QWEN3_8B_DFLASH_CONFIG
 
 
 def _migration(name: str) -> Any:
@@ -351,4 +354,48 @@ def test_0007_rewrites_legacy_runs_into_the_one_shape_and_back(database_url: str
     assert downgraded["legacy-v2"]["speedup_spread"] == SPEEDUP
     assert downgraded["legacy-llamacpp"]["marginal"] == [0.8, 0.7, 0.5]
     assert downgraded["legacy-sglang"]["tau"] == 3.4 and downgraded["legacy-sglang"]["tokens_per_s"] == 120.0
+    engine.dispose()
+
+
+def test_0012_stored_exact_verdicts_are_declared_until_recomputed_and_exact_again_on_downgrade(
+    database_url: str,
+) -> None:
+    """A verdict stored "exact" by the old rules (a name alone declared, nothing checked) is not kept exact: it reads
+    "declared" with why, until the rules recompute it; the downgrade gives the old code its "exact" back."""
+    migration = _migration("0012_verdict_levels")
+    engine = db.make_engine(database_url)
+    db.upgrade(engine, "0011_predictions")
+    store = Store(engine)
+    store.checkpoints.upsert_checkpoint(CheckpointSpec(repo_id="Qwen/Qwen3-8B", source="hub"))
+    store.checkpoints.add_checkpoint_revision("Qwen/Qwen3-8B", RevisionSpec(
+        sha="1" * 40, config_raw=json.dumps(QWEN3_8B_CONFIG).encode()))
+    for repo_id, declared_by in (("z-lab/Qwen3-8B-DFlash-b16", "card_base_model"),
+                                 ("anyone/Qwen3-8B-DFlash", "name_convention")):
+        store.drafters.upsert_drafter(DrafterSpec(repo_id=repo_id, method="dflash", publisher=repo_id.split("/")[0],
+                                                  source="hub", targets=(("Qwen/Qwen3-8B", declared_by),)))
+        store.drafters.add_drafter_revision(repo_id, RevisionSpec(
+            sha="2" * 40, config_raw=json.dumps(QWEN3_8B_DFLASH_CONFIG).encode()))
+    with engine.begin() as connection:
+        revisions = {name: connection.execute(select(table.c.id)).scalars().all()
+                     for name, table in (("c", Base.metadata.tables["checkpoint_revision"]),
+                                         ("d", Base.metadata.tables["drafter_revision"]))}
+        for drafter_revision in revisions["d"]:
+            connection.execute(Compatibility.__table__.insert().values(
+                drafter_revision_id=drafter_revision, checkpoint_revision_id=revisions["c"][0], verdict="exact",
+                reasons=["declared for Qwen/Qwen3-8B"], checks=[], checked_at=CREATED))
+    db.upgrade(engine)
+    stored = {v.drafter_repo_id: v for v in store.reads.verdicts()}
+    assert {d: (v.verdict, v.reasons) for d, v in stored.items()} == {
+        d: ("declared", (migration.STALE, "declared for Qwen/Qwen3-8B")) for d in stored}
+    assert len(stored) == 2
+    # The rules decide once they run: the card's declaration with the checks passing is exact, the name is none.
+    assert {v.drafter_repo_id: v.verdict for v in store.verdicts.recompute_compatibility()} == {
+        "z-lab/Qwen3-8B-DFlash-b16": "exact", "anyone/Qwen3-8B-DFlash": "structural"}
+    with engine.begin() as connection:
+        connection.execute(Compatibility.__table__.update().values(
+            verdict="declared", reasons=[migration.STALE, "declared for Qwen/Qwen3-8B"]))
+    db.downgrade(engine, "0011_predictions")
+    with engine.connect() as connection:
+        rows = connection.execute(select(Compatibility.verdict, Compatibility.reasons)).all()
+    assert [(verdict, list(reasons)) for verdict, reasons in rows] == [("exact", ["declared for Qwen/Qwen3-8B"])] * 2
     engine.dispose()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from registry.domain import plan
+from registry.domain import plan, reliance
 from registry.domain.json_shapes import SCHEMA_VERSION
 from registry.store import Store
 from registry.store import downloads as ledger
@@ -23,10 +23,16 @@ def test_plan_explains_every_catalog_pair(isolated_env: Path) -> None:
     assert report["schema_version"] == SCHEMA_VERSION
     assert report["worker"]["memory_bytes"] == 24 * 2**30
     store = Store.open(f"sqlite:///{isolated_env / 'registry.db'}")
-    exact = {(v.drafter_repo_id, v.checkpoint_repo_id) for v in store.reads.verdicts() if v.verdict == "exact"}
+    # Exact pairs, and the catalog's declared ones whose configs it does not give (a catalog publisher's word):
+    # measuring reads the configs the verdict could not.
+    trusted = store.reads.trusted_publishers()
+    exact = {(v.drafter_repo_id, v.checkpoint_repo_id) for v in store.reads.verdicts()
+             if reliance.relied_on(v.verdict, v.publisher, v.checkpoint_repo_id, trusted)}
+    declared = {(v.drafter_repo_id, v.checkpoint_repo_id) for v in store.reads.verdicts() if v.verdict == "declared"}
     store.engine.dispose()
     pairs = report["pairs"]
     assert {(p["drafter"], p["target"]) for p in pairs} == exact and len(pairs) == len(exact)
+    assert declared and declared <= exact and {p["verdict"] for p in pairs} == {"exact", "declared"}
     assert all(p["state"] in plan.STATES and p["reason"] for p in pairs)
     assert sum(report["counts"].values()) == len(pairs)
     # The catalog names revisions the watcher has not read: nothing is ready to download from a made-up ref.

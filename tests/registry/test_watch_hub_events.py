@@ -246,7 +246,9 @@ def test_a_repo_gone_from_the_hub_says_so_in_find_check_lag_and_alerts_until_it_
     watcher = make_watcher(store, hub, tmp_path)
     watcher.poll_once()
     drafter, target = "z-lab/Qwen3-4B-DFlash-b16", "Qwen/Qwen3-4B"
-    assert {v.verdict for v in store.reads.verdicts(drafter_repo_id=drafter, checkpoint_repo_id=target)} == {"exact"}
+    # Named after its target, declared by no metadata: structural (a repo name is no declaration).
+    assert {v.verdict for v in store.reads.verdicts(drafter_repo_id=drafter, checkpoint_repo_id=target)} == {
+        "structural"}
     lag_before = {r["target_repo_id"]: r for r in cli_json(database_url, "lag")}[target]
 
     state.set_private(drafter, True)
@@ -258,17 +260,17 @@ def test_a_repo_gone_from_the_hub_says_so_in_find_check_lag_and_alerts_until_it_
 
     found = cli_json(database_url, "find", target)
     rows = {r["drafter_repo_id"]: r for r in found["drafters"]}
-    assert (rows[drafter]["verdict"], rows[drafter]["gone"]) == ("exact", marker)  # still fits; not available
+    assert (rows[drafter]["verdict"], rows[drafter]["gone"]) == ("structural", marker)  # still fits; not available
     assert found["checkpoint_gone"] == marker
     assert [name for name, r in rows.items() if r["gone"] is not None] == [drafter]
     table = drafters_cli(database_url, "find", target)
     assert table.returncode == 0, table.stderr
     [line] = [text for text in table.stdout.splitlines() if drafter in text]
-    assert line.startswith("exact") and f"({marker}: cannot be downloaded)" in line
+    assert line.startswith("structural") and f"({marker}: cannot be downloaded)" in line
     assert f"{target} is {marker}" in table.stdout
 
     checked = cli_json(database_url, "check", drafter, target)
-    assert (checked["verdict"], checked["drafter_gone"], checked["target_gone"]) == ("exact", marker, marker)
+    assert (checked["verdict"], checked["drafter_gone"], checked["target_gone"]) == ("structural", marker, marker)
     told = drafters_cli(database_url, "check", drafter, target)
     assert f"the drafter {drafter} is {marker}" in told.stdout and f"the target {target} is {marker}" in told.stdout
 

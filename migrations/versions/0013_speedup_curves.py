@@ -1,7 +1,7 @@
 """speedup curves: one row per `drafters sweep` (a drafter's speedup at each concurrency on a user's server)
 
-Revision ID: 0012_speedup_curves
-Revises: 0011_predictions
+Revision ID: 0013_speedup_curves
+Revises: 0012_verdict_levels
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012_speedup_curves"
-down_revision = "0011_predictions"
+revision = "0013_speedup_curves"
+down_revision = "0012_verdict_levels"
 branch_labels = None
 depends_on = None
 
