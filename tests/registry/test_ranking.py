@@ -85,10 +85,13 @@ def test_find_ranks_the_exact_rows_and_says_why(db_env: dict[str, str]) -> None:
     assert found.returncode == 0, found.stderr
     body = json.loads(found.stdout)
     assert body["ranked_for"] == {"gpu": "H100 SXM", "engine": None}
-    exact = [r for r in body["drafters"] if r["verdict"] == "exact"]
-    assert [r["rank"]["position"] for r in exact] == list(range(1, len(exact) + 1))
-    assert exact[0]["drafter_repo_id"] == DFLASH and exact[0]["rank"]["basis"] == "published"
-    assert all(r["rank"] is None for r in body["drafters"] if r["verdict"] != "exact")
+    # Ranked: the pairs a user can rely on (exact, or declared by a trusted publisher), nothing else.
+    ranked = sorted((r for r in body["drafters"] if r["rank"]), key=lambda r: r["rank"]["position"])
+    assert [r["rank"]["position"] for r in ranked] == list(range(1, len(ranked) + 1))
+    assert ranked[0]["drafter_repo_id"] == DFLASH and ranked[0]["rank"]["basis"] == "published"
+    assert {r["verdict"] for r in ranked} <= {"exact", "declared"}
+    assert all(r["rank"] for r in body["drafters"] if r["verdict"] == "exact")
+    assert all(r["rank"] is None for r in body["drafters"] if r["verdict"] not in ("exact", "declared"))
     text = drafters("find", TARGET, env=db_env)
     assert "#1 for H100 SXM: published, not measured" in text.stdout
     built_in = json.loads(drafters("find", "Qwen/Qwen3.5-27B", "--json", env=db_env).stdout)
