@@ -211,25 +211,26 @@ def upgrade_table(store: Store, today: date, inputs: _LagInputs | None = None) -
     """Successors of checkpoints that have drafters: each stays open until it gets an exact drafter."""
     inputs = inputs or _LagInputs.load(store)
     drafters, exact = inputs.drafters, inputs.exact
-    drafted: dict[tuple, list[tuple[str, names.RepoName]]] = defaultdict(list)
+    drafted: dict[tuple[str, str], dict[names.RepoName, str]] = defaultdict(dict)
     for target in inputs.by_target:
         if not names.is_repo_id(target):
             continue  # recorded before local paths were refused as targets: no line to succeed
         parsed = names.parse_repo_id(target)
-        # is_successor needs the same line, size and variant: only those can pair, so group by them.
-        drafted[(parsed.family, parsed.size, parsed.active_size, parsed.variant)].append((target, parsed))
+        # An upgrade stays within its vendor's line: only those can pair, so group by them.
+        drafted[(parsed.org.lower(), parsed.family)][parsed] = target
     rows = []
     for successor in inputs.checkpoints:
         if successor.kind not in ("base", "unknown"):
             continue
         new = names.parse_repo_id(successor.repo_id)
-        candidates = [
-            (predecessor, old)
-            for predecessor, old in drafted.get((new.family, new.size, new.active_size, new.variant), ())
-            if predecessor != successor.repo_id and names.is_successor(old, new)
-        ]
-        # The upgrade is from the newest drafted release before this one (Qwen3.5 -> Qwen3.6, not Qwen3 -> 3.6).
-        for predecessor, _old in sorted(candidates, key=lambda c: names.release_key(c[1]))[-1:]:
+        line = {old: target for old, target in drafted.get((new.org.lower(), new.family), {}).items()
+                if target != successor.repo_id}
+        # The one rule of the `base_upgrade` alert (names.upgraded_releases); the row names the newest release it
+        # upgrades (Qwen3.5 -> Qwen3.6, not Qwen3 -> 3.6).
+        upgraded = names.upgraded_releases(new, list(line), post_trained=names.is_post_trained(
+            successor.repo_id, successor.bases))
+        for old in sorted(upgraded, key=names.release_key)[-1:]:
+            predecessor = line[old]
             released = checkpoint_release_date(successor)
             successor_exact = exact.get(successor.repo_id, set())
             exact_dates = [d for d in (drafter_release_date(drafters[r]) for r in successor_exact) if d is not None]

@@ -151,19 +151,13 @@ def name_matched_drafters(index: DraftedIndex, repo_id: str, *, without_targets_
             if stem_key == key and not (without_targets_only and has_targets)]
 
 
-def predecessors(index: DraftedIndex, repo_id: str) -> list[tuple[str, tuple[str, ...]]]:
-    """Checkpoints this one succeeds that have drafters: same size first, else the previous generation."""
-    new = names.parse_repo_id(repo_id)
-    same_size, same_line = [], []
-    for target, drafters in sorted(index.drafted.items()):
-        if target == repo_id:
-            continue
-        old = names.parse_repo_id(target)
-        if names.is_successor(old, new):
-            same_size.append((target, tuple(sorted(drafters))))
-        elif names.is_newer_generation(old, new):
-            same_line.append((target, tuple(sorted(drafters))))
-    return same_size or same_line
+def predecessors(index: DraftedIndex, model: HubModel) -> list[tuple[str, tuple[str, ...]]]:
+    """Drafted checkpoints this one upgrades (names.upgraded_releases: the rule `lag --upgrades` pairs by too)."""
+    new = names.parse_repo_id(model.repo_id)
+    drafted = {names.parse_repo_id(target): target for target in index.drafted if target != model.repo_id}
+    bases = checkpoint_spec(model).bases
+    upgraded = names.upgraded_releases(new, list(drafted), post_trained=names.is_post_trained(model.repo_id, bases))
+    return sorted((drafted[old], tuple(sorted(index.drafted[drafted[old]]))) for old in upgraded)
 
 
 def interesting(index: DraftedIndex, model: HubModel) -> bool:
@@ -172,7 +166,7 @@ def interesting(index: DraftedIndex, model: HubModel) -> bool:
         return True
     if name_matched_drafters(index, model.repo_id):
         return True
-    return bool(predecessors(index, model.repo_id))
+    return bool(predecessors(index, model))
 
 
 def declared_targets(store: Store, model: HubModel, config: dict | None) -> tuple[tuple[str, str], ...]:

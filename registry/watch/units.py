@@ -139,10 +139,10 @@ class ModelUnits:
         if announce:
             unit_events.append(events.new_checkpoint(model))
             # A pretrained `-Base`/`-pt` parent is not what drafters are trained for: its instruct release is the
-            # upgrade; a bare name pairs only with bare names (names.is_newer_generation), like with like.
+            # upgrade; like pairs with like (names.is_upgrade).
             pretrained = names.release_role(names.parse_repo_id(model.repo_id)) == "pretrained"
             official = classify.kind(model) == "base" and not pretrained
-            predecessors = classify.predecessors(self._drafted(), model.repo_id) if official else []
+            predecessors = classify.predecessors(self._drafted(), model) if official else []
             if predecessors:
                 unit_events.append(events.base_upgrade(model, predecessors))
         applied = store.watch.apply_checkpoint_unit(CheckpointUnit(
