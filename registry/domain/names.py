@@ -379,15 +379,15 @@ def is_upgrade(old: RepoName, new: RepoName, *, post_trained: bool = False) -> b
 
 
 def upgraded_releases(new: RepoName, olds: list[RepoName], *, post_trained: bool = False) -> list[RepoName]:
-    """The releases among `olds` that `new` is the upgrade of: those it upgrades at the same size when there are
-    any, else those of the newest generation it upgrades (Qwen3.5-27B upgrades Qwen3-4B and Qwen3-8B, not also
-    Qwen2.5-7B-Instruct). The alert names them all; the table pairs `new` with the newest (release_key)."""
+    """The releases among `olds` that `new` is the upgrade of: of those it upgrades, the ones at its size when there
+    are any, and of those the newest generation (Qwen3.5-27B upgrades Qwen3-4B and Qwen3-8B, not also
+    Qwen2.5-7B-Instruct; Kimi-K3.1-Pro upgrades Kimi-K3, not also Kimi-K2.6). The alert names them all; the table
+    pairs `new` with the newest of them (release_key)."""
     upgraded = [old for old in olds if is_upgrade(old, new, post_trained=post_trained)]
     same_size = [old for old in upgraded if (old.size, old.active_size) == (new.size, new.active_size)]
-    if same_size:
-        return same_size
-    newest = max((_generation_number(old) for old in upgraded), default=None)
-    return [old for old in upgraded if _generation_number(old) == newest]
+    pool = same_size or upgraded
+    newest = max((_generation_number(old) for old in pool), default=None)
+    return [old for old in pool if _generation_number(old) == newest]
 
 
 def is_own_pretrained_parent(release: str, parent: str) -> bool:
