@@ -31,9 +31,31 @@ DRAFTER_ARCHITECTURES = frozenset(
         "DFlashSpeculator",
     }
 )
-# Listed by tag or library once per poll, so drafters of publishers nobody watches are found too.
-DRAFTER_QUERIES = ("dflash", "eagle3", "speculators", "speculative-decoding")
-QUERY_PREFIX = "tag:"  # cursor rows of drafter queries are named tag:<tag>
+# Listed once per poll, so drafters of publishers nobody watches are found too: by tag or library name, and by a
+# word of the repo name (`search:<word>`). The Hub's tag filter matches a tag exactly and tags keep the case their
+# author gave them (nvidia/Kimi-K2.7-Code-DFlash is tagged `DFlash`, not `dflash`), while its search matches repo
+# ids whatever their case: a drafter tagged in any spelling but named for its method is found by the name.
+DRAFTER_QUERIES = ("dflash", "eagle3", "speculators", "speculative-decoding",
+                   *(f"{hub.SEARCH_PREFIX}{word}" for word in ("dflash", "dspark", "eagle3", "speculator")))
+QUERY_PREFIX = "tag:"  # cursor rows of drafter queries are named tag:<tag>, or search:<word> for a name search
+
+
+def query_unit(query: str) -> str:
+    """The cursor row of a drafter query: tag:<tag>, or the search query itself (search:<word>)."""
+    return query if query.startswith(hub.SEARCH_PREFIX) else f"{QUERY_PREFIX}{query}"
+
+
+def unit_query(unit: str) -> str | None:
+    """The drafter query a poll unit names (None for an org)."""
+    if unit.startswith(QUERY_PREFIX):
+        return unit[len(QUERY_PREFIX):]
+    return unit if unit.startswith(hub.SEARCH_PREFIX) else None
+
+
+def drafter_queries_text(queries: tuple[str, ...] = DRAFTER_QUERIES) -> str:
+    tags = [q for q in queries if not q.startswith(hub.SEARCH_PREFIX)]
+    words = [q[len(hub.SEARCH_PREFIX):] for q in queries if q.startswith(hub.SEARCH_PREFIX)]
+    return f"tagged {', '.join(tags)}" + (f", or named for {', '.join(words)} in any case" if words else "")
 
 
 def looks_like_drafter(model: HubModel) -> bool:
