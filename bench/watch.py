@@ -39,7 +39,7 @@ sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve(
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 from registry.hub import HubClient, HubModel  # noqa: E402
-from registry.domain.catalog import watched_orgs  # noqa: E402
+from registry.domain.watch_list import watched_orgs  # noqa: E402
 from registry.store import Store  # noqa: E402
 from registry.store.db import StatementCounter  # noqa: E402
 from registry.watch.poller import DRAFTER_QUERIES, PollReport, Watcher  # noqa: E402

@@ -32,7 +32,7 @@ from registry.store import Store
 from registry.store.catalog_import import load_catalog
 from registry.watch.poller import DRAFTER_QUERIES, Watcher, drafter_queries_text, stable_owner
 from verifier.demo import enqueue_demo
-from registry.domain.catalog import watched_orgs
+from registry.domain.watch_list import watched_orgs
 from registry.domain.plan import WorkerCapability, counts
 from verifier import autoverify
 from verifier.jobs import Worker, enqueue_cached_pair

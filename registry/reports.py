@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date
 
-from registry.domain import hub_presence, lag, names
+from registry.domain import hub_presence, lag, names, upgrades
 # The release rule is the pair's; reports, the API and the dashboard read it from here too.
 from registry.domain.compat import VERDICT_ORDER
 from registry.domain.pair import checkpoint_release_date, drafter_release_date
@@ -225,11 +225,11 @@ def upgrade_table(store: Store, today: date, inputs: _LagInputs | None = None) -
         new = names.parse_repo_id(successor.repo_id)
         line = {old: target for old, target in drafted.get((new.org.lower(), new.family), {}).items()
                 if target != successor.repo_id}
-        # The one rule of the `base_upgrade` alert (names.upgraded_releases); the row names the newest release it
+        # The one rule of the `base_upgrade` alert (upgrades.upgraded_releases); the row names the newest release it
         # upgrades (Qwen3.5 -> Qwen3.6, not Qwen3 -> 3.6).
-        upgraded = names.upgraded_releases(new, list(line), post_trained=names.is_post_trained(
+        upgraded = upgrades.upgraded_releases(new, list(line), post_trained=upgrades.is_post_trained(
             successor.repo_id, successor.bases))
-        for old in sorted(upgraded, key=names.release_key)[-1:]:
+        for old in sorted(upgraded, key=upgrades.release_key)[-1:]:
             predecessor = line[old]
             released = checkpoint_release_date(successor)
             successor_exact = exact.get(successor.repo_id, set())

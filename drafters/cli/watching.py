@@ -17,7 +17,7 @@ from drafters.cli.common import Failed, JsonOption, UserError, app, open_store
 from registry.alerts import webhooks as alerts
 from registry.alerts.feed import write_feed
 from registry.alerts.secrets import SecretBox
-from registry.domain.catalog import watched_orgs
+from registry.domain.watch_list import watched_orgs
 from registry.errors import Partial
 from registry.hub import HubClient, HubError
 from registry.redact import mask_url

@@ -114,19 +114,6 @@ class Catalog:
     def built_in_methods(self, repo_id: str) -> tuple[str, ...]:  # drafting methods inside the checkpoint
         return tuple(sorted({d.method for d in self.drafters if d.built_in and d.repo_id == repo_id}))
 
-    def publishers(self) -> tuple[str, ...]:
-        """Every org or user that publishes a target or a drafter of the catalog, as the Hub spells it."""
-        owners = {t.repo_id.split("/", 1)[0] for t in self.targets} | {d.repo_id.split("/", 1)[0] for d in self.drafters}
-        return tuple(sorted(owners, key=lambda owner: (owner.lower(), owner)))
-
-
-def watched_orgs(configured: list[str] | None, catalog: Catalog | None = None) -> list[str]:
-    """The orgs the watcher polls: DRAFTERS_WATCHED_ORGS when it is set, else every publisher of the catalog (a new
-    release of any of them may need, or be, a drafter)."""
-    if configured is not None:
-        return list(configured)
-    return list((catalog or load_catalog_data()).publishers())
-
 
 def load_catalog_data(path: Path | None = None) -> Catalog:
     """Read and validate the catalog file (default: the one packaged with registry)."""

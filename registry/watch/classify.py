@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from registry import hub
-from registry.domain import configs, names
+from registry.domain import configs, names, upgrades
 from registry.domain.drafter_facts import drafter_facts
 from registry.domain.pair import TOKENIZER_FILES
 from registry.domain.records import CheckpointSpec, RevisionSpec
@@ -73,7 +73,7 @@ def is_official_release(model: HubModel) -> bool:
     `Qwen/Qwen3-8B-Base`, `meta-llama/Llama-3.1-8B-Instruct` of `meta-llama/Llama-3.1-8B`, `google/gemma-3-12b-it`
     of `google/gemma-3-12b-pt`). Someone else's finetune, or a parent of another line, is not."""
     return model.base_model_relation == "finetune" and any(
-        names.is_own_pretrained_parent(model.repo_id, base) for base in model.base_models)
+        upgrades.is_own_pretrained_parent(model.repo_id, base) for base in model.base_models)
 
 
 def kind(model: HubModel) -> str:
@@ -174,11 +174,11 @@ def name_matched_drafters(index: DraftedIndex, repo_id: str, *, without_targets_
 
 
 def predecessors(index: DraftedIndex, model: HubModel) -> list[tuple[str, tuple[str, ...]]]:
-    """Drafted checkpoints this one upgrades (names.upgraded_releases: the rule `lag --upgrades` pairs by too)."""
+    """Drafted checkpoints this one upgrades (upgrades.upgraded_releases: the rule `lag --upgrades` pairs by too)."""
     new = names.parse_repo_id(model.repo_id)
     drafted = {names.parse_repo_id(target): target for target in index.drafted if target != model.repo_id}
     bases = checkpoint_spec(model).bases
-    upgraded = names.upgraded_releases(new, list(drafted), post_trained=names.is_post_trained(model.repo_id, bases))
+    upgraded = upgrades.upgraded_releases(new, list(drafted), post_trained=upgrades.is_post_trained(model.repo_id, bases))
     return sorted((drafted[old], tuple(sorted(index.drafted[drafted[old]]))) for old in upgraded)
 
 

@@ -14,7 +14,7 @@ from datetime import date
 from typing import TypeVar
 
 from registry import hub
-from registry.domain import configs, hub_presence, names, pair
+from registry.domain import configs, hub_presence, names, pair, upgrades
 from registry.domain.drafter_facts import detect_method
 from registry.domain.records import DrafterSpec, EventSpec, RevisionSpec
 from registry.domain.unit_records import CheckpointState, CheckpointUnit, DrafterState, DrafterUnit, TargetRead
@@ -139,8 +139,8 @@ class ModelUnits:
         if announce:
             unit_events.append(events.new_checkpoint(model))
             # A pretrained `-Base`/`-pt` parent is not what drafters are trained for: its instruct release is the
-            # upgrade; like pairs with like (names.is_upgrade).
-            pretrained = names.release_role(names.parse_repo_id(model.repo_id)) == "pretrained"
+            # upgrade; like pairs with like (upgrades.is_upgrade).
+            pretrained = upgrades.release_role(names.parse_repo_id(model.repo_id)) == "pretrained"
             official = classify.kind(model) == "base" and not pretrained
             predecessors = classify.predecessors(self._drafted(), model) if official else []
             if predecessors:

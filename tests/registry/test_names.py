@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 
 from registry.domain.catalog import load_catalog_data
+from registry.domain.upgrades import is_own_pretrained_parent, is_post_trained, is_upgrade
 from registry.domain.names import (
     RepoName,
     RepoNameError,
     derivative_kind,
     drafter_target_stem,
-    is_post_trained,
-    is_upgrade,
     name_key,
     parse_repo_id,
     split_repo_id,
@@ -474,5 +473,4 @@ def test_newer_generations_pair_like_with_like(old: str, new: str, pairs: bool) 
     ("moonshotai/Kimi-K2.5", "moonshotai/Kimi-K3-Base", False),  # a newer generation is no parent
 ])
 def test_a_vendors_own_pretrained_parent(release: str, parent: str, own: bool) -> None:
-    from registry.domain.names import is_own_pretrained_parent
     assert is_own_pretrained_parent(release, parent) is own

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from registry.domain.catalog import watched_orgs
+from registry.domain.watch_list import watched_orgs
 from registry.domain.records import DrafterSpec
 from registry.hub import HubClient
 from registry.settings import Settings
