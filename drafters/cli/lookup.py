@@ -19,7 +19,17 @@ from registry.domain.coverage import coverage
 from registry.domain.engines import MEASURED
 from registry.domain.records import DrafterRecord
 from registry.local import looks_like_folder, read_local_repo
-from registry.reports import built_in_label, find_for_checkpoint, lag_by, lag_table, upgrade_table
+from registry.hub import HubClient
+from registry.reports import (
+    Resolved,
+    built_in_label,
+    find_for_checkpoint,
+    lag_by,
+    lag_table,
+    resolve_checkpoint,
+    upgrade_table,
+)
+from registry.settings import get_settings
 from registry.store import NotFound, Store
 from registry.store.catalog_import import load_catalog
 from registry.store.db import current_revision, head_revision
@@ -84,21 +94,44 @@ def catalog_coverage(as_json: JsonOption = False) -> None:
     render.console.print(f"runnable: {counts}; by none: {sum(not c.runnable for _, c in rows)}")
 
 
+def _hub_client() -> HubClient:
+    settings = get_settings()
+    return HubClient(settings.hub_endpoint, settings.token_value(), settings.hub_cache_dir,
+                     timeout=settings.hub_timeout_s)
+
+
+def _resolved_json(typed: str, resolved: Resolved) -> dict:
+    derivation = resolved.derivation
+    return {"asked": typed, "resolved_by": resolved.how,
+            "derived_from": None if derivation is None else {
+                "repo_id": derivation.repo_id, "relation": derivation.relation, "base": derivation.base,
+                "chain": [list(hop) for hop in derivation.chain], "note": derivation.note}}
+
+
 @app.command("find")
 def find(repo_id: str, as_json: JsonOption = False) -> None:
-    """Every drafter that fits a checkpoint, with its verdict, reasons and lag."""
+    """Every drafter that fits a checkpoint, with its verdict, reasons and lag. REPO_ID as you have it: any case, a
+    Hub URL, a bare name; a quantized or finetuned derivative is looked up on the Hub and answered for its base."""
     store = open_store()
-    checkpoint, rows = find_for_checkpoint(store, checked_ref(repo_id, "the checkpoint"))
+    typed = checked_ref(repo_id, "the checkpoint")
+    resolved = resolve_checkpoint(store, typed, _hub_client)
+    checkpoint, rows = find_for_checkpoint(store, resolved.checkpoint_repo_id)
     runs = {r.drafter_repo_id: _coverage_of(store, r.drafter_repo_id, r.method) for r in rows}
     checkpoint_gone = hub_presence.gone_marker(checkpoint.status, checkpoint.status_detail)
     built_in = built_in_label(checkpoint.built_in)
     if as_json:
         drafters = [{**render.to_jsonable(r), "engines": list(runs[r.drafter_repo_id].engines)} for r in rows]
-        # 2: "built_in" (methods inside the checkpoint) and each drafter's "license" and "replaced_in_place".
-        render.print_json({"checkpoint": checkpoint,
+        # 2: "built_in" (methods inside the checkpoint) and each drafter's "license" and "replaced_in_place";
+        # "asked", "resolved_by", "derived_from" and each drafter's "notes".
+        render.print_json({"checkpoint": checkpoint, **_resolved_json(typed, resolved),
                            "checkpoint_gone": checkpoint_gone, "built_in": list(checkpoint.built_in),
                            "drafters": drafters})
         return
+    if resolved.derivation is not None:
+        render.console.print(render.styled("[yellow]{}[/]: {}", resolved.derivation.repo_id,
+                                           resolved.derivation.note))
+    elif resolved.how is not None:
+        render.console.print(render.styled("{} is {}", typed, checkpoint.repo_id), style="dim")
     if checkpoint_gone is not None:
         render.console.print(render.styled("[yellow]{} is {}[/]", checkpoint.repo_id, checkpoint_gone))
     if built_in is not None:
@@ -120,7 +153,7 @@ def find(repo_id: str, as_json: JsonOption = False) -> None:
         if r.gone is not None:
             line.append(f"  ({r.gone}: cannot be downloaded)", style="red")  # never shown as available
         render.console.print(line)
-        details = [*r.reasons, f"license: {r.license or 'unknown'}",
+        details = [*([f"note: {r.notes}"] if r.notes else []), *r.reasons, f"license: {r.license or 'unknown'}",
                    *(f"replaced in place {change}" for change in r.replaced_in_place)]
         render.console.print(Padding(render.cell("; ".join(details)), (0, 0, 0, 4)), style="dim")
         not_runnable = runs[r.drafter_repo_id].note()
@@ -134,6 +167,14 @@ def _license_of(store: Store, value: str) -> str | None:
         return None
     record = store.reads.get_drafter(value)
     return record.license if record is not None else None
+
+
+def _notes_of(store: Store, value: str) -> str | None:
+    """The catalog's caveat for a registered drafter ("non-thinking only"); None for a folder or where none is."""
+    if looks_like_folder(value):
+        return None
+    record = store.reads.get_drafter(value)
+    return record.notes if record is not None else None
 
 
 def _coverage_of(store: Store, repo_id: str, method: str | None):
@@ -187,11 +228,12 @@ def check(drafter: str, target: str, as_json: JsonOption = False) -> None:
     gone = {"drafter": _gone_from_hub(store, drafter, drafter=True),
             "target": _gone_from_hub(store, target, drafter=False)}
     license_ = _license_of(store, drafter)
+    notes = _notes_of(store, drafter)
     if as_json:
-        # 2: "drafter_license".
+        # 2: "drafter_license", "drafter_notes".
         render.print_json({"drafter": drafter, "target": target,
                            "method": method, **render.to_jsonable(result), "drafter_gone": gone["drafter"],
-                           "target_gone": gone["target"], "drafter_license": license_})
+                           "target_gone": gone["target"], "drafter_license": license_, "drafter_notes": notes})
         return
     line = render.styled("{} -> {}: ", drafter, target)
     line.append(render.verdict(result.verdict))
@@ -199,6 +241,8 @@ def check(drafter: str, target: str, as_json: JsonOption = False) -> None:
     render.console.print(line)
     if not looks_like_folder(drafter):
         render.console.print(render.styled("  license: {}", license_ or "unknown"))
+    if notes:
+        render.console.print(render.styled("  [yellow]note:[/] {}", notes))
     for role, ref in (("drafter", drafter), ("target", target)):
         if gone[role] is not None:
             render.console.print(render.styled(f"  [yellow]note:[/] the {role} {{}} is {{}}", ref, gone[role]))
