@@ -7,7 +7,7 @@ from registry.domain.catalog import Catalog, load_catalog_data
 
 def catalog_publishers(catalog: Catalog) -> list[str]:
     """Every org or user that publishes a target or a drafter of the catalog, as the Hub spells it."""
-    owners = {t.repo_id.split("/", 1)[0] for t in catalog.targets} | {d.repo_id.split("/", 1)[0] for d in catalog.drafters}
+    owners = {entry.repo_id.split("/", 1)[0] for entry in (*catalog.targets, *catalog.drafters)}
     return sorted(owners, key=lambda owner: (owner.lower(), owner))
 
 

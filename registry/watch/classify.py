@@ -177,8 +177,8 @@ def predecessors(index: DraftedIndex, model: HubModel) -> list[tuple[str, tuple[
     """Drafted checkpoints this one upgrades (upgrades.upgraded_releases: the rule `lag --upgrades` pairs by too)."""
     new = names.parse_repo_id(model.repo_id)
     drafted = {names.parse_repo_id(target): target for target in index.drafted if target != model.repo_id}
-    bases = checkpoint_spec(model).bases
-    upgraded = upgrades.upgraded_releases(new, list(drafted), post_trained=upgrades.is_post_trained(model.repo_id, bases))
+    post_trained = upgrades.is_post_trained(model.repo_id, checkpoint_spec(model).bases)
+    upgraded = upgrades.upgraded_releases(new, list(drafted), post_trained=post_trained)
     return sorted((drafted[old], tuple(sorted(index.drafted[drafted[old]]))) for old in upgraded)
 
 

@@ -33,7 +33,8 @@ def _derivatives() -> HubState:
                        **card, "base_model": "Qwen/Qwen3-8B", "base_model_relation": "quantized"}),
                    library_name="transformers", pipeline_tag="text-generation")
     state.add_repo("someone/Qwen3-8B-abliterated", created_at=day, date=day,
-                   files=target_files(QWEN3_8B_CONFIG, weight_seed=32, card_data={**card, "base_model": "Qwen/Qwen3-8B"}),
+                   files=target_files(QWEN3_8B_CONFIG, weight_seed=32,
+                                      card_data={**card, "base_model": "Qwen/Qwen3-8B"}),
                    library_name="transformers", pipeline_tag="text-generation")
     state.add_repo("someone/Qwen3-8B-abliterated-GGUF", created_at=day, date=day,
                    files={"Qwen3-8B-abliterated-Q4_K_M.gguf": b"GGUF" + bytes(64),
