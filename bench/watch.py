@@ -39,7 +39,7 @@ sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve(
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 from registry.hub import HubClient, HubModel  # noqa: E402
-from registry.settings import DEFAULT_WATCHED_ORGS  # noqa: E402
+from registry.domain.watch_list import watched_orgs  # noqa: E402
 from registry.store import Store  # noqa: E402
 from registry.store.db import StatementCounter  # noqa: E402
 from registry.watch.poller import DRAFTER_QUERIES, PollReport, Watcher  # noqa: E402
@@ -94,7 +94,7 @@ def real_orgs() -> int:
     state = HubState()
     start = DAY_0 - timedelta(days=800)
     index = 0
-    for org in DEFAULT_WATCHED_ORGS:
+    for org in watched_orgs(None):
         for number in range(REAL_ORG_SIZES.get(org, 50)):
             created = start + timedelta(hours=index)
             index += 1
@@ -105,7 +105,7 @@ def real_orgs() -> int:
         created = start + timedelta(hours=index + number)
         state.add_repo(f"someone{number:03d}/Qwen3-8B-DFlash", created_at=created, date=created,
                        files=dflash_drafter_files(QWEN3_8B_DFLASH_CONFIG, number), tags=("dflash",))
-    orgs = list(DEFAULT_WATCHED_ORGS)
+    orgs = watched_orgs(None)
     with tempfile.TemporaryDirectory(prefix="bench-watch-") as workdir, FakeHub(state) as hub:
         store = Store.open(f"sqlite:///{Path(workdir) / 'registry.db'}")
         watcher = Watcher(store, HubClient(hub.url, None, Path(workdir) / "hub-cache"), orgs,

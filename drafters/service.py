@@ -33,8 +33,9 @@ from registry.domain.records import JobRecord
 from registry.store import Store
 from registry.store.runs import get_run
 from registry.store.catalog_import import load_catalog
-from registry.watch.poller import DRAFTER_QUERIES, Watcher, stable_owner
+from registry.watch.poller import DRAFTER_QUERIES, Watcher, drafter_queries_text, stable_owner
 from verifier.demo import enqueue_demo
+from registry.domain.watch_list import watched_orgs
 from registry.domain.plan import WorkerCapability, counts
 from verifier import autoverify
 from verifier.doctor import run_doctor
@@ -181,7 +182,7 @@ class Service:
     def _watch_loop(self) -> None:
         client = HubClient(self.settings.hub_endpoint, self.settings.token_value(), self.settings.hub_cache_dir,
                            timeout=self.settings.hub_timeout_s)
-        watcher = Watcher(self.store, client, list(self.settings.watched_orgs), owner=self.instance,
+        watcher = Watcher(self.store, client, watched_orgs(self.settings.watched_orgs), owner=self.instance,
                           on_pair=self._on_pair if importlib.util.find_spec("torch") else None,
                           drafter_queries=DRAFTER_QUERIES)
         while not self.stop.is_set():
@@ -208,8 +209,8 @@ class Service:
             # Said once per change, not once per poll: an offline machine hears it one time.
             if reachable != self.hub_reachable:
                 if reachable:
-                    self.say(f"watching {len(self.settings.watched_orgs)} orgs on {self.settings.shown_hub_endpoint} "
-                             f"and drafters tagged {', '.join(DRAFTER_QUERIES)} from anyone")
+                    self.say(f"watching {len(watcher.orgs)} orgs on {self.settings.shown_hub_endpoint} "
+                             f"and drafters from anyone ({drafter_queries_text()})")
                 else:
                     self.say(f"the Hub at {self.settings.shown_hub_endpoint} cannot be reached ({report.unreachable}); "
                              "going on with what the registry has")

@@ -15,26 +15,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from registry.redact import mask_url
 
-# Every publisher of a target or a drafter in the catalog.
-DEFAULT_WATCHED_ORGS: tuple[str, ...] = (
-    "Qwen",
-    "google",
-    "meta-llama",
-    "openai",
-    "deepseek-ai",
-    "moonshotai",
-    "MiniMaxAI",
-    "zai-org",
-    "z-lab",
-    "modal-labs",
-    "RedHatAI",
-    "incoai",
-    "lmsys",
-    "yuhuili",
-    "XiaomiMiMo",
-)
-
-
 class CanaryServer(BaseModel):
     """A server `drafters up` keeps checking with `drafters doctor` (DRAFTERS_CANARY_SERVERS, a JSON list)."""
 
@@ -61,7 +41,9 @@ class Settings(BaseSettings):
     # Webhook receivers on loopback, private or link-local addresses (a receiver on this machine or the LAN);
     # refused by default so that a subscription cannot reach the cloud metadata service or internal services.
     webhook_allow_internal: bool = False
-    watched_orgs: list[str] = Field(default_factory=lambda: list(DEFAULT_WATCHED_ORGS))
+    # None: every publisher in the bundled catalog (registry.domain.catalog.watched_orgs reads it; the catalog is a
+    # layer above this module).
+    watched_orgs: list[str] | None = None
     watch_interval_s: float = 300.0
     hub_timeout_s: float = 10.0
     dashboard_port: int = 8501

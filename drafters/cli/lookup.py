@@ -23,8 +23,19 @@ from registry.domain.coverage import coverage
 from registry.domain.engines import MEASURED
 from registry.domain.public_lists import coverage as list_coverage
 from registry.domain.public_lists import load_public_lists
+from registry.hub import HubClient
 from registry.local import looks_like_folder, resolve_side
-from registry.reports import LagRow, built_in_label, find_for_checkpoint, lag_by, lag_table, upgrade_table
+from registry.reports import (
+    LagRow,
+    Resolved,
+    built_in_label,
+    find_for_checkpoint,
+    lag_by,
+    lag_table,
+    resolve_checkpoint,
+    upgrade_table,
+)
+from registry.settings import get_settings
 from registry.store import Store
 from registry.store.catalog_import import load_catalog
 from registry.store.db import current_revision, head_revision
@@ -106,6 +117,20 @@ def catalog_lists(as_json: JsonOption = False) -> None:
             render.console.print(Padding(render.cell(f"missing {missing.repo_id}{why}"), (0, 0, 0, 4)), style="dim")
 
 
+def _hub_client() -> HubClient:
+    settings = get_settings()
+    return HubClient(settings.hub_endpoint, settings.token_value(), settings.hub_cache_dir,
+                     timeout=settings.hub_timeout_s)
+
+
+def _resolved_json(typed: str, resolved: Resolved) -> dict:
+    derivation = resolved.derivation
+    return {"asked": typed, "resolved_by": resolved.how,
+            "derived_from": None if derivation is None else {
+                "repo_id": derivation.repo_id, "relation": derivation.relation, "base": derivation.base,
+                "chain": [list(hop) for hop in derivation.chain], "note": derivation.note}}
+
+
 @app.command("find")
 def find(
     repo_id: str,
@@ -114,11 +139,14 @@ def find(
     as_json: JsonOption = False,
 ) -> None:
     """Every drafter that fits a checkpoint, with its verdict, reasons and lag; the exact ones ranked (measured
-    speedup on the GPU class, else a published τ, else by rule), each with why."""
+    speedup on the GPU class, else a published τ, else by rule), each with why. REPO_ID as you have it: any case, a
+    Hub URL, a bare name; a quantized or finetuned derivative is looked up on the Hub and answered for its base."""
     if engine is not None and engine not in ENGINES:
         raise UserError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     store = open_store()
-    checkpoint, rows = find_for_checkpoint(store, checked_ref(repo_id, "the checkpoint"))
+    typed = checked_ref(repo_id, "the checkpoint")
+    resolved = resolve_checkpoint(store, typed, _hub_client)
+    checkpoint, rows = find_for_checkpoint(store, resolved.checkpoint_repo_id)
     runs = {r.drafter_repo_id: _coverage_of(store, r.drafter_repo_id, r.method) for r in rows}
     checkpoint_gone = hub_presence.gone_marker(checkpoint.status, checkpoint.status_detail)
     built_in = built_in_label(checkpoint.built_in)
@@ -130,13 +158,19 @@ def find(
         drafters = [{**render.to_jsonable(r), "engines": list(runs[r.drafter_repo_id].engines),
                      "rank": _rank_json(ranks.get(r.drafter_repo_id))} for r in rows]
         # 2: "built_in" (methods inside the checkpoint) and each drafter's "license" and "replaced_in_place";
-        # "rank" of each exact row and of the built-in drafter, "ranked_for" what they were ranked for.
-        render.print_json({"checkpoint": checkpoint,
+        # "rank" of each exact row and of the built-in drafter, "ranked_for" what they were ranked for;
+        # "asked", "resolved_by", "derived_from" and each drafter's "notes".
+        render.print_json({"checkpoint": checkpoint, **_resolved_json(typed, resolved),
                            "checkpoint_gone": checkpoint_gone, "built_in": list(checkpoint.built_in),
                            "built_in_rank": _rank_json(ranks.get(checkpoint.repo_id)),
                            "ranked_for": {"gpu": chosen.name, "engine": engine},
                            "drafters": drafters})
         return
+    if resolved.derivation is not None:
+        render.console.print(render.styled("[yellow]{}[/]: {}", resolved.derivation.repo_id,
+                                           resolved.derivation.note))
+    elif resolved.how is not None:
+        render.console.print(render.styled("{} is {}", typed, checkpoint.repo_id), style="dim")
     if checkpoint_gone is not None:
         render.console.print(render.styled("[yellow]{} is {}[/]", checkpoint.repo_id, checkpoint_gone))
     if built_in is not None:
@@ -159,7 +193,7 @@ def find(
         if r.gone is not None:
             line.append(f"  ({r.gone}: cannot be downloaded)", style="red")  # never shown as available
         render.console.print(line)
-        details = [*r.reasons, f"license: {r.license or 'unknown'}",
+        details = [*([f"note: {r.notes}"] if r.notes else []), *r.reasons, f"license: {r.license or 'unknown'}",
                    *(f"replaced in place {change}" for change in r.replaced_in_place)]
         render.console.print(Padding(render.cell("; ".join(details)), (0, 0, 0, 4)), style="dim")
         _print_rank(ranks.get(r.drafter_repo_id), chosen, engine)
@@ -201,6 +235,14 @@ def _license_of(store: Store, value: str) -> str | None:
     return record.license if record is not None else None
 
 
+def _notes_of(store: Store, value: str) -> str | None:
+    """The catalog's caveat for a registered drafter ("non-thinking only"); None for a folder or where none is."""
+    if looks_like_folder(value):
+        return None
+    record = store.reads.get_drafter(value)
+    return record.notes if record is not None else None
+
+
 def _coverage_of(store: Store, repo_id: str, method: str | None):
     """Which engines run this drafter, from its newest stored config (or its repo id when none is stored)."""
     head = store.reads.drafter_head_revision(repo_id)
@@ -234,11 +276,12 @@ def check(drafter: str, target: str, as_json: JsonOption = False) -> None:
     gone = {"drafter": _gone_from_hub(store, drafter, drafter=True),
             "target": _gone_from_hub(store, target, drafter=False)}
     license_ = _license_of(store, drafter)
+    notes = _notes_of(store, drafter)
     if as_json:
-        # 2: "drafter_license".
+        # 2: "drafter_license", "drafter_notes".
         render.print_json({"drafter": drafter, "target": target,
                            "method": method, **render.to_jsonable(result), "drafter_gone": gone["drafter"],
-                           "target_gone": gone["target"], "drafter_license": license_})
+                           "target_gone": gone["target"], "drafter_license": license_, "drafter_notes": notes})
         return
     line = render.styled("{} -> {}: ", drafter, target)
     line.append(render.verdict(result.verdict))
@@ -246,6 +289,8 @@ def check(drafter: str, target: str, as_json: JsonOption = False) -> None:
     render.console.print(line)
     if not looks_like_folder(drafter):
         render.console.print(render.styled("  license: {}", license_ or "unknown"))
+    if notes:
+        render.console.print(render.styled("  [yellow]note:[/] {}", notes))
     for role, ref in (("drafter", drafter), ("target", target)):
         if gone[role] is not None:
             render.console.print(render.styled(f"  [yellow]note:[/] the {role} {{}} is {{}}", ref, gone[role]))

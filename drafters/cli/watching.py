@@ -17,6 +17,7 @@ from drafters.cli.common import Failed, JsonOption, UserError, app, open_store
 from registry.alerts import webhooks as alerts
 from registry.alerts.feed import write_feed
 from registry.alerts.secrets import SecretBox
+from registry.domain.watch_list import watched_orgs
 from registry.errors import Partial
 from registry.hub import HubClient, HubError
 from registry.redact import mask_url
@@ -34,7 +35,7 @@ def make_watcher(store: Store, *, max_requests: int | None = None, deadline_s: f
         timeout=settings.hub_timeout_s,
         max_requests=max_requests,
     )
-    return Watcher(store, client, list(settings.watched_orgs), deadline_s=deadline_s,
+    return Watcher(store, client, watched_orgs(settings.watched_orgs), deadline_s=deadline_s,
                    drafter_queries=DRAFTER_QUERIES)
 
 
@@ -309,11 +310,12 @@ def hub_webhooks_command(
 
     Prints the settings to enter at huggingface.co/settings/webhooks; with --create (and a token) creates it."""
     settings = get_settings()
+    orgs = watched_orgs(settings.watched_orgs)
     if not url.startswith("https://"):
         raise UserError("the Hub delivers webhooks to public https:// URLs only")
     render.console.print(render.plain(f"target URL: {mask_url(url)}"), markup=False, highlight=False)
     if not create:
-        _print_watched(", ".join(settings.watched_orgs) + " (each as the org or user it is on the Hub)", secret_env)
+        _print_watched(", ".join(orgs) + " (each as the org or user it is on the Hub)", secret_env)
         return
     token = settings.token_value()
     secret = os.environ.get(secret_env)
@@ -324,11 +326,11 @@ def hub_webhooks_command(
     # A watched name is an org (Qwen) or a user (yuhuili); the Hub watches each under its own type.
     client = HubClient(settings.hub_endpoint, token, settings.hub_cache_dir, timeout=settings.hub_timeout_s)
     try:
-        kinds = {name: client.namespace_kind(name) for name in settings.watched_orgs}
+        kinds = {name: client.namespace_kind(name) for name in orgs}
     except HubError as exc:
         raise Failed(f"cannot tell whether a watched name is an org or a user: {exc}") from None
-    watched = [{"type": kinds[name], "name": name} for name in settings.watched_orgs]
-    _print_watched(", ".join(f"{kinds[n]} {n}" for n in settings.watched_orgs), secret_env)
+    watched = [{"type": kinds[name], "name": name} for name in orgs]
+    _print_watched(", ".join(f"{kinds[n]} {n}" for n in orgs), secret_env)
     try:
         info = HfApi(endpoint=settings.hub_endpoint, token=token).create_webhook(
             url=url, watched=watched, domains=["repo"], secret=secret)

@@ -2,7 +2,7 @@
 
 Names are the only signal for two questions the Hub's metadata does not answer: which target a drafter was
 built for (z-lab and DeepSpec configs never name it) and which release succeeds which (vendors publish
-upgrades as new repos). The parser is best effort: any well-formed repo id parses, and the fields it cannot
+upgrades as new repos; the rule is in upgrades.py). The parser is best effort: any well-formed repo id parses, and the fields it cannot
 read stay None.
 """
 
@@ -30,15 +30,11 @@ _GLUED_VERSION_RE = re.compile(r"^([A-Za-z]{2,})(\d+(?:\.\d+)*)$")
 _DATE_RE = re.compile(r"^\d{4}$")
 
 _VARIANT_WORDS = frozenset(
-    {"it", "instruct", "chat", "base", "pt", "thinking", "reasoning", "flash", "pro", "mini", "lite", "code"}
+    {"it", "instruct", "chat", "base", "pt", "thinking", "reasoning", "flash", "pro", "mini", "lite", "code",
+     "exp", "speciale"}
 )
 # Variant words that never name a family ("flash" does: Ling-flash-2.0).
 _PLAIN_VARIANT_WORDS = frozenset({"it", "instruct", "chat", "base", "pt"})
-# What a release is for, as its name says: vendors name the pretrained model `-Base` (Qwen) or `-pt` (Gemma), or
-# leave it bare and name the post-trained one `-Instruct` / `-it` / `-Chat` (Llama, Gemma, Qwen2.5).
-_PRETRAINED_WORDS = frozenset({"base", "pt"})
-_INSTRUCT_WORDS = frozenset({"it", "instruct", "chat"})
-ReleaseRole = Literal["pretrained", "instruct"]
 _QUANTIZED_WORDS = frozenset(
     "fp8 fp4 nvfp4 mxfp4 int4 int8 awq gptq gguf bnb bnb-4bit bnb-8bit 4bit 8bit exl2 qat quantized dynamic".split()
 )
@@ -271,81 +267,6 @@ def name_key(name: str) -> str:
         glued = _GLUED_KEY_RE.match(token)
         parts.extend(glued.groups() if glued else (token,))
     return "-".join(part for part in parts if part)
-
-
-# --------------------------------------------------------------------------------------------- relationships
-
-
-def _version_number(generation: str) -> tuple[str, tuple[int, ...]]:
-    letter = generation[0].upper() if generation[0].isalpha() else ""
-    numbers = [int(part) for part in generation[len(letter) :].split(".")]
-    while len(numbers) > 1 and numbers[-1] == 0:
-        numbers.pop()  # "2.0" and "2" are the same generation
-    return letter, tuple(numbers)
-
-
-def release_key(name: RepoName) -> tuple[str, tuple[int, ...], str]:
-    """Orders releases of one model line: generation first, then a date suffix (0731 after none)."""
-    if name.generation is None:
-        return ("", (), name.date or "")
-    letter, number = _version_number(name.generation)
-    return (letter, number, name.date or "")
-
-
-def is_successor(old: RepoName, new: RepoName) -> bool:
-    """True when `new` is a later release of the same model line at the same size and variant
-    (Qwen3.5-27B -> Qwen3.6-27B, Kimi-K2.5 -> Kimi-K2.6): a strictly newer generation, or the same generation
-    with a newer date suffix (DeepSeek-V4-Flash -> DeepSeek-V4-Flash-0731)."""
-    if (old.family, old.size, old.active_size, old.variant) != (new.family, new.size, new.active_size, new.variant):
-        return False
-    if old.generation is None or new.generation is None:
-        return False
-    old_letter, old_number = _version_number(old.generation)
-    new_letter, new_number = _version_number(new.generation)
-    if old_letter != new_letter:
-        return False  # DeepSeek-R1 and DeepSeek-V3 are different lines
-    if new_number != old_number:
-        return new_number > old_number
-    return new.date is not None and (old.date is None or new.date > old.date)
-
-
-def release_role(name: RepoName) -> ReleaseRole | None:
-    """"pretrained" (`-Base`, `-pt`), "instruct" (`-Instruct`, `-it`, `-Chat`), or None for a bare name, which
-    means either, depending on the vendor (Qwen3-8B is post-trained, Llama-3.1-8B pretrained)."""
-    words = set((name.variant or "").split("-"))
-    if words & _PRETRAINED_WORDS:
-        return "pretrained"
-    if words & _INSTRUCT_WORDS:
-        return "instruct"
-    return None
-
-
-def is_newer_generation(old: RepoName, new: RepoName) -> bool:
-    """True when `new` belongs to a strictly newer generation of `old`'s line, whatever its size, and is named
-    for the same role (Qwen3-8B -> Qwen3.5-27B; gemma-3-12b-it -> gemma-4-E2B-it). Like pairs with like: a bare
-    name never succeeds an `-Instruct` one (Llama-3.1-8B-Instruct -> Llama-3.4-8B is the pretrained sibling)."""
-    if old.family != new.family or old.generation is None or new.generation is None:
-        return False
-    if release_role(old) != release_role(new):
-        return False
-    old_letter, old_number = _version_number(old.generation)
-    new_letter, new_number = _version_number(new.generation)
-    return old_letter == new_letter and new_number > old_number
-
-
-def is_own_pretrained_parent(release: str, parent: str) -> bool:
-    """True when `parent` is the pretrained sibling of the vendor's own `release`: same org, same line,
-    generation and size, not itself an instruct release (meta-llama/Llama-3.1-8B for Llama-3.1-8B-Instruct,
-    google/gemma-3-12b-pt for gemma-3-12b-it, Qwen/Qwen3-8B-Base for Qwen3-8B). Anything that is not a repo id
-    is no parent."""
-    try:
-        child, base = parse_repo_id(release), parse_repo_id(parent)
-    except RepoNameError:
-        return False
-    return (child.org.lower() == base.org.lower() and release_role(child) != "pretrained"
-            and release_role(base) != "instruct" and child.repo_id.lower() != base.repo_id.lower()
-            and (child.family, child.generation, child.size, child.active_size)
-            == (base.family, base.generation, base.size, base.active_size))
 
 
 def is_repo_id(value: object) -> bool:

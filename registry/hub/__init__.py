@@ -77,12 +77,19 @@ LIST_EXPAND = ["sha", "lastModified", "createdAt", "tags", "gated", "pipeline_ta
 # The cheap listing of every repo of an org: enough to tell what changed, appeared or went public.
 ID_EXPAND = ["sha", "lastModified", "private"]
 LIST_PAGE = 100  # a re-poll that finds nothing new reads one page
+# A "tagged" query that starts with this lists by the Hub's `search` (a word of the repo id, any case) instead of its
+# `filter` (a tag or library name, matched exactly, case included).
+SEARCH_PREFIX = "search:"
 ID_PAGE = 1000  # the Hub's largest page
 # Small files only: anything bigger than this (or stored in LFS) is never downloaded by the watcher.
 MAX_SMALL_FILE = 20 * 1024 * 1024
 # Pace requests once a bucket has fewer than this share of its quota left (or this many, quota unknown).
 PACE_SHARE = 0.05
 PACE_MIN = 10
+
+
+def _tag_query(tag: str) -> tuple[str, str]:
+    return ("search", tag[len(SEARCH_PREFIX):]) if tag.startswith(SEARCH_PREFIX) else ("filter", tag)
 
 
 def _one_line(message: str) -> str:
@@ -187,8 +194,9 @@ class HubClient:
         stop_at: Callable[[HubModel], bool] | None = None,
         on_unreadable: Callable[[Unreadable], None] | None = None,
     ) -> Iterator[HubModel]:
-        """Models of anyone carrying `tag` (a tag or library name: `dflash`, `eagle3`, …), newest change first."""
-        params = [("filter", tag), ("sort", "lastModified"), ("limit", str(LIST_PAGE)),
+        """Models of anyone carrying `tag` (a tag or library name: `dflash`, `eagle3`, …; or `search:<word>`, a word
+        of the repo id in any case), newest change first."""
+        params = [_tag_query(tag), ("sort", "lastModified"), ("limit", str(LIST_PAGE)),
                   *(("expand", key) for key in LIST_EXPAND)]
         yield from self._models(params, f"listing models tagged {tag}", stop_at, on_unreadable)
 
@@ -199,8 +207,8 @@ class HubClient:
         return self._ids(params, f"listing repo ids of {org}")
 
     def list_tagged_ids(self, tag: str) -> list[ListedRepo]:
-        """Every repo of anyone carrying `tag`, as `list_org_ids` lists an org's."""
-        params = [("filter", tag), ("limit", str(ID_PAGE)), *(("expand", key) for key in ID_EXPAND)]
+        """Every repo of anyone carrying `tag` (or named `search:<word>`), as `list_org_ids` lists an org's."""
+        params = [_tag_query(tag), ("limit", str(ID_PAGE)), *(("expand", key) for key in ID_EXPAND)]
         return self._ids(params, f"listing repo ids tagged {tag}")
 
     def _ids(self, params: list[tuple[str, str]], what: str) -> list[ListedRepo]:

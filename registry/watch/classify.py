@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from registry import hub
-from registry.domain import configs, names
+from registry.domain import configs, names, upgrades
 from registry.domain.drafter_facts import built_in_methods, drafter_facts
 from registry.domain.pair import TOKENIZER_FILES
 from registry.domain.records import CheckpointSpec, RevisionSpec
@@ -31,9 +31,31 @@ DRAFTER_ARCHITECTURES = frozenset(
         "DFlashSpeculator",
     }
 )
-# Listed by tag or library once per poll, so drafters of publishers nobody watches are found too.
-DRAFTER_QUERIES = ("dflash", "eagle3", "speculators", "speculative-decoding")
-QUERY_PREFIX = "tag:"  # cursor rows of drafter queries are named tag:<tag>
+# Listed once per poll, so drafters of publishers nobody watches are found too: by tag or library name, and by a
+# word of the repo name (`search:<word>`). The Hub's tag filter matches a tag exactly and tags keep the case their
+# author gave them (nvidia/Kimi-K2.7-Code-DFlash is tagged `DFlash`, not `dflash`), while its search matches repo
+# ids whatever their case: a drafter tagged in any spelling but named for its method is found by the name.
+DRAFTER_QUERIES = ("dflash", "eagle3", "speculators", "speculative-decoding",
+                   *(f"{hub.SEARCH_PREFIX}{word}" for word in ("dflash", "dspark", "eagle3", "speculator")))
+QUERY_PREFIX = "tag:"  # cursor rows of drafter queries are named tag:<tag>, or search:<word> for a name search
+
+
+def query_unit(query: str) -> str:
+    """The cursor row of a drafter query: tag:<tag>, or the search query itself (search:<word>)."""
+    return query if query.startswith(hub.SEARCH_PREFIX) else f"{QUERY_PREFIX}{query}"
+
+
+def unit_query(unit: str) -> str | None:
+    """The drafter query a poll unit names (None for an org)."""
+    if unit.startswith(QUERY_PREFIX):
+        return unit[len(QUERY_PREFIX):]
+    return unit if unit.startswith(hub.SEARCH_PREFIX) else None
+
+
+def drafter_queries_text(queries: tuple[str, ...] = DRAFTER_QUERIES) -> str:
+    tags = [q for q in queries if not q.startswith(hub.SEARCH_PREFIX)]
+    words = [q[len(hub.SEARCH_PREFIX):] for q in queries if q.startswith(hub.SEARCH_PREFIX)]
+    return f"tagged {', '.join(tags)}" + (f", or named for {', '.join(words)} in any case" if words else "")
 
 
 def looks_like_drafter(model: HubModel) -> bool:
@@ -51,7 +73,7 @@ def is_official_release(model: HubModel) -> bool:
     `Qwen/Qwen3-8B-Base`, `meta-llama/Llama-3.1-8B-Instruct` of `meta-llama/Llama-3.1-8B`, `google/gemma-3-12b-it`
     of `google/gemma-3-12b-pt`). Someone else's finetune, or a parent of another line, is not."""
     return model.base_model_relation == "finetune" and any(
-        names.is_own_pretrained_parent(model.repo_id, base) for base in model.base_models)
+        upgrades.is_own_pretrained_parent(model.repo_id, base) for base in model.base_models)
 
 
 def kind(model: HubModel) -> str:
@@ -162,19 +184,13 @@ def name_matched_drafters(index: DraftedIndex, repo_id: str, *, without_targets_
             if stem_key == key and not (without_targets_only and has_targets)]
 
 
-def predecessors(index: DraftedIndex, repo_id: str) -> list[tuple[str, tuple[str, ...]]]:
-    """Checkpoints this one succeeds that have drafters: same size first, else the previous generation."""
-    new = names.parse_repo_id(repo_id)
-    same_size, same_line = [], []
-    for target, drafters in sorted(index.drafted.items()):
-        if target == repo_id:
-            continue
-        old = names.parse_repo_id(target)
-        if names.is_successor(old, new):
-            same_size.append((target, tuple(sorted(drafters))))
-        elif names.is_newer_generation(old, new):
-            same_line.append((target, tuple(sorted(drafters))))
-    return same_size or same_line
+def predecessors(index: DraftedIndex, model: HubModel) -> list[tuple[str, tuple[str, ...]]]:
+    """Drafted checkpoints this one upgrades (upgrades.upgraded_releases: the rule `lag --upgrades` pairs by too)."""
+    new = names.parse_repo_id(model.repo_id)
+    drafted = {names.parse_repo_id(target): target for target in index.drafted if target != model.repo_id}
+    post_trained = upgrades.is_post_trained(model.repo_id, checkpoint_spec(model).bases)
+    upgraded = upgrades.upgraded_releases(new, list(drafted), post_trained=post_trained)
+    return sorted((drafted[old], tuple(sorted(index.drafted[drafted[old]]))) for old in upgraded)
 
 
 def interesting(index: DraftedIndex, model: HubModel) -> bool:
@@ -183,7 +199,7 @@ def interesting(index: DraftedIndex, model: HubModel) -> bool:
         return True
     if name_matched_drafters(index, model.repo_id):
         return True
-    return bool(predecessors(index, model.repo_id))
+    return bool(predecessors(index, model))
 
 
 def declared_targets(store: Store, model: HubModel, config: dict | None) -> tuple[tuple[str, str], ...]:

@@ -50,7 +50,7 @@ from registry.hub import (
 )
 from registry.store import Store
 # DRAFTER_QUERIES is re-exported (noqa F401): `drafters watch` and `drafters up` pass it to the Watcher.
-from registry.watch.classify import DRAFTER_QUERIES, QUERY_PREFIX, capped  # noqa: F401
+from registry.watch.classify import DRAFTER_QUERIES, capped, drafter_queries_text, query_unit, unit_query  # noqa: F401
 from registry.watch.events import OnPair
 from registry.watch.poll_report import OrgReport, PollCut, PollReport, RepoFailed
 from registry.watch.units import ModelUnits
@@ -110,6 +110,7 @@ class Watcher:
         # whether the drafters they no longer list have been read.
         self._tag_ids: dict[str, list[ListedRepo] | None] | None = None
         self._tag_vanished_done = False
+        self._catalog_done = False  # catalog drafters outside the watched orgs checked this poll
 
     # ---- the loop -----------------------------------------------------------------------------
 
@@ -120,13 +121,13 @@ class Watcher:
         self._deadline = started + self.deadline_s if self.deadline_s else None
         report = PollReport()
         self.units.new_poll()
-        self._tag_ids, self._tag_vanished_done = None, False
+        self._tag_ids, self._tag_vanished_done, self._catalog_done = None, False, False
         earlier = self.store.events.events()  # this poll's events are the ones after the last of these
         first_event = earlier[-1].id if earlier else 0
         self.client.start_budget()
         first_request = self.client.request_count
         self._units_this_poll = 0
-        units = self.orgs + [f"{QUERY_PREFIX}{tag}" for tag in self.drafter_queries]
+        units = self.orgs + [query_unit(query) for query in self.drafter_queries]
         start = units.index(self._resume_at) if self._resume_at in units else 0
         self._resume_at = None
         for org in units[start:] + units[:start]:
@@ -183,13 +184,13 @@ class Watcher:
             raise PollCut("poll time budget spent")
 
     def poll_org(self, org: str, *, skip_if_polled_within_s: float = 0.0) -> OrgReport:
-        """Poll one org, or one drafter query (`tag:<tag>`), under its lease."""
+        """Poll one org, or one drafter query (`tag:<tag>`, `search:<word>`), under its lease."""
         report = OrgReport(org=org)
         got, cursor, baseline = self._acquire(org, skip_if_polled_within_s)
         if not got:
             report.skipped_lease = True
             return report
-        query = org[len(QUERY_PREFIX):] if org.startswith(QUERY_PREFIX) else None
+        query = unit_query(org)
         completed = False
         try:
             # A spent deadline costs no listing request, once this poll has recorded something (a poll always
@@ -219,6 +220,7 @@ class Watcher:
             elif query is not None:
                 tagged = self._tag_listing(query)
                 self._read_untagged_drafters(org, report)
+                self._read_catalog_drafters(org, report)
                 if tagged is not None and not baseline:
                     # The watched orgs' repos are their own listings' business.
                     outside = [r for r in tagged if not r.private and r.repo_id.split("/", 1)[0] not in self.orgs]
@@ -355,6 +357,37 @@ class Watcher:
             self._check_budget(before_unit=True)
             self._record_vanished(org, repo_id, report=report, drafters_only=True)
             self._units_this_poll += 1
+
+    def _read_catalog_drafters(self, org: str, report: OrgReport) -> None:
+        """Catalog drafters of orgs nobody watches (DRAFTERS_WATCHED_ORGS narrower than the catalog) are checked once
+        a poll: their org's id listing (one request per org) shows which are gone from public view or at another
+        head, and those are read as a watched org's vanished repos are, so a deleted one stops being "ok"."""
+        if self._catalog_done:
+            return
+        self._catalog_done = True
+        outside: dict[str, list[tuple[str, str | None]]] = {}
+        for drafter in self.store.reads.drafters():
+            owner = drafter.repo_id.split("/", 1)[0]
+            if drafter.source == "catalog" and drafter.status != "gone" and owner not in self.orgs:
+                outside.setdefault(owner, []).append((drafter.repo_id, drafter.head_sha))
+        reads = 0
+        for owner, drafters in sorted(outside.items()):
+            self._check_budget(before_unit=True)
+            try:
+                listed = {r.repo_id: r.sha for r in self.client.list_org_ids(owner) if not r.private}
+            except SYSTEMIC:
+                raise
+            except HubError as exc:
+                log.warning("id listing of %s (catalog drafters) failed: %s", owner, exc)
+                continue
+            for repo_id, head in drafters:
+                if repo_id in listed and (listed[repo_id] is None or listed[repo_id] == head):
+                    continue
+                if reads >= MAX_UNSEEN_READS:
+                    return  # the rest next poll
+                self._record_vanished(org, repo_id, report=report, drafters_only=True)
+                reads += 1
+                self._units_this_poll += 1
 
     def _record_unseen(self, org: str, repo_id: str, *, baseline: bool, report: OrgReport,
                        drafters_only: bool = False) -> None:

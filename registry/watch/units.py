@@ -14,7 +14,7 @@ from datetime import date
 from typing import TypeVar
 
 from registry import hub
-from registry.domain import configs, hub_presence, names, pair
+from registry.domain import configs, hub_presence, names, pair, upgrades
 from registry.domain.drafter_facts import detect_method
 from registry.domain.records import DrafterSpec, EventSpec, RevisionSpec
 from registry.domain.unit_records import CheckpointState, CheckpointUnit, DrafterState, DrafterUnit, TargetRead
@@ -145,10 +145,10 @@ class ModelUnits:
         if announce:
             unit_events.append(events.new_checkpoint(model))
             # A pretrained `-Base`/`-pt` parent is not what drafters are trained for: its instruct release is the
-            # upgrade; a bare name pairs only with bare names (names.is_newer_generation), like with like.
-            pretrained = names.release_role(names.parse_repo_id(model.repo_id)) == "pretrained"
+            # upgrade; like pairs with like (upgrades.is_upgrade).
+            pretrained = upgrades.release_role(names.parse_repo_id(model.repo_id)) == "pretrained"
             official = classify.kind(model) == "base" and not pretrained
-            predecessors = classify.predecessors(self._drafted(), model.repo_id) if official else []
+            predecessors = classify.predecessors(self._drafted(), model) if official else []
             if predecessors:
                 unit_events.append(events.base_upgrade(model, predecessors))
         applied = store.watch.apply_checkpoint_unit(CheckpointUnit(

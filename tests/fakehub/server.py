@@ -17,7 +17,9 @@ Renamed repos answer 307 with a relative Location; every response carries X-Requ
 `RateLimit` header; a spent bucket answers 429 to every /api/ call until its window resets. A revoked token gets
 401 everywhere; private repos exist only for their org members' tokens (listings included). The `author` filter
 is case-sensitive, `limit` is the page size (at most 1000) and the next page's `cursor` is an opaque keyset
-position, as on the Hub.
+position, as on the Hub. As on the Hub, a repo id in a path matches in any case (huggingface.co/qwen/qwen3-8b is
+Qwen/Qwen3-8B), `filter` matches a tag exactly, case included (tags keep their author's spelling), and `search`
+matches repo ids in any case.
 """
 
 from __future__ import annotations

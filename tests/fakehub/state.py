@@ -289,8 +289,14 @@ class HubState:
         return self._version
 
     def repo(self, repo_id: str) -> FakeRepo | None:
+        """The repo under this id in any case, as on the Hub (`qwen/qwen3-8b` answers for `Qwen/Qwen3-8B`, with the
+        repo's own spelling in the body)."""
         with self._lock:
-            return self._repos.get(repo_id)
+            found = self._repos.get(repo_id)
+            if found is None:
+                lowered = repo_id.lower()
+                found = next((repo for key, repo in self._repos.items() if key.lower() == lowered), None)
+            return found
 
     def repos(self) -> list[FakeRepo]:
         with self._lock:

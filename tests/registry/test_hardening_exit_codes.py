@@ -125,7 +125,9 @@ def test_usage_errors_and_unknown_commands_exit_2(sqlite_env: dict[str, str]) ->
 
 
 def test_json_output_still_exits_nonzero_on_failure(sqlite_env: dict[str, str]) -> None:
-    result = drafters("find", "nobody/nothing", "--json", env=sqlite_env)
+    # `find` asks the Hub about an id the registry does not hold: none answers here (no test reaches the network).
+    offline = {**sqlite_env, "DRAFTERS_HUB_ENDPOINT": "http://127.0.0.1:9"}
+    result = drafters("find", "nobody/nothing", "--json", env=offline)
     one_line_failure(result, 1, "not in the registry")
     assert result.stdout == ""  # no half JSON document for a script to misread
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from registry.domain.catalog import load_catalog_data
+from registry.domain.upgrades import is_own_pretrained_parent, is_post_trained, is_upgrade
 from registry.domain.names import (
     RepoName,
     RepoNameError,
     derivative_kind,
     drafter_target_stem,
-    is_successor,
     name_key,
     parse_repo_id,
     split_repo_id,
@@ -319,6 +319,10 @@ def test_name_key_keeps_different_models_apart(left: str, right: str) -> None:
     assert name_key(left) != name_key(right)
 
 
+def upgrades(old: str, new: str, post_trained: bool = False) -> bool:
+    return is_upgrade(parse_repo_id(old), parse_repo_id(new), post_trained=post_trained)
+
+
 @pytest.mark.parametrize(
     ("old", "new"),
     [
@@ -331,36 +335,132 @@ def test_name_key_keeps_different_models_apart(left: str, right: str) -> None:
         ("Qwen/Qwen3.6-27B", "Qwen/Qwen3.8-27B"),
         ("deepseek-ai/DeepSeek-V4-Flash", "deepseek-ai/DeepSeek-V4-Flash-0731"),
         ("Qwen/Qwen3-4B-Instruct-2507", "Qwen/Qwen3-4B-Instruct-2510"),
+        ("Qwen/Qwen3.5-27B", "Qwen/Qwen3.6-35B-A3B"),  # a newer generation at another size
+        ("Qwen/Qwen3-8B", "Qwen/Qwen3.5-27B"),
+        ("openai/gpt-oss-20b", "openai/gpt-oss-20b-v2"),  # its first numbered release after an unversioned one
     ],
 )
-def test_is_successor(old: str, new: str) -> None:
-    assert is_successor(parse_repo_id(old), parse_repo_id(new))
-    assert not is_successor(parse_repo_id(new), parse_repo_id(old))
+def test_is_upgrade(old: str, new: str) -> None:
+    assert upgrades(old, new)
+    assert not upgrades(new, old)
 
 
 @pytest.mark.parametrize(
     ("old", "new", "why"),
     [
-        ("Qwen/Qwen3.5-27B", "Qwen/Qwen3.6-35B-A3B", "different size"),
-        ("Qwen/Qwen3.5-35B-A3B", "Qwen/Qwen3.6-35B-A4B", "different active size"),
         ("Qwen/Qwen3-Coder-30B-A3B-Instruct", "Qwen/Qwen3.5-30B-A3B-Instruct", "different line"),
         ("Qwen/Qwen3-8B", "Qwen/Qwen3-Coder-8B", "different line"),
-        ("google/gemma-3-12b-it", "google/gemma-4-12B", "different variant"),
+        ("google/gemma-3-12b-it", "google/gemma-4-12B", "the bare name may be the pretrained sibling"),
         ("Qwen/Qwen3-8B", "Qwen/Qwen3-8B", "same release"),
-        ("Qwen/Qwen3-8B", "Qwen/Qwen3-8B-FP8", "a quantized copy is not a newer generation"),
+        ("Qwen/Qwen3-8B", "qwen/qwen3-8b", "same release, typed in another case"),
+        ("Qwen/Qwen3-8B", "Qwen/Qwen3-8B-FP8", "a quantized copy is not a newer release"),
         ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3", "R and V are different lines"),
-        ("openai/gpt-oss-20b", "openai/gpt-oss-20b-v2", "no generation to compare"),
-        ("deepseek-ai/DeepSeek-V4-Flash", "deepseek-ai/DeepSeek-V4-Pro", "different variant"),
+        ("deepseek-ai/DeepSeek-V4-Flash", "deepseek-ai/DeepSeek-V4-Pro", "another tier of one generation"),
+        ("deepseek-ai/DeepSeek-V4-Flash", "deepseek-ai/DeepSeek-V4.1-Pro", "a tier swapped, not added"),
+        ("Qwen/Qwen3-8B", "someone/Qwen3.5-8B", "another org's upload"),
+        ("Qwen/Qwen3-4B-Thinking-2507", "Qwen/Qwen3-4B-Instruct-2510", "the other half of a split hybrid"),
     ],
 )
-def test_is_not_successor(old: str, new: str, why: str) -> None:
-    assert not is_successor(parse_repo_id(old), parse_repo_id(new)), why
+def test_is_not_upgrade(old: str, new: str, why: str) -> None:
+    assert not upgrades(old, new), why
 
 
 def test_generation_two_point_zero_equals_two() -> None:
-    assert not is_successor(parse_repo_id("x/Foo-2-7B"), parse_repo_id("x/Foo-2.0-7B"))
-    assert is_successor(parse_repo_id("x/Foo-2.0-7B"), parse_repo_id("x/Foo-2.1-7B"))
-    assert is_successor(parse_repo_id("x/Foo-3.9-7B"), parse_repo_id("x/Foo-3.10-7B"))
+    assert not upgrades("x/Foo-2-7B", "x/Foo-2.0-7B")
+    assert upgrades("x/Foo-2.0-7B", "x/Foo-2.1-7B")
+    assert upgrades("x/Foo-3.9-7B", "x/Foo-3.10-7B")
+
+
+# Issue 28 item 3: each of these was missed, or announced wrongly, by one of the two old rules (the alert's
+# is_newer_generation, the table's is_successor). `post_trained`: the new release's card names a pretrained model of
+# its own vendor as its base_model (finetune), see is_post_trained.
+ISSUE_CASES = [
+    ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen3-8B", True, True),  # card base_model: Qwen/Qwen3-8B-Base
+    ("moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2.5", True, True),  # continual pretraining atop Kimi-K2-Base
+    ("mistralai/Mistral-Small-3.2-24B-Instruct-2506", "mistralai/Mistral-Small-4-119B-2603", False, True),  # dated
+    ("Qwen/Qwen3-4B", "Qwen/Qwen3-4B-Instruct-2507", False, True),
+    ("deepseek-ai/DeepSeek-V3.1", "deepseek-ai/DeepSeek-V3.2-Exp", False, True),  # `Exp` is a stage, not a line
+    ("deepseek-ai/DeepSeek-V3.2", "deepseek-ai/DeepSeek-V3.2-Speciale", True, True),
+    ("openai/gpt-oss-20b", "openai/gpt-oss-2-20b", False, True),  # a first release with no version
+    ("moonshotai/Kimi-K2.6", "moonshotai/Kimi-K2.7-Code", False, False),  # a code variant: another use
+    ("moonshotai/Kimi-K3", "moonshotai/Kimi-K3.1-Pro", False, True),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "post_trained", "expected"), ISSUE_CASES)
+def test_the_issues_upgrade_cases(old: str, new: str, post_trained: bool, expected: bool) -> None:
+    assert upgrades(old, new, post_trained) is expected
+
+
+def test_a_bare_release_upgrades_an_instruct_one_only_when_its_card_or_date_says_it_is_post_trained() -> None:
+    assert not upgrades("moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2.5")  # a bare name alone: maybe pretrained
+    assert upgrades("moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2.5", post_trained=True)
+    assert is_post_trained("moonshotai/Kimi-K2.5", (("moonshotai/Kimi-K2-Base", "finetune"),))
+    assert is_post_trained("deepseek-ai/DeepSeek-V3.2-Speciale", (("deepseek-ai/DeepSeek-V3.2-Exp-Base", "finetune"),))
+    assert not is_post_trained("moonshotai/Kimi-K2.5", (("moonshotai/Kimi-K2-Base", "quantized"),))
+    assert not is_post_trained("moonshotai/Kimi-K2.5", (("moonshotai/Kimi-K3-Base", "finetune"),))  # a newer parent
+    assert not is_post_trained("acme/Kimi-K2.5", (("moonshotai/Kimi-K2-Base", "finetune"),))  # someone else's
+
+
+# Real naming shapes, each pair of repos public on the Hub (the URL of each repo is its source). Columns: old, new,
+# post_trained (the new card's base_model is its vendor's pretrained model: named in the comment), upgrade?
+HF = "https://huggingface.co/"
+REAL_SHAPES = [
+    # Qwen: bare post-trained releases (card base_model: the -Base sibling), dated updates, lines of their own
+    ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen3-8B", True, True),  # Qwen3-8B card: base_model Qwen/Qwen3-8B-Base
+    ("Qwen/Qwen3-4B", "Qwen/Qwen3-4B-Instruct-2507", False, True),
+    ("Qwen/Qwen3-4B", "Qwen/Qwen3-4B-Thinking-2507", False, True),
+    ("Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-30B-A3B-Instruct-2507", False, True),
+    ("Qwen/Qwen3-4B-Instruct-2507", "Qwen/Qwen3-4B-Thinking-2507", False, False),  # the other mode
+    ("Qwen/Qwen3-8B", "Qwen/Qwen3-8B-FP8", False, False),
+    ("Qwen/Qwen3-8B", "Qwen/Qwen3-8B-Base", False, False),  # the pretrained sibling
+    ("Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-Coder-30B-A3B-Instruct", False, False),  # another line
+    # Llama: pretrained bare, post-trained -Instruct
+    ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.3-70B-Instruct", False, True),
+    ("meta-llama/Meta-Llama-3-8B-Instruct", "meta-llama/Llama-3.1-8B-Instruct", False, True),
+    ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.2-3B", False, False),  # pretrained, undated, no card base
+    # Gemma: -pt and -it
+    ("google/gemma-2-9b-it", "google/gemma-3-12b-it", False, True),
+    ("google/gemma-3-12b-it", "google/gemma-3-12b-pt", False, False),
+    # DeepSeek: letters are lines, dates and stages order one generation
+    ("deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3-0324", False, True),
+    ("deepseek-ai/DeepSeek-V3-0324", "deepseek-ai/DeepSeek-V3.1", False, True),
+    ("deepseek-ai/DeepSeek-V3.1", "deepseek-ai/DeepSeek-V3.2-Exp", False, True),
+    ("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek-ai/DeepSeek-V3.2", True, True),  # base_model DeepSeek-V3.2-Exp-Base
+    ("deepseek-ai/DeepSeek-V3.2", "deepseek-ai/DeepSeek-V3.2-Speciale", True, True),  # base V3.2-Exp-Base
+    ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-R1-0528", False, True),
+    ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3.1", False, False),
+    # Kimi
+    ("moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2-Instruct-0905", False, True),
+    ("moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2-Base", False, False),
+    # GLM
+    ("zai-org/GLM-4.5", "zai-org/GLM-4.6", False, True),
+    ("zai-org/GLM-4.5", "zai-org/GLM-4.5-Air", False, False),  # a sibling of one generation, not a release after
+    # Mistral: dated post-trained releases, -Base-dated pretrained ones
+    ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", "mistralai/Mistral-Small-3.2-24B-Instruct-2506", False, True),
+    ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", "mistralai/Mistral-Small-3.1-24B-Base-2503", False, False),
+    # gpt-oss
+    ("openai/gpt-oss-20b", "openai/gpt-oss-120b", False, False),  # another size, no newer generation
+    # MiniMax
+    ("MiniMaxAI/MiniMax-M2", "MiniMaxAI/MiniMax-M2.1", False, True),
+    ("MiniMaxAI/MiniMax-M2.1", "MiniMaxAI/MiniMax-M2.5", False, True),
+    ("MiniMaxAI/MiniMax-M2.5", "MiniMaxAI/MiniMax-M2", False, False),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "post_trained", "expected"), REAL_SHAPES,
+                         ids=[f"{o}->{n}" for o, n, _, _ in REAL_SHAPES])
+def test_real_naming_shapes(old: str, new: str, post_trained: bool, expected: bool) -> None:
+    sources = (HF + old, HF + new)  # where each name is public
+    assert all(source.count("/") == 4 for source in sources)
+    assert upgrades(old, new, post_trained) is expected, sources
+
+
+def test_the_real_shapes_cover_every_vendor_the_issue_names() -> None:
+    orgs = {old.split("/")[0] for old, _, _, _ in REAL_SHAPES}
+    assert len(REAL_SHAPES) >= 20
+    assert orgs >= {"Qwen", "meta-llama", "google", "deepseek-ai", "moonshotai", "zai-org", "mistralai", "openai",
+                    "MiniMaxAI"}
 
 
 @pytest.mark.parametrize(
@@ -388,16 +488,6 @@ def test_derivative_kind(name: str, kind: str | None) -> None:
     assert derivative_kind(name) == kind
 
 
-def test_is_newer_generation_ignores_size_but_not_line() -> None:
-    from registry.domain.names import is_newer_generation
-
-    assert is_newer_generation(parse_repo_id("Qwen/Qwen3-8B"), parse_repo_id("Qwen/Qwen3.5-27B"))
-    assert is_newer_generation(parse_repo_id("google/gemma-3-12b-it"), parse_repo_id("google/gemma-4-E2B-it"))
-    assert not is_newer_generation(parse_repo_id("Qwen/Qwen3.5-27B"), parse_repo_id("Qwen/Qwen3-8B"))
-    assert not is_newer_generation(parse_repo_id("Qwen/Qwen3-8B"), parse_repo_id("Qwen/Qwen3-8B"))
-    assert not is_newer_generation(parse_repo_id("Qwen/Qwen3-8B"), parse_repo_id("Qwen/Qwen3.5-Coder-8B"))
-
-
 @pytest.mark.parametrize(("old", "new", "pairs"), [
     ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.4-8B", False),  # the pretrained sibling
     ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.4-8B-Instruct", True),
@@ -405,10 +495,11 @@ def test_is_newer_generation_ignores_size_but_not_line() -> None:
     ("google/gemma-3-12b-it", "google/gemma-4-E2B-it", True),
     ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen3-8B-Base", False),
     ("Qwen/Qwen3-8B", "Qwen/Qwen3.5-27B", True),
+    ("Qwen/Qwen3.5-27B", "Qwen/Qwen3-8B", False),
+    ("Qwen/Qwen3-8B", "Qwen/Qwen3.5-Coder-8B", False),
 ])
 def test_newer_generations_pair_like_with_like(old: str, new: str, pairs: bool) -> None:
-    from registry.domain.names import is_newer_generation
-    assert is_newer_generation(parse_repo_id(old), parse_repo_id(new)) is pairs
+    assert upgrades(old, new) is pairs
 
 
 @pytest.mark.parametrize(("release", "parent", "own"), [
@@ -421,7 +512,9 @@ def test_newer_generations_pair_like_with_like(old: str, new: str, pairs: bool) 
     ("meta-llama/Llama-Guard-3-8B", "meta-llama/Llama-3.1-8B", False),  # another line
     ("Qwen/Qwen2.5-7B", "Qwen/Qwen2.5-7B-Instruct", False),  # instruct is no pretrained parent
     ("Qwen/Qwen3-8B", "/home/user/models/Qwen3-8B-Base", False),  # a local path is no repo
+    ("moonshotai/Kimi-K2.5", "moonshotai/Kimi-K2-Base", True),  # continual pretraining atop an older base
+    ("deepseek-ai/DeepSeek-V3.2-Speciale", "deepseek-ai/DeepSeek-V3.2-Exp-Base", True),
+    ("moonshotai/Kimi-K2.5", "moonshotai/Kimi-K3-Base", False),  # a newer generation is no parent
 ])
 def test_a_vendors_own_pretrained_parent(release: str, parent: str, own: bool) -> None:
-    from registry.domain.names import is_own_pretrained_parent
     assert is_own_pretrained_parent(release, parent) is own

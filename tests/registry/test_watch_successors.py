@@ -75,3 +75,43 @@ def test_the_instruct_release_succeeds_the_instruct_release_and_the_pretrained_o
     # `drafters lag --upgrades` pairs the same way.
     rows = upgrade_table(store, (day + timedelta(days=5)).date())
     assert [(r.successor_repo_id, r.predecessor_repo_id, r.open) for r in rows] == [(new_it, old_it, True)]
+
+
+def _drafted(state: HubState, target: str, seed: int) -> None:
+    drafter = f"z-lab/{target.split('/')[1]}-DFlash"
+    state.add_repo(drafter, created_at=DAY_0 - timedelta(days=30), date=DAY_0 - timedelta(days=30),
+                   files=dflash_drafter_files(QWEN3_8B_DFLASH_CONFIG, seed), tags=("dflash",),
+                   card_data={"license": "mit", "base_model": target}, library_name="transformers")
+
+
+def test_the_alert_and_the_upgrades_table_pair_by_one_rule(store: Store, tmp_path: Path) -> None:
+    """Issue 28 item 3. Kimi-K2.5's card names Kimi-K2-Base (continual pretraining atop it), so the Hub tags it
+    `base_model:finetune:moonshotai/Kimi-K2-Base`: the vendor's post-trained upgrade of Kimi-K2-Instruct. Kimi-K3.1-Pro
+    upgrades Kimi-K3; Kimi-K2.7-Code, a code variant, upgrades nothing. The alert and the table agree on each."""
+    state = HubState()
+    old_day = DAY_0 - timedelta(days=300)
+    _release(state, "moonshotai/Kimi-K2-Base", old_day, 1, None)
+    _release(state, "moonshotai/Kimi-K2-Instruct", old_day, 2, "moonshotai/Kimi-K2-Base")
+    _release(state, "moonshotai/Kimi-K2.6", old_day, 3, None)
+    _release(state, "moonshotai/Kimi-K3", old_day, 4, None)
+    for seed, target in enumerate(("moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2.6", "moonshotai/Kimi-K3")):
+        _drafted(state, target, 20 + seed)
+    with FakeHub(state) as hub:
+        client = HubClient(hub.url, None, tmp_path / "cache", timeout=5.0, max_retries=1, backoff_base=0.01)
+        watcher = Watcher(store, client, ["moonshotai", "z-lab"])
+        assert not watcher.poll_once().errors
+        day = DAY_0 + timedelta(days=10)
+        _release(state, "moonshotai/Kimi-K2.5", day, 5, "moonshotai/Kimi-K2-Base")
+        _release(state, "moonshotai/Kimi-K2.7-Code", day, 6, None)
+        _release(state, "moonshotai/Kimi-K3.1-Pro", day, 7, None)
+        report = watcher.poll_once()
+    assert not report.errors
+    assert store.reads.get_checkpoint("moonshotai/Kimi-K2.5").kind == "base"  # the vendor's own, not a finetune
+    alerted = sorted((e.subject, tuple(e.payload["predecessors"])) for e in report.events if e.type == "base_upgrade")
+    expected = [("moonshotai/Kimi-K2.5", ("moonshotai/Kimi-K2-Instruct",)),
+                ("moonshotai/Kimi-K3.1-Pro", ("moonshotai/Kimi-K3",))]
+    assert alerted == expected
+    rows = upgrade_table(store, (day + timedelta(days=5)).date())
+    # The table also shows Kimi-K3 (recorded at the first poll, so never announced) as the upgrade of Kimi-K2.6.
+    assert sorted((r.successor_repo_id, (r.predecessor_repo_id,)) for r in rows) == sorted(
+        [*expected, ("moonshotai/Kimi-K3", ("moonshotai/Kimi-K2.6",))])
