@@ -41,6 +41,7 @@ LAYERS: tuple[tuple[str, str, int], ...] = (
     ("registry.watch", "registry watch", 5),
     ("registry.alerts", "registry alerts", 5),
     ("registry.reports", "registry reads", 5),
+    ("registry.typed_ids", "registry reads", 5),
     ("registry.calibration", "registry reads", 5),
     ("registry.hub", "registry sources", 4),
     ("registry.local", "registry sources", 4),

@@ -25,18 +25,10 @@ from registry.domain.public_lists import coverage as list_coverage
 from registry.domain.public_lists import load_public_lists
 from registry.hub import HubClient
 from registry.local import looks_like_folder, resolve_side
-from registry.reports import (
-    LagRow,
-    Resolved,
-    built_in_label,
-    find_for_checkpoint,
-    lag_by,
-    lag_table,
-    resolve_checkpoint,
-    upgrade_table,
-)
+from registry.reports import LagRow, built_in_label, find_for_checkpoint, lag_by, lag_table, upgrade_table
 from registry.settings import get_settings
 from registry.store import Store
+from registry.typed_ids import Resolved, resolve_checkpoint
 from registry.store.catalog_import import load_catalog
 from registry.store.db import current_revision, head_revision
 from registry.store.roles import create_readonly_role
