@@ -17,7 +17,7 @@ from drafters.cli.common import Failed, JsonOption, UserError, app, open_store
 from drafters.cli.runs_view import fmt, print_runs, run_json
 from registry import calibration
 from registry.domain.engines import SERVER_KINDS, VERIFIER_ENGINES as ENGINES
-from registry.domain.measurement import DEFAULT_REPEATS
+from registry.domain.measurement import AUTO_DTYPE, DEFAULT_REPEATS
 from registry.domain.run import Run
 from registry.settings import get_settings
 from registry.store import Store
@@ -71,6 +71,7 @@ def run_with_progress(store: Store, request: VerifyRequest, label: str) -> Run:
 
 PromptsOption = Annotated[list[Path] | None, typer.Option("--prompts", help="JSONL prompt file (repeatable).")]
 SetsOption = Annotated[str | None, typer.Option(help="Bundled prompt sets, comma-separated (default: all four).")]
+DtypeHelp = "auto (default: bfloat16 on CUDA, float32 on a CPU), float32, bfloat16 or float16."
 EngineHelp = "pytorch (default) or llamacpp (llama-server; needs the llamacpp extra)."
 
 
@@ -86,7 +87,7 @@ def verify_command(
     seed: Annotated[int, typer.Option()] = 0,
     repeats: Annotated[int, typer.Option(help="Measured repeats (speed spread is over them).")] = DEFAULT_REPEATS,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:1 ...")] = "auto",
-    dtype: Annotated[str, typer.Option()] = "float32",
+    dtype: Annotated[str, typer.Option(help=DtypeHelp)] = AUTO_DTYPE,
     draft_length: Annotated[int | None, typer.Option(help="Drafted tokens per round (default: the method's).")] = None,
     thinking: Annotated[bool, typer.Option(help="Render chat prompts with thinking on.")] = False,
     engine: Annotated[str, typer.Option(help=EngineHelp)] = "pytorch",
@@ -126,7 +127,7 @@ def compare_command(
     seed: Annotated[int, typer.Option()] = 0,
     repeats: Annotated[int, typer.Option(help="Measured repeats (speed spread is over them).")] = DEFAULT_REPEATS,
     device: Annotated[str, typer.Option()] = "auto",
-    dtype: Annotated[str, typer.Option()] = "float32",
+    dtype: Annotated[str, typer.Option(help=DtypeHelp)] = AUTO_DTYPE,
     engine: Annotated[list[str] | None, typer.Option(help=f"Repeatable: {EngineHelp}")] = None,
     as_json: JsonOption = False,
 ) -> None:

@@ -13,6 +13,7 @@ from registry.calibration import PricingInputError, measured_acceptance, side_fa
 from registry.calibration.fit import SideFacts
 from registry.domain import pricing
 from registry.domain.catalog import load_catalog_data
+from registry.domain.conditions import pricing_problem
 from registry.domain.coverage import layout_of
 from registry.domain.gpus import Gpu, GpuCatalogError, find_gpu, load_gpus
 from registry.domain.launch import DraftLength, PairFacts
@@ -105,15 +106,15 @@ def _side_facts(store: Store, ref: str, sha: str | None, *, drafter: bool) -> Si
 
 
 def _acceptance(store: Store, pair: PairFacts, runs: Sequence[Run] | None) -> pricing.Acceptance | None:
-    """The newest successful run's per-position acceptance: from `runs` (the target's, newest first) when the
-    caller has read them, else from the store."""
+    """The newest run's per-position acceptance that may feed pricing (`pricing_problem`: successful, not lossy,
+    not overloaded): from `runs` (the target's, newest first) when the caller has read them, else from the store."""
     if runs is None:
         try:
             return measured_acceptance(store, pair.target, pair.drafter)
         except PricingInputError:
             return None
-    run = next((r for r in runs if r.drafter == pair.drafter and r.status == "ok" and r.per_position_acceptance),
-               None)
+    run = next((r for r in runs if r.drafter == pair.drafter and r.per_position_acceptance
+                and pricing_problem(r) is None), None)
     if run is None:
         return None
     names = tuple(s.name for s in run.per_set)

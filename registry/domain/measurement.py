@@ -14,6 +14,14 @@ from dataclasses import dataclass, field
 
 METRIC_VERSION = 2  # the metric definitions of verifier.metrics; runs stored before versions existed are 1
 DTYPES = ("float32", "float16", "bfloat16")
+# A dtype to choose by device: bfloat16 on CUDA (what serving engines and autoverify run), float32 on a CPU (where
+# bfloat16 matmuls are slow and float32 is exact). A run stores the dtype it chose, never "auto".
+AUTO_DTYPE = "auto"
+
+
+def dtype_for(device_type: str) -> str:
+    """The dtype "auto" stands for on a device of this type ("cuda", "cpu", …)."""
+    return "bfloat16" if device_type == "cuda" else "float32"
 DEFAULT_REPEATS = 5  # benchmarks take at least this many repeats unless a caller (a test) asks for fewer
 
 
@@ -125,8 +133,8 @@ class RunSettings:
             problems.append("cost_repeats must be at least 1")
         if self.draft_length is not None and self.draft_length < 1:
             problems.append("draft_length must be at least 1 (or unset for the method's default)")
-        if self.dtype not in DTYPES:
-            problems.append(f"dtype must be one of {', '.join(DTYPES)}")
+        if self.dtype not in (*DTYPES, AUTO_DTYPE):
+            problems.append(f"dtype must be one of {', '.join((*DTYPES, AUTO_DTYPE))}")
         if problems:
             raise ValueError("invalid run settings: " + "; ".join(problems))
 
@@ -146,6 +154,20 @@ class Divergence:
     target_logit_margin: float | None = None
     # The target's logit of the baseline token minus that of the speculative token at the same position.
     speculative_token_gap: float | None = None
+    # "tie": the run's dtype cannot tell the two tokens apart at this position (`TIE_RULE`); "diverged": it can, so
+    # the speculative output left the target's; None: not judged (an engine that cannot re-score, an older run).
+    verdict: str | None = None
+    # The same gap from a float32 copy of the target (the weights the run ran, scored without rounding to its dtype).
+    float32_gap: float | None = None
+    # The largest gap the rule calls a tie here: one unit in the last place of the run's dtype at these logits.
+    tie_tolerance: float | None = None
+
+
+TIE = "tie"
+DIVERGED = "diverged"
+# How `Divergence.verdict` is decided (verifier.engines.pytorch.judge_divergence); printed with a tie.
+TIE_RULE = ("re-scored on the baseline's prefix: the two tokens' logits in the run's dtype and in float32 both lie "
+            "within one unit in the last place of the run's dtype at that magnitude")
 
 
 @dataclass(frozen=True)

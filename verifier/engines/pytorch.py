@@ -7,6 +7,8 @@ Baseline and speculative decoding share one loop (`verifier.decode`) and one tok
 
 from __future__ import annotations
 
+import copy
+import math
 import platform
 import resource
 import time
@@ -21,7 +23,7 @@ from verifier.decode import DecodeResult, decode, new_cache, synchronize
 from registry.local import weight_bytes
 from verifier.folders import files_digest
 from verifier.harness import run
-from registry.domain.measurement import Divergence, RunSettings
+from registry.domain.measurement import AUTO_DTYPE, DIVERGED, TIE, Divergence, RunSettings, dtype_for
 from registry.domain.run import Run
 from verifier.harness.contract import (
     EngineReport,
@@ -33,7 +35,7 @@ from verifier.harness.contract import (
 )
 from verifier.harness.pair_check import refuse_incompatible
 from verifier.harness.provenance import snapshot_sha
-from verifier.loading import LoadedTarget, load_target
+from verifier.loading import LoadedTarget, load_target, resolve_device
 from registry.domain.measurement import ForwardCosts
 from verifier.metrics import StepCounts
 from verifier.prompts import PromptSet, encode_prompt
@@ -58,6 +60,7 @@ class TorchEngine:
         self.settings = settings
         self.device = target.device
         self.eos_ids = _eos_token_ids(target)
+        self._float32: Any = None
 
     @classmethod
     def load(cls, target_dir: Path, drafter_dir: Path | None, settings: RunSettings) -> TorchEngine:
@@ -152,8 +155,24 @@ class TorchEngine:
         found = first_divergence(baseline, speculative, set_name, prompt_index, repeat)
         if found is None:
             return None
-        return with_target_margin(found, self.target.model, torch.tensor(list(prompt_ids), device=self.device),
-                                  baseline)
+        prompt = torch.tensor(list(prompt_ids), device=self.device)
+        found = with_target_margin(found, self.target.model, prompt, baseline)
+        return judge_divergence(found, self.target.model, self._float32_target(), prompt, baseline)
+
+    def _float32_target(self) -> Any:
+        """The target's weights in float32, for re-scoring a divergence (built once, on first need; the model
+        itself when it runs in float32)."""
+        model = self.target.model
+        if next(model.parameters()).dtype == torch.float32:
+            return model
+        if self._float32 is None:
+            try:
+                self._float32 = copy.deepcopy(model).to(torch.float32)
+            except torch.OutOfMemoryError:  # no room for a float32 copy beside the model: score it on the host
+                torch.cuda.empty_cache()
+                self._float32 = copy.deepcopy(model.to("cpu")).to(torch.float32)
+                model.to(self.device)
+        return self._float32
 
     def reset_peak_memory(self) -> None:
         if self.device.type == "cuda":
@@ -186,6 +205,8 @@ def run_pair(
     """Measure the drafter at `drafter_dir` (None: baseline only) on the target at `target_dir`."""
     if not prompt_sets or any(not s.prompts for s in prompt_sets):
         raise ValueError("run_pair needs at least one non-empty prompt set")
+    if settings.dtype == AUTO_DTYPE:
+        settings = replace(settings, dtype=dtype_for(resolve_device(settings.device).type))
     engine = TorchEngine.load(Path(target_dir), drafter_dir, settings)
     return run.run(engine, prompt_sets, settings, progress, target_dir=Path(target_dir),
                        drafter=Path(drafter_dir) if drafter_dir is not None else None)
@@ -223,6 +244,41 @@ def with_target_margin(
     if divergence.speculative_token is not None:
         gap = float(logits[divergence.baseline_token] - logits[divergence.speculative_token])
     return replace(divergence, target_logit_margin=float(top[0] - top[1]), speculative_token_gap=gap)
+
+
+def ulp(value: float, dtype: torch.dtype) -> float:
+    """One unit in the last place of `dtype` at the magnitude of `value` (the spacing of representable values)."""
+    info = torch.finfo(dtype)  # eps: the spacing just above 1.0
+    magnitude = max(abs(value), info.tiny)
+    return float(2.0 ** math.floor(math.log2(magnitude)) * info.eps)
+
+
+@torch.inference_mode()
+def judge_divergence(divergence: Divergence, model: Any, float32_model: Any, prompt_ids: torch.Tensor,
+                     baseline: Sequence[int]) -> Divergence:
+    """`divergence` judged a tie or a divergence (`registry.domain.measurement.TIE_RULE`).
+
+    At temperature 0 speculative decoding must pick the target's argmax; with rounding (bf16), the argmax of two
+    tokens whose logits the dtype cannot separate is decided by the rounding of whichever pass computes it (a
+    single-token step or a verify pass over several), so either token is the target's choice there. It is a tie
+    when both the run's own dtype (an uncached forward on the baseline's prefix) and float32 (the same weights,
+    unrounded) put the two logits within one ulp of the run's dtype; anything wider is a divergence, however small
+    (a float32 run ties only at an exact float32 tie). A divergence where the baseline ended is never a tie.
+    """
+    if divergence.baseline_token is None or divergence.speculative_token is None:
+        return replace(divergence, verdict=DIVERGED)
+    dtype = next(model.parameters()).dtype
+    prefix = torch.tensor(list(baseline[: divergence.position]), dtype=torch.long, device=prompt_ids.device)
+    ids = torch.cat([prompt_ids, prefix])[None]
+    own = model(input_ids=ids, logits_to_keep=1).logits[0, -1].float()
+    device = next(float32_model.parameters()).device
+    exact = float32_model(input_ids=ids.to(device), logits_to_keep=1).logits[0, -1].float()
+    base, spec = divergence.baseline_token, divergence.speculative_token
+    own_gap = float(own[base] - own[spec])
+    exact_gap = float(exact[base] - exact[spec])
+    tolerance = ulp(max(abs(float(own[base])), abs(float(own[spec]))), dtype)
+    tie = abs(own_gap) <= tolerance and abs(exact_gap) <= tolerance
+    return replace(divergence, verdict=TIE if tie else DIVERGED, float32_gap=exact_gap, tie_tolerance=tolerance)
 
 
 def _peak_memory(device: torch.device) -> tuple[int, str]:

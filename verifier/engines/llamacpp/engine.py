@@ -16,11 +16,12 @@ import platform
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from registry.domain.engines import VERIFIER_ENGINES
+from registry.domain.measurement import AUTO_DTYPE, dtype_for
 from registry.domain.llama_commands import LLAMA_SPEC_TYPES, NEEDS_TARGET_DIR
 from registry.settings import get_settings
 from verifier.counters import NO_COUNTS, SpecCounters
@@ -198,6 +199,9 @@ def load_llamacpp_engine(target_dir: Path, drafter: Path | None, settings: Any,
         cache = options.gguf_cache
     else:
         cache = get_settings().models_dir / "gguf"
+    if settings.dtype == AUTO_DTYPE:  # bf16 where llama-server offloads to a GPU, f32 on a CPU build
+        on_gpu = binary.backend != "cpu" and device_args == ()
+        settings = replace(settings, dtype=dtype_for("cuda" if on_gpu else "cpu"))
     outtype = OUTTYPES[settings.dtype]
     engine = LlamaCppEngine(binary=binary, target_dir=target_dir,
                             target_gguf=cached_gguf(target_dir, cache, source=source, build=binary.build,
@@ -240,7 +244,7 @@ def run_llamacpp_pair(
     longest = max(len(engine.encode(p)) for s in prompt_sets for p in s.prompts)
     ctx_size = -(-(longest + settings.max_new_tokens + engine.draft_length + 16) // 256) * 256
     with tempfile.TemporaryDirectory(prefix="drafters-llama-server-") as logs, engine.serving(ctx_size, Path(logs)):
-        return measure(engine, prompt_sets, settings, progress, target_dir=Path(target_dir),
+        return measure(engine, prompt_sets, engine.settings, progress, target_dir=Path(target_dir),
                            drafter=Path(drafter) if drafter is not None else None)
 
 
