@@ -102,19 +102,16 @@ def conditions_label(*, temperature: float | None, dtype: str | None, draft_leng
                      max_new_tokens: int | None, prompt_sets: str | None, lossless: bool | None, model: str,
                      metric_version: int | None) -> str:
     """One line naming the conditions, e.g. "T=0 · bfloat16 · γ=4 · 512 new tokens · prompts 1a2b3c4d · lossless ·
-    checkpoint · metrics v2"; "?" where the run does not say."""
-    def known(value: Any, text: str) -> str:
-        return "?" if value is None else text
-
+    checkpoint · metrics v2"; "dtype ?" and so on where the run does not say."""
     exactness = "lossless" if lossless else "lossy" if lossless is False else "exactness unchecked"
     parts = [
-        known(temperature, f"T={temperature:g}" if temperature is not None else ""),
-        known(dtype, str(dtype)),
-        known(draft_length, f"γ={draft_length}"),
-        known(max_new_tokens, f"{max_new_tokens} new tokens"),
-        known(prompt_sets, f"prompts {str(prompt_sets)[:8]}"),
+        "T ?" if temperature is None else f"T={temperature:g}",
+        "dtype ?" if dtype is None else str(dtype),
+        "γ ?" if draft_length is None else f"γ={draft_length}",
+        "new tokens ?" if max_new_tokens is None else f"{max_new_tokens} new tokens",
+        "prompts ?" if prompt_sets is None else f"prompts {str(prompt_sets)[:8]}",
         exactness,
         model,
-        known(metric_version, f"metrics v{metric_version}"),
+        "metrics ?" if metric_version is None else f"metrics v{metric_version}",
     ]
     return " · ".join(parts)
