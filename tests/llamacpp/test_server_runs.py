@@ -221,7 +221,8 @@ def test_llama_cpp_throughput_is_not_below_pytorchs_on_the_same_tiny_target(
     overhead dominates and llama.cpp runs many times faster (~4,000 vs ~50-150 tok/s here), so llama.cpp at under
     half of PyTorch's tok/s is a broken measurement, not a property of the engines: the check that would have caught
     a llama.cpp baseline of 10.1 tok/s beside PyTorch's 53 (llama-server's default threads spinning on a busy
-    machine). The engine now picks its thread count and records it, and every run records the machine's load."""
+    machine). The engine now picks its thread count and records it, and every run records the machine's load.
+    Bounded from above as well: an inflated llama.cpp figure is as wrong as a deflated one."""
     from verifier.engines.llamacpp.server import default_threads
     from verifier.engines.pytorch import run_pair
 
@@ -241,3 +242,9 @@ def test_llama_cpp_throughput_is_not_below_pytorchs_on_the_same_tiny_target(
     llama_tps = llama.overall.baseline.tokens_per_s
     torch_tps = torch_run.overall.baseline.tokens_per_s
     assert llama_tps >= 0.5 * torch_tps, (llama_tps, torch_tps)
+    # And from above: tens of times PyTorch's is what eager per-forward overhead explains; a timing that read as 0
+    # or in the wrong unit gives a thousand times and more. Each request's timings were checked against its wall
+    # clock too (`checked_timings`), and the run says what share of it they covered.
+    assert llama_tps <= 300 * torch_tps, (llama_tps, torch_tps)
+    low, high = llama.provenance["timings"]["share_of_wall_clock"]
+    assert 0.25 <= low <= high
