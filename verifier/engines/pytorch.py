@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from verifier.decode import DecodeResult, decode, new_cache, synchronize
+from verifier.decode import DecodeResult, decode, new_cache, synchronize, transformers_problem
 from registry.local import weight_bytes
 from verifier.folders import files_digest
 from verifier.harness import run
@@ -64,7 +64,10 @@ class TorchEngine:
 
     @classmethod
     def load(cls, target_dir: Path, drafter_dir: Path | None, settings: RunSettings) -> TorchEngine:
-        # Judged from the folders before a weight is loaded: an incompatible pair costs no load.
+        # Judged before a weight is loaded: an unusable transformers or an incompatible pair costs no load.
+        problem = transformers_problem()
+        if problem is not None:
+            raise IncompatiblePair([problem])
         method = refuse_incompatible(Path(target_dir), Path(drafter_dir), settings.method) if drafter_dir else None
         target = load_target(Path(target_dir), device=settings.device, dtype=settings.dtype)
         if drafter_dir is None or method is None:  # (method is None only without a drafter)
