@@ -19,7 +19,15 @@ from typing import Any
 
 import torch
 
-from verifier.decode import DecodeResult, decode, new_cache, synchronize, transformers_problem
+from verifier.decode import (
+    DecodeResult,
+    accept_greedy,
+    accept_sampled,
+    decode,
+    new_cache,
+    synchronize,
+    transformers_problem,
+)
 from registry.local import weight_bytes
 from verifier.folders import files_digest
 from verifier.harness import run
@@ -104,14 +112,16 @@ class TorchEngine:
     def forward_costs(self, context_ids: Sequence[int], repeats: int) -> ForwardCosts | None:
         """T(1), T(γ+1) and one drafting step, timed outside the loop on a real state at this context.
 
-        After a prefill of the context, each repeat (one untimed warm-up first) drafts once (T_draft), verifies the
-        drafts in one target forward (T(γ+1)), commits the accepted prefix as the loop does (so the drafter sees a
-        real next state), and runs the target on the pending token alone (T(1)), which is then dropped again.
+        After a prefill of the context, each repeat (one untimed warm-up first) drafts once at the run's temperature
+        (T_draft), verifies the drafts in one target forward (T(γ+1)), accepts and commits as the loop does (so the
+        drafter sees a real next state), and runs the target on the pending token alone (T(1)), which is then
+        dropped again.
         """
         proposer = self.proposer
         if proposer is None or proposer.draft_length < 1:
             return None
         model, device = self.target.model, self.device
+        temperature = self.settings.temperature
         hidden = proposer.needs_hidden_states
         ids = torch.tensor(list(context_ids), device=device)
         generator = torch.Generator(device=device).manual_seed(0)
@@ -124,7 +134,10 @@ class TorchEngine:
         for attempt in range(1 + repeats):
             synchronize(device)
             started = time.perf_counter()
-            drafts = proposer.propose(0.0, generator).tokens.to(device=device, dtype=torch.long)
+            # Drafted as the loop drafts at this temperature (sampling costs what it costs: at T>0 a draft LM
+            # samples each token from its distribution, greedy drafting would time another computation).
+            proposal = proposer.propose(temperature, generator)
+            drafts = proposal.tokens.to(device=device, dtype=torch.long)
             synchronize(device)
             drafted_at = time.perf_counter()
             start = committed_length - 1
@@ -132,10 +145,11 @@ class TorchEngine:
             out = model(input_ids=verify_ids[None], cache=cache, use_cache=True, output_hidden_states=hidden)
             synchronize(device)
             verified_at = time.perf_counter()
-            choices = torch.argmax(out.logits[0], dim=-1)
-            n_accepted = int((drafts == choices[: drafts.shape[0]]).long().cumprod(0).sum())
+            if temperature == 0:
+                n_accepted, pending = accept_greedy(out.logits[0], drafts)
+            else:
+                n_accepted, pending = accept_sampled(out.logits[0], proposal, drafts, temperature, generator)
             cache.crop(-(drafts.shape[0] - n_accepted))
-            pending = int(choices[n_accepted])
             committed = torch.tensor([*drafts[:n_accepted].tolist(), pending], device=device)
             committed_length += n_accepted + 1
             proposer.observe(n_accepted, committed,
