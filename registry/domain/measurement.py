@@ -25,6 +25,20 @@ def dtype_for(device_type: str) -> str:
 DEFAULT_REPEATS = 5  # benchmarks take at least this many repeats unless a caller (a test) asks for fewer
 
 
+# What a run's one memory figure (`Run.peak_memory_bytes`) is, by `Run.peak_memory_kind`. Each is measured for
+# the run alone (reset when its measurement starts), weights and caches included.
+MEMORY_KINDS = {
+    "cuda_max_memory_allocated": "peak CUDA memory allocated by torch during the run (reset at its start; the "
+                                 "allocator's reserve and the CUDA context are not counted)",
+    "process_rss_peak_of_run": "peak resident memory of the verifying process during the run (Linux VmHWM, reset "
+                               "at its start: the weights it holds are counted, an earlier job's peak is not)",
+    "process_rss_peak": "peak resident memory of the whole process so far (ru_maxrss; may include earlier jobs of "
+                        "the same worker): stored by older runs, or where the peak cannot be reset",
+    "llama_server_rss_peak": "peak resident host memory of the llama-server that ran the pair (Linux VmHWM over "
+                             "its life, which is this run)",
+}
+
+
 @dataclass(frozen=True)
 class Spread:
     median: float

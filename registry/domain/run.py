@@ -75,7 +75,9 @@ class Run:
     ties: int | None = None
     forward_costs: ForwardCosts | None = None
     peak_memory_bytes: int | None = None
-    peak_memory_kind: str | None = None  # "cuda_max_memory_allocated", "process_rss_peak", "llama_server_rss_peak"
+    # What the figure is: a key of registry.domain.measurement.MEMORY_KINDS; None with the figure when unknown
+    # (llama-server offloading to a GPU reports no VRAM peak).
+    peak_memory_kind: str | None = None
     target_weight_bytes: int | None = None
     drafter_weight_bytes: int | None = None
     metric_version: int = METRIC_VERSION

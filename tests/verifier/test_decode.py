@@ -108,7 +108,7 @@ def test_run_dict_holds_metrics_and_provenance(trained_run: Run, tiny_target_dir
     # A round can emit fewer tokens than it accepted (at EOS or max_new_tokens), never more.
     assert 1.0 < result.tau_emitted <= result.tau
     assert 0.0 < result.overall.speculative.draft_time_share < 1.0
-    assert result.peak_memory_bytes > 0 and result.peak_memory_kind == "process_rss_peak"
+    assert result.peak_memory_bytes > 0 and result.peak_memory_kind == "process_rss_peak_of_run"
     assert result.target_weight_bytes > result.drafter_weight_bytes > 0
     assert {s.name for s in result.per_set} == {"code", "math", "chat", "multilingual"}
     provenance = result.provenance

@@ -69,6 +69,7 @@ class TorchEngine:
         self.device = target.device
         self.eos_ids = _eos_token_ids(target)
         self._float32: Any = None
+        self._rss_reset = False  # whether the process's peak resident memory was reset when the run began
 
     @classmethod
     def load(cls, target_dir: Path, drafter_dir: Path | None, settings: RunSettings) -> TorchEngine:
@@ -194,9 +195,11 @@ class TorchEngine:
     def reset_peak_memory(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
+        else:
+            self._rss_reset = reset_process_peak_rss()
 
     def report(self) -> EngineReport:
-        peak_bytes, peak_kind = _peak_memory(self.device)
+        peak_bytes, peak_kind = _peak_memory(self.device, self._rss_reset)
         return EngineReport(
             peak_memory_bytes=peak_bytes,
             peak_memory_kind=peak_kind,
@@ -298,9 +301,37 @@ def judge_divergence(divergence: Divergence, model: Any, float32_model: Any, pro
     return replace(divergence, verdict=TIE if tie else DIVERGED, float32_gap=exact_gap, tie_tolerance=tolerance)
 
 
-def _peak_memory(device: torch.device) -> tuple[int, str]:
+PROC_SELF = Path("/proc/self")
+
+
+def reset_process_peak_rss() -> bool:
+    """Reset this process's peak resident memory (Linux VmHWM) to its current resident memory, so the peak read at
+    the end is this run's, weights included; False where the kernel offers no reset (then the lifetime peak)."""
+    try:
+        (PROC_SELF / "clear_refs").write_text("5")
+    except OSError:
+        return False
+    return _vm_hwm() is not None
+
+
+def _vm_hwm() -> int | None:
+    try:
+        status = (PROC_SELF / "status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024  # kB
+    return None
+
+
+def _peak_memory(device: torch.device, rss_reset: bool) -> tuple[int, str]:
+    """The run's one memory figure and what it is (registry.domain.measurement.MEMORY_KINDS)."""
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device)), "cuda_max_memory_allocated"
+    peak = _vm_hwm() if rss_reset else None
+    if peak is not None:
+        return peak, "process_rss_peak_of_run"
     # Linux reports ru_maxrss in KiB; it is the peak of the whole process so far, not of this run alone.
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "process_rss_peak"
 

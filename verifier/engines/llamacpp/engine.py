@@ -168,9 +168,15 @@ class LlamaCppEngine:
             "ctx_size": self._ctx_size,
             "transformers_version": _transformers_version(),
         }
+        # One figure, of the server that ran what is measured: the pair's (target and drafter) when there is a
+        # drafter, else the target's. With layers offloaded to a GPU its host RSS leaves out the weights in VRAM,
+        # and llama-server reports no VRAM peak: unknown, not a host figure passed off as the pair's memory.
+        server = self._servers.get(self.draft is not None) or self._servers.get(False)
+        offloaded = self.binary.backend != "cpu" and self.device_args == ()
+        peak = server.peak_rss_bytes if server is not None and not offloaded else None
         return EngineReport(
-            peak_memory_bytes=max((s.peak_rss_bytes for s in self._servers.values()), default=0),
-            peak_memory_kind="llama_server_rss_peak",
+            peak_memory_bytes=peak,
+            peak_memory_kind="llama_server_rss_peak" if peak is not None else None,
             target_weight_bytes=self.target_gguf.size_bytes,
             drafter_weight_bytes=self.drafter_gguf.size_bytes if self.drafter_gguf else None,
             provenance=provenance,
