@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-METRIC_VERSION = 2  # the metric definitions of verifier.metrics; runs stored before versions existed are 1
+METRIC_VERSION = 3  # the metric definitions of verifier.metrics; runs stored before versions existed are 1
 DTYPES = ("float32", "float16", "bfloat16")
 # A dtype to choose by device: bfloat16 on CUDA (what serving engines and autoverify run), float32 on a CPU (where
 # bfloat16 matmuls are slow and float32 is exact). A run stores the dtype it chose, never "auto".
@@ -201,6 +201,10 @@ class SetMeasurement:
     decode_speedup: Spread | None = None  # decode only: time per token after the first
     acceptance: Acceptance | None = None  # pooled over repeats
     tau_emitted: float | None = None
+    # τ as z-lab's benchmark counts it (drafts accepted past the end of the output included); None where the engine
+    # does not see it (llama-server) or the run predates it
+    tau_verified: float | None = None
+    tau_per_prompt: float | None = None  # the mean over prompts of each prompt's τ (z-lab's average)
     ideal_speedup: float | None = None  # from the run's bare forward costs; None without them
     efficiency: float | None = None  # median decode-only speedup ÷ ideal speedup
     lossless: bool | None = None  # greedy runs only

@@ -113,7 +113,7 @@ def test_greedy_output_equals_the_target_alone_and_counters_add_up(
     assert pair.provenance["counters"]["metrics_disagreed"] == 0
     assert 1.0 <= pair.overall.tau_emitted <= acceptance.tau
     assert pair.provenance["draft_parameters"]["spec_draft_n_max"] == pair.draft_length == 4
-    assert pair.provenance["metric_version"] == 2 and pair.provenance["seed_scheme"].startswith("sha256")
+    assert pair.provenance["metric_version"] == 3 and pair.provenance["seed_scheme"].startswith("sha256")
     # llama-server times no single forward: no ideal speedup, rather than a made-up one.
     assert pair.forward_costs is None and pair.overall.efficiency is None
 

@@ -96,7 +96,7 @@ def test_run_dict_holds_metrics_and_provenance(trained_run: Run, tiny_target_dir
     assert sum(acc.histogram) == acc.rounds
     assert len(acc.conditional) == 4
     assert result.speedup == pytest.approx(result.tokens_per_s / result.baseline_tokens_per_s)
-    assert result.metric_version == 2
+    assert result.metric_version == 3
     assert result.efficiency == pytest.approx(result.decode_speedup / result.overall.ideal_speedup)
     costs = result.forward_costs
     assert costs is not None
@@ -119,7 +119,7 @@ def test_run_dict_holds_metrics_and_provenance(trained_run: Run, tiny_target_dir
     assert provenance["target_sha"] is None
     assert provenance["torch_threads"] == torch.get_num_threads()
     assert provenance["attn_implementation"] and provenance["verifier_version"]
-    assert provenance["target_tokenizer_digest"] and provenance["metric_version"] == 2
+    assert provenance["target_tokenizer_digest"] and provenance["metric_version"] == 3
     assert "target_generation_config_digest" in provenance and "verifier_git_sha" in provenance
 
 

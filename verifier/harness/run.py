@@ -200,6 +200,7 @@ def summarize(name: str, digest: str, trials: _Trials, costs: ForwardCosts | Non
     # Engines that see every round (PyTorch) give the full histogram; the others their counters.
     measured = acceptance(rounds) if rounds else counts_acceptance(counts)
     tau_emitted = counts.tau_emitted
+    per_prompt = [tau for g in generations if (tau := g.counts.tau) is not None]
     ideal = None
     if costs is not None and tau_emitted is not None:
         # The decode-only speedup counts emitted tokens, so the ideal does too (τ also counts drafts accepted past
@@ -214,6 +215,8 @@ def summarize(name: str, digest: str, trials: _Trials, costs: ForwardCosts | Non
         decode_speedup=decode_spread,
         acceptance=measured,
         tau_emitted=tau_emitted,
+        tau_verified=counts.tau_verified,
+        tau_per_prompt=statistics.mean(per_prompt) if per_prompt else None,
         ideal_speedup=ideal,
         efficiency=decode_spread.median / ideal if ideal and decode_spread else None,
         lossless=lossless,
