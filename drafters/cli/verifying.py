@@ -17,7 +17,7 @@ from drafters.cli.common import Failed, JsonOption, UserError, app, open_store
 from drafters.cli.runs_view import fmt, print_runs, run_json
 from registry import calibration
 from registry.domain.engines import SERVER_KINDS, VERIFIER_ENGINES as ENGINES
-from registry.domain.measurement import AUTO_DTYPE, DEFAULT_REPEATS
+from registry.domain.measurement import AUTO_DTYPE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPEATS
 from registry.domain.run import Run
 from registry.settings import get_settings
 from registry.store import Store
@@ -82,7 +82,7 @@ def verify_command(
     prompts: PromptsOption = None,
     sets: SetsOption = None,
     method: Annotated[str | None, typer.Option(help="Override the method read from the drafter's config.")] = None,
-    max_new_tokens: Annotated[int, typer.Option()] = 64,
+    max_new_tokens: Annotated[int, typer.Option()] = DEFAULT_MAX_NEW_TOKENS,
     temperature: Annotated[float, typer.Option()] = 0.0,
     seed: Annotated[int, typer.Option()] = 0,
     repeats: Annotated[int, typer.Option(help="Measured repeats (speed spread is over them).")] = DEFAULT_REPEATS,
@@ -122,7 +122,7 @@ def compare_command(
     drafters: Annotated[list[str], typer.Argument(help="Two or more drafters to run on the same target and prompts.")],
     prompts: PromptsOption = None,
     sets: SetsOption = None,
-    max_new_tokens: Annotated[int, typer.Option()] = 64,
+    max_new_tokens: Annotated[int, typer.Option()] = DEFAULT_MAX_NEW_TOKENS,
     temperature: Annotated[float, typer.Option()] = 0.0,
     seed: Annotated[int, typer.Option()] = 0,
     repeats: Annotated[int, typer.Option(help="Measured repeats (speed spread is over them).")] = DEFAULT_REPEATS,

@@ -23,6 +23,10 @@ def dtype_for(device_type: str) -> str:
     """The dtype "auto" stands for on a device of this type ("cuda", "cpu", …)."""
     return "bfloat16" if device_type == "cuda" else "float32"
 DEFAULT_REPEATS = 5  # benchmarks take at least this many repeats unless a caller (a test) asks for fewer
+# New tokens per decode unless asked otherwise: a whole answer (a chat reply, a function) rather than its first
+# lines, since acceptance changes along an answer. The references measure 1-2k (z-lab's benchmark); 512 keeps a
+# CPU run of a real model within minutes. Tests ask for fewer.
+DEFAULT_MAX_NEW_TOKENS = 512
 
 
 # What a run's one memory figure (`Run.peak_memory_bytes`) is, by `Run.peak_memory_kind`. Each is measured for
@@ -121,7 +125,7 @@ class ForwardCosts:
 class RunSettings:
     """What a verification run was asked to do; a run stores the settings it ran under."""
 
-    max_new_tokens: int = 64
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     temperature: float = 0.0
     seed: int = 0
     repeats: int = DEFAULT_REPEATS

@@ -62,7 +62,7 @@ def test_the_dashboard_keeps_conditions_apart_and_names_them(store: Store, db: R
     # Three series, each its own row: the newest run did not replace the bf16 or float32 greedy numbers.
     assert sorted(latest["speedup"]) == [1.2, 1.5, 2.0]
     labels = dict(zip(latest["speedup"], latest["conditions"], strict=True))
-    assert labels[2.0].startswith("T=0 · bfloat16 · γ=3 · 64 new tokens · prompts digest-a · lossless · checkpoint")
+    assert labels[2.0].startswith("T=0 · bfloat16 · γ=3 · 512 new tokens · prompts digest-a · lossless · checkpoint")
     assert labels[1.5].startswith("T=0 · float32 ·") and labels[1.2].startswith("T=1 · bfloat16 ·")
     summary = queries.benchmark_summary(db, target=TARGET, drafter=DRAFTER)
     assert sorted(summary["speedup_mean"]) == [1.2, 1.5, 2.0] and set(summary["runs"]) == {1}
