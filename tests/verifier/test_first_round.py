@@ -26,10 +26,11 @@ from verifier.loading import LoadedTarget
 from verifier.methods import proposer_builder
 from verifier.proposer import Proposal, Proposer, TargetOutput
 
-PREFIX = "<|user|>\n"  # uncertain continuations: which kind of question, then its first words
+PREFIX = "<|user|>\nWhat is"  # uncertain continuations on the tiny target: the round's first token has ~1.6 nats
 DRAFTS = 2  # k: the bonus is position 3 of the round
 ALPHA = 1e-4  # a correct sampler fails one position in ten thousand; the planted bugs give p far below it
 MIN_EXPECTED = 5.0
+SAMPLES = 1000  # first rounds per test: ~10 ms each on the tiny pair
 
 
 def _prefix_ids(target: LoadedTarget) -> torch.Tensor:
@@ -105,17 +106,16 @@ def drafter_dirs(tiny_draft_lm_dir: Path, tiny_dflash_dir: Path) -> dict[str, Pa
     return {"draft-lm": tiny_draft_lm_dir, "dflash": tiny_dflash_dir}
 
 
-@pytest.mark.parametrize(("method", "temperature"), [("draft-lm", 0.7), ("draft-lm", 1.0), ("dflash", 0.7),
-                                                     ("dflash", 1.0)])
+@pytest.mark.parametrize(("method", "temperature"), [("draft-lm", 0.7), ("dflash", 1.0)])
 def test_every_position_of_the_first_round_follows_the_target(
     method: str, temperature: float, tiny_target: LoadedTarget, drafter_dirs: dict[str, Path]
 ) -> None:
     proposer = METHODS[method](tiny_target, drafter_dirs[method])
-    samples = first_rounds(tiny_target, proposer, temperature, n=2000)
+    samples = first_rounds(tiny_target, proposer, temperature, n=SAMPLES)
     p_values = position_p_values(tiny_target, samples, temperature)
     # Every position was tested, the bonus included (all k drafts accepted often enough to test it).
     assert sorted(p_values) == list(range(1, DRAFTS + 2)), p_values
-    assert sum(1 for _, accepted in samples if accepted == DRAFTS) >= 100
+    assert sum(1 for _, accepted in samples if accepted == DRAFTS) >= 50
     assert min(p_values.values()) > ALPHA, p_values
 
 
@@ -180,12 +180,13 @@ class _ReportsAnotherQ:
 
 @pytest.mark.parametrize("bug", ["bonus_from_the_last_draft_row", "residual_from_p", "q_not_sampled_from"])
 def test_each_planted_sampler_bug_fails_the_check(bug: str, request: pytest.FixtureRequest,
-                                                  tiny_target: LoadedTarget, tiny_draft_lm_dir: Path) -> None:
-    proposer = _draft_lm(tiny_target, tiny_draft_lm_dir)
+                                                  tiny_target: LoadedTarget, untrained_draft_lm_dir: Path) -> None:
+    # The untrained draft LM: its drafts are often rejected (residuals) and still often enough all accepted.
+    proposer = _draft_lm(tiny_target, untrained_draft_lm_dir)
     if bug == "q_not_sampled_from":
         proposer = _ReportsAnotherQ(proposer)
     else:
         request.getfixturevalue(bug)
-    samples = first_rounds(tiny_target, proposer, 1.0, n=2000)
+    samples = first_rounds(tiny_target, proposer, 1.0, n=SAMPLES)
     p_values = position_p_values(tiny_target, samples, 1.0)
     assert min(p_values.values()) < ALPHA, p_values
