@@ -113,10 +113,13 @@ def test_every_position_of_the_first_round_follows_the_target(
     proposer = METHODS[method](tiny_target, drafter_dirs[method])
     samples = first_rounds(tiny_target, proposer, temperature, n=SAMPLES)
     p_values = position_p_values(tiny_target, samples, temperature)
-    # Every position was tested, the bonus included (all k drafts accepted often enough to test it).
-    assert sorted(p_values) == list(range(1, DRAFTS + 2)), p_values
-    assert sum(1 for _, accepted in samples if accepted == DRAFTS) >= 50
-    assert min(p_values.values()) > ALPHA, p_values
+    assert 1 in p_values and min(p_values.values()) > ALPHA, p_values
+    if method == "draft-lm":
+        # Every position was tested, the bonus included: all k drafts were accepted in ~70% of the rounds. (The
+        # tiny DFlash drafter at T = 1 almost never has both drafts accepted, so its bonus goes untested here; the
+        # bonus row is the loop's, the same for every method.)
+        assert sorted(p_values) == list(range(1, DRAFTS + 2)), p_values
+        assert sum(1 for _, accepted in samples if accepted == DRAFTS) >= 300
 
 
 # ---- the planted bugs: each must fail the same check ----------------------------------------------------------
@@ -139,7 +142,6 @@ def bonus_from_the_last_draft_row(monkeypatch: pytest.MonkeyPatch) -> Iterator[N
 @pytest.fixture
 def residual_from_p(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """At a rejection, resample from p itself instead of normalize(max(0, p - q))."""
-    real = decode_module.accept_sampled
 
     def buggy(logits, proposal, drafts, temperature, generator):
         p = probabilities(logits, temperature)
@@ -152,14 +154,13 @@ def residual_from_p(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
             return i, int(torch.multinomial(p[i], 1, generator=generator))
         return drafts.shape[0], int(torch.multinomial(p[drafts.shape[0]], 1, generator=generator))
 
-    assert real is not None
     monkeypatch.setattr(decode_module, "accept_sampled", buggy)
     yield
 
 
 class _ReportsAnotherQ:
-    """A proposer that samples its drafts at the given temperature but reports q at twice it (a q it did not
-    sample from)."""
+    """A proposer that samples its drafts at the run's temperature but reports q before the temperature was
+    applied (a q it did not sample from: the acceptance ratio p/q is then wrong)."""
 
     def __init__(self, inner: Proposer) -> None:
         self.inner = inner
@@ -171,22 +172,30 @@ class _ReportsAnotherQ:
     def propose(self, temperature: float, generator: torch.Generator) -> Proposal:
         proposal = self.inner.propose(temperature, generator)
         assert proposal.q_probs is not None
-        flattened = torch.softmax(torch.log(proposal.q_probs.clamp_min(1e-30)) / 2.0, dim=-1)
-        return Proposal(tokens=proposal.tokens, q_probs=flattened)
+        # q_T = softmax(l / T), so softmax(T · log q_T) = softmax(l): the untempered distribution.
+        untempered = torch.softmax(temperature * torch.log(proposal.q_probs.clamp_min(1e-30)), dim=-1)
+        return Proposal(tokens=proposal.tokens, q_probs=untempered)
 
     def observe(self, n_accepted: int, committed_tokens: torch.Tensor, target_out: TargetOutput) -> None:
         self.inner.observe(n_accepted, committed_tokens, target_out)
 
 
-@pytest.mark.parametrize("bug", ["bonus_from_the_last_draft_row", "residual_from_p", "q_not_sampled_from"])
+# Each bug where it shows: the bonus where all drafts are often accepted (the trained draft LM), the residual where
+# drafts are often rejected (the untrained one), a misreported q where the temperature matters (T = 0.5).
+BUGS = {"bonus_from_the_last_draft_row": ("trained", 1.0), "residual_from_p": ("untrained", 1.0),
+        "q_not_sampled_from": ("trained", 0.5)}
+
+
+@pytest.mark.parametrize("bug", list(BUGS))
 def test_each_planted_sampler_bug_fails_the_check(bug: str, request: pytest.FixtureRequest,
-                                                  tiny_target: LoadedTarget, untrained_draft_lm_dir: Path) -> None:
-    # The untrained draft LM: its drafts are often rejected (residuals) and still often enough all accepted.
-    proposer = _draft_lm(tiny_target, untrained_draft_lm_dir)
+                                                  tiny_target: LoadedTarget, tiny_draft_lm_dir: Path,
+                                                  untrained_draft_lm_dir: Path) -> None:
+    drafter, temperature = BUGS[bug]
+    proposer = _draft_lm(tiny_target, tiny_draft_lm_dir if drafter == "trained" else untrained_draft_lm_dir)
     if bug == "q_not_sampled_from":
         proposer = _ReportsAnotherQ(proposer)
     else:
         request.getfixturevalue(bug)
-    samples = first_rounds(tiny_target, proposer, 1.0, n=SAMPLES)
-    p_values = position_p_values(tiny_target, samples, 1.0)
+    samples = first_rounds(tiny_target, proposer, temperature, n=SAMPLES)
+    p_values = position_p_values(tiny_target, samples, temperature)
     assert min(p_values.values()) < ALPHA, p_values
