@@ -184,10 +184,12 @@ class LlamaCppEngine:
 
 
 # A request's server-side timings (prefill + decode) against the wall clock around it: never more (plus a little
-# clock slack), never a small part (HTTP, JSON and tokenization on a tiny model take well under half a request's
-# time). A field that is missing, renamed or in another unit fails the run instead of inflating tok/s.
+# clock slack), never a tiny part. HTTP, JSON and tokenization can take most of a tiny model's request on a loaded
+# machine (timings covered 22% of it here at load 6 on 2 cores), so the floor is far below that and far above what
+# a field in another unit gives (0.1%). A field that is missing, renamed or mis-scaled fails the run instead of
+# inflating tok/s.
 TIMING_SLACK_S = 0.005
-MIN_TIMING_SHARE = 0.25
+MIN_TIMING_SHARE = 0.02
 
 
 class TimingsInconsistent(ServerFailed):
@@ -208,7 +210,7 @@ def checked_timings(timings: dict[str, Any], wall_s: float) -> tuple[float, floa
     if total > wall_s + TIMING_SLACK_S:
         raise TimingsInconsistent(f"llama-server's timings ({total * 1000:.1f} ms) exceed the request's wall clock "
                                   f"({wall_s * 1000:.1f} ms): they are not in milliseconds or not of this request")
-    if total < MIN_TIMING_SHARE * wall_s - TIMING_SLACK_S:
+    if total < MIN_TIMING_SHARE * wall_s:
         raise TimingsInconsistent(f"llama-server's timings ({total * 1000:.2f} ms) cover under "
                                   f"{MIN_TIMING_SHARE:.0%} of the request's wall clock ({wall_s * 1000:.1f} ms): a "
                                   "field is missing, renamed or in another unit, and tok/s would be inflated")
