@@ -21,7 +21,7 @@ from verifier.methods import UnsupportedMethod, proposer_builder
 from verifier.prompts import Message, Prompt, PromptSet, bundled_set, bundled_sets, encode_prompt
 from verifier.proposer import NoDraft, Proposal, TargetOutput
 
-GREEDY = RunSettings(repeats=1, warmup=0, device="cpu")
+GREEDY = RunSettings(max_new_tokens=64, repeats=1, warmup=0, device="cpu")
 
 
 @pytest.fixture(scope="module")
@@ -284,7 +284,7 @@ def test_proposer_sees_committed_positions_only(tiny_target: LoadedTarget) -> No
 
 def test_baseline_only_run_has_no_speculative_metrics(tiny_target_dir: Path) -> None:
     one_prompt = PromptSet(name="one", prompts=(Prompt(messages=(Message("user", "What is 4 plus 5?"),)),))
-    result = run_pair(tiny_target_dir, None, [one_prompt], RunSettings(repeats=2, warmup=1, device="cpu"))
+    result = run_pair(tiny_target_dir, None, [one_prompt], RunSettings(max_new_tokens=64, repeats=2, warmup=1, device="cpu"))
 
     assert result.method is None and result.drafter is None
     assert result.lossless is None and result.tau is None and result.speedup is None
@@ -340,7 +340,7 @@ def test_target_loads_from_the_local_hub_cache_by_repo_and_sha(tiny_target_dir: 
 
     folder = cached_snapshot("tiny/target", sha, cache_dir=tmp_path / "hub")
     one_prompt = PromptSet(name="one", prompts=(Prompt(text="<|user|>\nHello"),))
-    result = run_pair(folder, None, [one_prompt], RunSettings(repeats=1, warmup=0, device="cpu"))
+    result = run_pair(folder, None, [one_prompt], RunSettings(max_new_tokens=64, repeats=1, warmup=0, device="cpu"))
 
     assert folder == snapshot
     assert result.provenance["target_sha"] == sha
