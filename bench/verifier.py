@@ -17,7 +17,7 @@ Each of `--repeats` (default 5) cycles measures ours and theirs back to back (so
 shows the median over cycles and its min–max of tok/s (pooled generated tokens / wall time, prefill included on
 both sides) and of the ratio ours/theirs, then τ, τ_emitted, the speedup against our interleaved baseline, and
 efficiency = decode-only speedup / ideal speedup, the ideal from bare forward costs timed outside the loop
-(metric version 2, `verifier.metrics`). Goals: efficiency >= 0.9 and tok/s >= 1.3x transformers.
+(metric version 3, `verifier.metrics`). Goals: efficiency >= 0.9 and tok/s >= 1.3x transformers.
 """
 
 from __future__ import annotations

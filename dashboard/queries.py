@@ -20,6 +20,7 @@ import pandas as pd
 from registry import calibration, reports
 from registry.domain import hub_presence, pair
 from registry.domain.curve import describe
+from registry.domain.conditions import conditions_label, model_kind
 from registry.store import aware
 from registry.store.read_only import FILL_COMMANDS, DatabaseMissing, Rows  # noqa: F401 - for the pages
 from registry.store.read_queries import ReadOnlyQueries
@@ -330,10 +331,37 @@ def dflash_v1(db: ReadOnlyQueries, today: date) -> pd.DataFrame:
     return frame
 
 
+def _conditions(frame: pd.DataFrame) -> list[str]:
+    """Each row's measurement conditions as one label (registry.domain.conditions), from `condition_columns`."""
+    def value(row: Any, name: str) -> Any:
+        item = getattr(row, name)
+        return None if item is None or pd.isna(item) else item
+
+    return [
+        conditions_label(temperature=value(row, "temperature"), dtype=value(row, "dtype"),
+                         draft_length=_int(value(row, "draft_length")),
+                         max_new_tokens=_int(value(row, "max_new_tokens")), prompt_sets=value(row, "prompt_sets"),
+                         lossless=_bool(value(row, "lossless")), model=model_kind(_bool(value(row, "test_model"))),
+                         metric_version=_int(value(row, "metric_version")))
+        for row in frame.itertuples(index=False)
+    ]
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _bool(value: Any) -> bool | None:
+    return None if value is None else bool(value)
+
+
 def latest_speedups(db: ReadOnlyQueries, limit: int = 20) -> pd.DataFrame:
-    """The newest successful run of each (target, drafter, engine, hardware): τ, speedup, losslessness."""
+    """The newest successful run of each series (pair, engine, hardware and measurement conditions): τ, speedup,
+    losslessness, and `conditions`, the line saying what the numbers hold for. A run under other conditions is
+    another row, never a replacement."""
     frame = _frame(db.latest_speedup_rows(limit * 10))
-    frame = frame.drop_duplicates(["target", "drafter", "engine", "hardware"]).head(limit)
+    frame["conditions"] = _conditions(frame)
+    frame = frame.drop_duplicates(["target", "drafter", "method", "engine", "hardware", "conditions"]).head(limit)
     for column in ("target", "drafter"):
         frame[column] = [Path(v).name if isinstance(v, str) and v.startswith("/") else v for v in frame[column]]
     return frame.reset_index(drop=True)
@@ -368,6 +396,7 @@ def benchmark_summary(db: ReadOnlyQueries, *, target: str | None = None, drafter
     stddev); within_run_spread is the mean of the spread each run measured over its own repeats.
     """
     frame = _frame(db.benchmark_summary_rows(target=target, drafter=drafter))
+    frame["conditions"] = _conditions(frame)
     for name in ("speedup", "tau"):
         mean = frame[f"{name}_mean"].astype(float)
         variance = (frame[f"_{name}_sq"].astype(float) - mean * mean).clip(lower=0)
@@ -376,19 +405,20 @@ def benchmark_summary(db: ReadOnlyQueries, *, target: str | None = None, drafter
 
 
 HISTORY_COLUMNS = [
-    "run_id", "created_at", "series", "hardware", "engine", "engine_version", "metric_version", "prompt_set", "speedup",
+    "run_id", "created_at", "series", "hardware", "engine", "engine_version", "metric_version", "conditions",
+    "prompt_set", "speedup",
     "speedup_spread", "tau", "tau_spread", "target_revision", "drafter_revision",
 ]
 
 
 def benchmark_history(db: ReadOnlyQueries, target: str, drafter: str | None) -> pd.DataFrame:
     """Every successful run of one pair per prompt set, oldest first; `series` never mixes hardware, engines,
-    metric definitions or prompt sets."""
+    prompt sets or measurement conditions (registry.domain.conditions, metric definitions included)."""
     frame = _frame(db.benchmark_history_rows(target, drafter))
+    frame["conditions"] = _conditions(frame)
     frame["series"] = [
         " · ".join(str(part) if part is not None else "?" for part in parts)
-        for parts in zip(frame["hardware"], frame["engine"], [f"metrics v{v}" for v in frame["metric_version"]],
-                         frame["prompt_set"], strict=True)
+        for parts in zip(frame["hardware"], frame["engine"], frame["prompt_set"], frame["conditions"], strict=True)
     ]
     return _utc(frame[HISTORY_COLUMNS], "created_at")
 

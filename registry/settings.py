@@ -63,7 +63,7 @@ class Settings(BaseSettings):
     autoverify: bool = True
     autoverify_structural: bool = False  # structural pairs too, not only exact ones
     autoverify_interval_s: float = 60.0
-    autoverify_max_new_tokens: int = 64
+    autoverify_max_new_tokens: int = 512  # as `drafters verify` (registry.domain.measurement.DEFAULT_MAX_NEW_TOKENS)
     autoverify_repeats: int = 3
     worker_memory_gb: float | None = None  # default: the device's memory (CUDA total memory, or RAM on CPU)
     download_budget_gb: float | None = None  # default: half the free disk, at most 200 GB

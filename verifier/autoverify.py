@@ -95,8 +95,14 @@ def make_plan(store: Store, worker: WorkerCapability, *, structural: bool = Fals
 
 
 def run_settings(settings: Settings, worker: WorkerCapability) -> dict[str, Any]:
-    return {"max_new_tokens": settings.autoverify_max_new_tokens, "repeats": settings.autoverify_repeats,
-            "warmup": 1, "dtype": "bfloat16" if worker.run_bytes_per_parameter == 2.0 else "float32"}
+    """What an autoverify job runs under. On a CUDA worker the device is named, so the job asks its executor for a
+    GPU (`verifier.jobs.enqueue`: under Ray a task that asks for none gets CUDA hidden and measures on the CPU)."""
+    run: dict[str, Any] = {"max_new_tokens": settings.autoverify_max_new_tokens,
+                           "repeats": settings.autoverify_repeats, "warmup": 1,
+                           "dtype": "bfloat16" if worker.run_bytes_per_parameter == 2.0 else "float32"}
+    if worker.device.startswith("cuda"):
+        run["device"] = "cuda"
+    return run
 
 
 def enqueue_ready(store: Store, rows: list[PlanRow], run: dict[str, Any]) -> list[queue.JobRecord]:

@@ -14,6 +14,7 @@ hybrid model is refused up front (`rollback_problem`).
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -98,9 +99,38 @@ def _target_view(out: Any, cache: Any, start: int, input_ids: torch.Tensor, pend
     return TargetOutput(start=start, input_ids=input_ids, pending_token=pending, cache=cache, hidden_states=hidden)
 
 
+def transformers_problem() -> str | None:
+    """Why the installed transformers cannot run the loop; None when it can. Releases before TESTED_TRANSFORMERS
+    take no `recurrent_states_to_keep` (every cache would fail with a TypeError on its first use) and keep no
+    per-position recurrent state, so they are refused before a weight is loaded, with what to install."""
+    import transformers
+
+    installed = transformers.__version__
+    if _release(installed) < _release(TESTED_TRANSFORMERS):
+        return (f"transformers {installed} is older than {TESTED_TRANSFORMERS}, the release the verifier's rollback "
+                f"is tested on (it cannot record the cache states a rejected draft rolls back to): install "
+                f"transformers=={TESTED_TRANSFORMERS} (constraints.txt)")
+    return None
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The numeric release of a version string ("5.25.0.dev0" → (5, 25, 0)), for ordering."""
+    parts = []
+    for part in version.split("+")[0].split("."):
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
 def new_cache(model: Any, verify_width: int = 1) -> Any:
     """A cache for `model` that `crop` can roll back by up to the last `verify_width` positions of a forward."""
     from transformers import DynamicCache
+
+    problem = transformers_problem()
+    if problem is not None:
+        raise UnsupportedCache(problem)
 
     cache = DynamicCache(config=model.config)
     # Sliding-window layers drop old states on update unless recording; linear-attention layers keep their conv inputs
@@ -139,6 +169,9 @@ def rollback_problem(model: Any) -> str | None:
     import transformers
     import transformers.cache_utils as cache_utils
 
+    problem = transformers_problem()
+    if problem is not None:
+        return problem
     cache = new_cache(model, verify_width=2)
     model_type = getattr(model.config.get_text_config(), "model_type", "?")
     known = tuple(getattr(cache_utils, name) for name in ROLLBACK_LAYER_CLASSES if hasattr(cache_utils, name))

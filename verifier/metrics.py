@@ -1,12 +1,18 @@
 """Speculative-decoding metrics: pure functions over per-round records and step counts (no I/O, no torch).
 
-The one place the definitions live; both engines (PyTorch, llama.cpp) report against them. METRIC_VERSION 2:
+The one place the definitions live; both engines (PyTorch, llama.cpp) report against them (docs/metrics.md sets
+them beside the references' own, with sources). METRIC_VERSION 3:
 - verification step: one target forward after the first token (a plain decode step counts too: it verifies no
   drafts). The first token comes from the prefill and is no step.
-- τ (mean acceptance length) = 1 + accepted drafts / verification steps. Accepted drafts are counted as the target
-  verified them, so τ includes drafts accepted past EOS or max_new_tokens in the final step, which are never output.
-  Plain decoding gives exactly 1. llama.cpp: steps = its drafting steps (`/metrics` spec_decode_num_drafts) plus
-  plain steps (emitted − accepted − drafting steps, when positive); accepted = `timings.draft_n_accepted`.
+- τ (mean acceptance length) = 1 + accepted drafts / verification steps, pooled over every step of every prompt.
+  Accepted drafts are counted as output (a final step trimmed at EOS or max_new_tokens counts only the drafts it
+  kept), the way llama-server counts `timings.draft_n_accepted`, so both engines count alike. Plain decoding gives
+  exactly 1. llama.cpp: steps = its drafting steps (`/metrics` spec_decode_num_drafts) plus plain steps (emitted −
+  accepted − drafting steps, when positive).
+- τ_verified = 1 + drafts the target accepted / steps, past the end of the output included: how z-lab's benchmark
+  counts (its acceptance length is accepted + 1 per verify pass); PyTorch only (llama-server does not report it).
+- τ per prompt = the mean over prompts of each prompt's τ: how z-lab's benchmark averages ("Average Acceptance
+  length"); the pooled τ weighs long outputs more.
 - τ_emitted = tokens output after the first / verification steps: what the decode actually gained per target step.
 - acceptance rate = accepted drafts / drafted tokens.
 - marginal m_i = steps whose first i drafts were all accepted / steps that drafted at least i tokens;
@@ -19,7 +25,8 @@ The one place the definitions live; both engines (PyTorch, llama.cpp) report aga
   T_draft = one drafting step (one block forward for DFlash, γ draft-model steps for a draft LM).
 - ideal speedup S = τ_emitted · T(1) / (T(γ+1) + T_draft); efficiency = decode speedup ÷ S. The loop's overheads
   (and anything slowing a drafter inside the loop) lower the efficiency; nothing in it is measured by the loop.
-  Runs stored before version 2 built S from the loop's own rounds (efficiency ≈ 1 by construction).
+  Runs stored before version 2 built S from the loop's own rounds (efficiency ≈ 1 by construction); version 2
+  counted drafts accepted past the end in τ (PyTorch only), version 3 counts output drafts in both engines.
 """
 
 from __future__ import annotations
@@ -51,6 +58,11 @@ class RoundRecord:
     draft_seconds: float
     verify_seconds: float  # target forward + accept/reject + cache crop
 
+    @property
+    def accepted_output(self) -> int:
+        """Accepted drafts that were output: all of them, unless the round was trimmed at EOS or max_new_tokens."""
+        return min(self.accepted, self.emitted)
+
 
 class Generation(Protocol):
     """One prompt's decode (`verifier.decode.DecodeResult` satisfies it)."""
@@ -73,17 +85,17 @@ def acceptance(rounds: Sequence[RoundRecord]) -> Acceptance:
     for r in rounds:
         if not 0 <= r.accepted <= r.drafted:
             raise ValueError(f"a round accepted {r.accepted} of {r.drafted} drafts")
-        histogram[r.accepted] += 1
+        histogram[r.accepted_output] += 1
     marginal: list[float] = []
     conditional: list[float | None] = []
     for i in range(1, max_k + 1):
         offered = [r for r in rounds if r.drafted >= i]
-        reached = sum(1 for r in offered if r.accepted >= i - 1)
-        passed = sum(1 for r in offered if r.accepted >= i)
+        reached = sum(1 for r in offered if r.accepted_output >= i - 1)
+        passed = sum(1 for r in offered if r.accepted_output >= i)
         marginal.append(passed / len(offered))
         conditional.append(passed / reached if reached else None)
     drafted = sum(r.drafted for r in rounds)
-    accepted = sum(r.accepted for r in rounds)
+    accepted = sum(r.accepted_output for r in rounds)
     tau = 1.0 + accepted / len(rounds)
     return Acceptance(
         rounds=len(rounds),
@@ -162,13 +174,21 @@ class StepCounts:
     steps: int  # verification steps
     drafting_steps: int  # steps that verified at least one draft
     drafted: int
-    accepted: int  # drafts accepted by the target, past the end of generation included
+    accepted: int  # accepted drafts that were output (as llama-server's draft_n_accepted counts them)
     emitted: int  # tokens output after the first
     accepted_per_position: tuple[int, ...] = ()  # [i] = drafting steps that accepted at least i + 1 drafts
+    # Drafts the target accepted, past the end of the output included (what z-lab's benchmark counts); None where
+    # the engine does not see it (llama-server).
+    verified_accepted: int | None = None
 
     @property
     def tau(self) -> float | None:
         return 1.0 + self.accepted / self.steps if self.steps else None
+
+    @property
+    def tau_verified(self) -> float | None:
+        return 1.0 + self.verified_accepted / self.steps if self.steps and self.verified_accepted is not None \
+            else None
 
     @property
     def tau_emitted(self) -> float | None:
@@ -181,9 +201,10 @@ class StepCounts:
             steps=len(rounds),
             drafting_steps=sum(1 for r in rounds if r.drafted > 0),
             drafted=sum(r.drafted for r in rounds),
-            accepted=sum(r.accepted for r in rounds),
+            accepted=sum(r.accepted_output for r in rounds),
             emitted=sum(r.emitted for r in rounds),
-            accepted_per_position=tuple(sum(1 for r in rounds if r.accepted > i) for i in range(longest)),
+            accepted_per_position=tuple(sum(1 for r in rounds if r.accepted_output > i) for i in range(longest)),
+            verified_accepted=sum(r.accepted for r in rounds),
         )
 
     @classmethod
@@ -199,6 +220,8 @@ class StepCounts:
                 sum(c.accepted_per_position[i] for c in counts if i < len(c.accepted_per_position))
                 for i in range(positions)
             ),
+            verified_accepted=None if any(c.verified_accepted is None for c in counts)
+            else sum(c.verified_accepted or 0 for c in counts),
         )
 
 

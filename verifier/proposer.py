@@ -5,8 +5,8 @@ A round of speculative decoding, batch size 1:
 1. the loop calls `proposer.propose(temperature, generator)` and gets up to `draft_length` draft tokens;
 2. the target scores `[pending token, d1..dk]` in one forward pass with its KV cache;
 3. the loop accepts a prefix of n drafts, commits them plus one target token (bonus or correction),
-   rolls the target cache back to the committed tokens (crop; for linear-attention layers also restoring their
-   recurrent state and feeding the accepted prefix again, see `verifier.decode`), and calls
+   rolls the target cache back to the committed tokens (`crop`; linear-attention layers restore the recurrent
+   state they recorded at the last kept position, so no second target pass runs, see `verifier.decode`), and calls
    `proposer.observe(n, committed_tokens, target_out)`.
 
 The baseline is `NoDraft`, a proposer that proposes nothing, so baseline and speculative runs share the loop
@@ -31,7 +31,7 @@ What `TargetOutput` holds (the same contract for `begin` and `observe`):
   norm, as transformers returns it). So DFlash's `target_layer_ids` id maps to entry id + 1.
 - `cache`: the target's live cache object, ALREADY ROLLED BACK to the committed length minus the pending token
   (= start + n positions, 0..start+n-1), recurrent states included. It is the loop's object: read it, never mutate
-  it. `hidden_states` of a rolled-back round come from the pass that re-fed the accepted prefix.
+  it. `hidden_states` come from the round's one verify pass, its rows for the rejected drafts cut off.
 
 Tensors are on the target's device. Token tensors are 1-D LongTensors.
 

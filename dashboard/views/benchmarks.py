@@ -62,10 +62,10 @@ with data.guard("Benchmarks"):
     if summary.empty:
         st.info("This pair has no successful run yet; its failed runs are listed below.")
     else:
-        # Runs measured under other metric definitions are another series, never one line or bar with these.
+        # Runs measured under other conditions (metric definitions included) are another series, never one line
+        # or bar with these; `conditions` says what each number holds for.
         summary = summary.assign(series=summary["hardware"].fillna("?") + " · " + summary["engine"].fillna("?")
-                                 + " · metrics v" + summary["metric_version"].astype(str)
-                                 + " · " + summary["prompt_set"])
+                                 + " · " + summary["prompt_set"] + " · " + summary["conditions"])
         data.dataframe(summary, hide_index=True, width="stretch", key="summary")
         bars = alt.Chart(summary).encode(
             y=alt.Y("series:N", title=None, axis=alt.Axis(labelLimit=400)),

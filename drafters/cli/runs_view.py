@@ -76,6 +76,14 @@ def print_runs(records: list[Run], predictions: dict[str, RunPrediction] | None 
         )
 
 
+def _lossless(run: Run) -> str:
+    """Lossless, with the decodes that left the baseline only at a tie of the run's dtype (they are exact: at a tie
+    either token is the target's argmax)."""
+    if run.lossless is None:
+        return "-"
+    return f"{run.lossless} ({run.ties} {'tie' if run.ties == 1 else 'ties'})" if run.ties else str(run.lossless)
+
+
 def _memory(run: Run) -> str:
     return f"{run.peak_memory_bytes / 2**20:.0f} MiB" if run.peak_memory_bytes else "-"
 
@@ -90,7 +98,7 @@ def _print_cards(records: list[Run], predictions: dict[str, RunPrediction]) -> N
             render.console.print(render.styled("  [red]failed:[/] {}", r.failure_reason))
             continue
         lines = [
-            f"τ {fmt(r.tau)} (emitted {fmt(r.tau_emitted)}) · accept {fmt(r.acceptance_rate)} · lossless {r.lossless}",
+            f"τ {fmt(r.tau)} (emitted {fmt(r.tau_emitted)}) · accept {fmt(r.acceptance_rate)} · lossless {_lossless(r)}",
             f"tok/s {fmt(r.tokens_per_s, '.1f')} (base {fmt(r.baseline_tokens_per_s, '.1f')}) · speedup "
             f"{_speedup_cell(r)} · efficiency {fmt(r.efficiency)}",
             f"predicted {_prediction_cell(predictions.get(r.run_id))} · peak mem {_memory(r)} · "
@@ -106,7 +114,7 @@ def _print_table(records: list[Run], predictions: dict[str, RunPrediction]) -> N
         ["drafter", "engine", "method", "lossless", "τ", "τ emitted", "accept", "base tok/s", "tok/s",
          "speedup (min-max)", "efficiency", "predicted tok/s, S (error)", "peak mem", "metrics v", "run"],
         [
-            (_label(r.drafter), r.engine, r.method, r.lossless, fmt(r.tau), fmt(r.tau_emitted),
+            (_label(r.drafter), r.engine, r.method, _lossless(r), fmt(r.tau), fmt(r.tau_emitted),
              fmt(r.acceptance_rate), fmt(r.baseline_tokens_per_s, ".1f"),
              fmt(r.tokens_per_s, ".1f"), _speedup_cell(r), fmt(r.efficiency),
              _prediction_cell(predictions.get(r.run_id)), _memory(r), r.metric_version, r.run_id[:12])

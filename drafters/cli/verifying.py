@@ -17,7 +17,7 @@ from drafters.cli.common import Failed, JsonOption, UserError, app, open_store
 from drafters.cli.runs_view import fmt, print_runs, run_json
 from registry import calibration
 from registry.domain.engines import SERVER_KINDS, VERIFIER_ENGINES as ENGINES
-from registry.domain.measurement import DEFAULT_REPEATS
+from registry.domain.measurement import AUTO_DTYPE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPEATS
 from registry.domain.run import Run
 from registry.settings import get_settings
 from registry.store import Store
@@ -74,6 +74,7 @@ SetsOption = Annotated[str | None, typer.Option(
     help="Bundled prompt sets, comma-separated (default: code, math, chat, multilingual; per kind of prompt: "
          "cat-coding, cat-math, cat-reasoning, cat-chat, cat-summarization, cat-translation, cat-long-context, "
          "cat-writing).")]
+DtypeHelp = "auto (default: bfloat16 on CUDA, float32 on a CPU), float32, bfloat16 or float16."
 EngineHelp = "pytorch (default) or llamacpp (llama-server; needs the llamacpp extra)."
 
 
@@ -84,12 +85,12 @@ def verify_command(
     prompts: PromptsOption = None,
     sets: SetsOption = None,
     method: Annotated[str | None, typer.Option(help="Override the method read from the drafter's config.")] = None,
-    max_new_tokens: Annotated[int, typer.Option()] = 64,
+    max_new_tokens: Annotated[int, typer.Option()] = DEFAULT_MAX_NEW_TOKENS,
     temperature: Annotated[float, typer.Option()] = 0.0,
     seed: Annotated[int, typer.Option()] = 0,
     repeats: Annotated[int, typer.Option(help="Measured repeats (speed spread is over them).")] = DEFAULT_REPEATS,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:1 ...")] = "auto",
-    dtype: Annotated[str, typer.Option()] = "float32",
+    dtype: Annotated[str, typer.Option(help=DtypeHelp)] = AUTO_DTYPE,
     draft_length: Annotated[int | None, typer.Option(help="Drafted tokens per round (default: the method's).")] = None,
     thinking: Annotated[bool, typer.Option(help="Render chat prompts with thinking on.")] = False,
     engine: Annotated[str, typer.Option(help=EngineHelp)] = "pytorch",
@@ -124,12 +125,12 @@ def compare_command(
     drafters: Annotated[list[str], typer.Argument(help="Two or more drafters to run on the same target and prompts.")],
     prompts: PromptsOption = None,
     sets: SetsOption = None,
-    max_new_tokens: Annotated[int, typer.Option()] = 64,
+    max_new_tokens: Annotated[int, typer.Option()] = DEFAULT_MAX_NEW_TOKENS,
     temperature: Annotated[float, typer.Option()] = 0.0,
     seed: Annotated[int, typer.Option()] = 0,
     repeats: Annotated[int, typer.Option(help="Measured repeats (speed spread is over them).")] = DEFAULT_REPEATS,
     device: Annotated[str, typer.Option()] = "auto",
-    dtype: Annotated[str, typer.Option()] = "float32",
+    dtype: Annotated[str, typer.Option(help=DtypeHelp)] = AUTO_DTYPE,
     engine: Annotated[list[str] | None, typer.Option(help=f"Repeatable: {EngineHelp}")] = None,
     as_json: JsonOption = False,
 ) -> None:

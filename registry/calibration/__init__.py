@@ -28,6 +28,7 @@ from typing import Any
 from registry.calibration.fit import RunBytes, SideFacts, fitted_device, run_bytes
 from registry.domain import pair, pricing
 from registry.domain.catalog import Catalog, load_catalog_data
+from registry.domain.conditions import pricing_problem
 from registry.domain.configs import ConfigError, parse_config
 from registry.domain.gpus import Gpu, find_gpu, load_gpus
 from registry.domain.memory import stored_bits_per_weight
@@ -104,7 +105,13 @@ def measured_acceptance(store: Store, target: str, drafter: str, *,
                         prompt_digests: dict[str, str] | None = None) -> pricing.Acceptance:
     """The newest successful run's marginal per-position acceptance; with prompt digests, only a run measured on
     exactly those prompts (its matching sets' rates, pooled by prompt set weight-free mean)."""
-    runs = [r for r in list_runs(store, target=target, drafter=drafter, status="ok") if r.per_position_acceptance]
+    measured = [r for r in list_runs(store, target=target, drafter=drafter, status="ok") if r.per_position_acceptance]
+    # A lossy or overloaded run never feeds pricing (registry.domain.conditions.pricing_problem).
+    runs = [r for r in measured if pricing_problem(r) is None]
+    if measured and not runs:
+        raise PricingInputError(
+            f"no run of {drafter} on {target} may feed pricing: the newest {pricing_problem(measured[0])}; run "
+            f"`drafters verify {target} {drafter}` again")
     if prompt_digests:
         wanted = set(prompt_digests.values())
         for run in runs:
@@ -232,7 +239,8 @@ def predict_runs(store: Store, *, overhead: bool = True) -> list[RunPrediction]:
     (model version 1), kept so bench/price.py can show what the overhead changes."""
     gpus = load_gpus()
     runs, prepared = _prepare(store)
-    return [_predict(run, prepared[run.run_id], prepared, gpus, overhead=overhead) for run in runs]
+    fit_from = {r.run_id: prepared[r.run_id] for r in runs if pricing_problem(r) is None}
+    return [_predict(run, prepared[run.run_id], fit_from, gpus, overhead=overhead) for run in runs]
 
 
 def predict_one(store: Store, run: Run) -> RunPrediction:
@@ -244,8 +252,9 @@ def predict_one(store: Store, run: Run) -> RunPrediction:
         return _missing(run, "the run stored no tokens/s")
     gpus = load_gpus()
     known: dict[tuple[str, bool], SideFacts] = {}
+    # Only runs that may feed pricing set a constant (a lossy or overloaded run is predicted, never fitted from).
     prepared = {r.run_id: _run_bytes(store, r, known) for r in _fit_group(store, run, gpus)
-                if r.baseline_tokens_per_s or r.tokens_per_s}
+                if (r.baseline_tokens_per_s or r.tokens_per_s) and pricing_problem(r) is None}
     entry = prepared.get(run.run_id) or _run_bytes(store, run, known)
     return _predict(run, entry, {**prepared, run.run_id: entry}, gpus, overhead=True)  # type: ignore[dict-item]
 

@@ -14,6 +14,7 @@ from registry.calibration import side_facts
 from registry.calibration.fit import SideFacts
 from registry.domain import pricing, reliance
 from registry.domain.catalog import load_catalog_data
+from registry.domain.conditions import pricing_problem
 from registry.domain.coverage import layout_of
 from registry.domain.gpus import Gpu, GpuCatalogError, find_gpu, load_gpus
 from registry.domain.engines import SERVER_ENGINE_NAMES
@@ -167,6 +168,8 @@ def run_sets_length(run: Run, pair: PairFacts, engine: str, gpu: Gpu, target_par
     if run.status != "ok" or run.drafter != pair.drafter or run.target != pair.target:
         return False
     if run.engine != STORED_ENGINE[engine] or not run.per_position_acceptance:
+        return False
+    if pricing_problem(run) is not None:  # lossy, overloaded or failed: it says nothing about the pair's length
         return False
     return same_hardware(run, gpu) and real_target_run(run, target_parameters)
 

@@ -12,9 +12,35 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-METRIC_VERSION = 2  # the metric definitions of verifier.metrics; runs stored before versions existed are 1
+METRIC_VERSION = 3  # the metric definitions of verifier.metrics; runs stored before versions existed are 1
 DTYPES = ("float32", "float16", "bfloat16")
+# A dtype to choose by device: bfloat16 on CUDA (what serving engines and autoverify run), float32 on a CPU (where
+# bfloat16 matmuls are slow and float32 is exact). A run stores the dtype it chose, never "auto".
+AUTO_DTYPE = "auto"
+
+
+def dtype_for(device_type: str) -> str:
+    """The dtype "auto" stands for on a device of this type ("cuda", "cpu", …)."""
+    return "bfloat16" if device_type == "cuda" else "float32"
 DEFAULT_REPEATS = 5  # benchmarks take at least this many repeats unless a caller (a test) asks for fewer
+# New tokens per decode unless asked otherwise: a whole answer (a chat reply, a function) rather than its first
+# lines, since acceptance changes along an answer. The references measure 1-2k (z-lab's benchmark); 512 keeps a
+# CPU run of a real model within minutes. Tests ask for fewer.
+DEFAULT_MAX_NEW_TOKENS = 512
+
+
+# What a run's one memory figure (`Run.peak_memory_bytes`) is, by `Run.peak_memory_kind`. Each is measured for
+# the run alone (reset when its measurement starts), weights and caches included.
+MEMORY_KINDS = {
+    "cuda_max_memory_allocated": "peak CUDA memory allocated by torch during the run (reset at its start; the "
+                                 "allocator's reserve and the CUDA context are not counted)",
+    "process_rss_peak_of_run": "peak resident memory of the verifying process during the run (Linux VmHWM, reset "
+                               "at its start: the weights it holds are counted, an earlier job's peak is not)",
+    "process_rss_peak": "peak resident memory of the whole process so far (ru_maxrss; may include earlier jobs of "
+                        "the same worker): stored by older runs, or where the peak cannot be reset",
+    "llama_server_rss_peak": "peak resident host memory of the llama-server that ran the pair (Linux VmHWM over "
+                             "its life, which is this run)",
+}
 
 
 @dataclass(frozen=True)
@@ -99,7 +125,7 @@ class ForwardCosts:
 class RunSettings:
     """What a verification run was asked to do; a run stores the settings it ran under."""
 
-    max_new_tokens: int = 64
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     temperature: float = 0.0
     seed: int = 0
     repeats: int = DEFAULT_REPEATS
@@ -125,8 +151,8 @@ class RunSettings:
             problems.append("cost_repeats must be at least 1")
         if self.draft_length is not None and self.draft_length < 1:
             problems.append("draft_length must be at least 1 (or unset for the method's default)")
-        if self.dtype not in DTYPES:
-            problems.append(f"dtype must be one of {', '.join(DTYPES)}")
+        if self.dtype not in (*DTYPES, AUTO_DTYPE):
+            problems.append(f"dtype must be one of {', '.join((*DTYPES, AUTO_DTYPE))}")
         if problems:
             raise ValueError("invalid run settings: " + "; ".join(problems))
 
@@ -146,6 +172,20 @@ class Divergence:
     target_logit_margin: float | None = None
     # The target's logit of the baseline token minus that of the speculative token at the same position.
     speculative_token_gap: float | None = None
+    # "tie": the run's dtype cannot tell the two tokens apart at this position (`TIE_RULE`); "diverged": it can, so
+    # the speculative output left the target's; None: not judged (an engine that cannot re-score, an older run).
+    verdict: str | None = None
+    # The same gap from a float32 copy of the target (the weights the run ran, scored without rounding to its dtype).
+    float32_gap: float | None = None
+    # The largest gap the rule calls a tie here: one unit in the last place of the run's dtype at these logits.
+    tie_tolerance: float | None = None
+
+
+TIE = "tie"
+DIVERGED = "diverged"
+# How `Divergence.verdict` is decided (verifier.engines.pytorch.judge_divergence); printed with a tie.
+TIE_RULE = ("re-scored on the baseline's prefix: the two tokens' logits in the run's dtype and in float32 both lie "
+            "within one unit in the last place of the run's dtype at that magnitude")
 
 
 @dataclass(frozen=True)
@@ -165,6 +205,10 @@ class SetMeasurement:
     decode_speedup: Spread | None = None  # decode only: time per token after the first
     acceptance: Acceptance | None = None  # pooled over repeats
     tau_emitted: float | None = None
+    # τ as z-lab's benchmark counts it (drafts accepted past the end of the output included); None where the engine
+    # does not see it (llama-server) or the run predates it
+    tau_verified: float | None = None
+    tau_per_prompt: float | None = None  # the mean over prompts of each prompt's τ (z-lab's average)
     ideal_speedup: float | None = None  # from the run's bare forward costs; None without them
     efficiency: float | None = None  # median decode-only speedup ÷ ideal speedup
     lossless: bool | None = None  # greedy runs only

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from registry.domain.conditions import conditions_of
 from registry.domain.run import Run
 
 # τ falling by more than this fraction against the previous comparable run is a regression worth an alert.
@@ -24,21 +25,29 @@ class Regression:
     type: str = EVENT_TYPE
 
 
+def _conditions(run: Run) -> tuple[Any, ...]:
+    found = conditions_of(run)
+    return (found.temperature, found.dtype, found.draft_length, found.max_new_tokens, found.prompt_sets, found.model,
+            found.metric_version)
+
+
 def regression(run: Run, recent: Sequence[Run]) -> Regression | None:
     """A regression when τ fell against the newest comparable run in `recent` (newest first).
 
-    Comparable = same target, drafter, engine, hardware, method, temperature, prompt sets and metric version; runs
-    on other hardware or prompts, or measured under other metric definitions, are a different series and never
-    compared. `recent` is already the pair's ok runs on the same engine, hardware and method.
+    Comparable = same target, drafter, engine, hardware, method, prompt sets and measurement conditions
+    (registry.domain.conditions: temperature, dtype, draft length, new tokens, test model or checkpoint, metric
+    version), whether or not either was lossless (a drafter turning lossy is worth the alert); runs under other
+    conditions are a different series and never compared. `recent` is already the pair's ok runs on the same
+    engine, hardware and method.
     """
     if run.status != "ok" or run.tau is None or run.drafter is None:
         return None
+    wanted = _conditions(run)
     previous = [
         r
         for r in recent
         if r.run_id != run.run_id
-        and r.temperature == run.temperature
-        and r.metric_version == run.metric_version
+        and _conditions(r) == wanted
         and {s.name: s.digest for s in r.per_set} == {s.name: s.digest for s in run.per_set}
         and r.tau is not None
         and r.created_at is not None

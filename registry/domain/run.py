@@ -68,10 +68,16 @@ class Run:
     overall: SetMeasurement | None = None  # None: a failed run
     per_set: tuple[SetMeasurement, ...] = ()
     lossless: bool | None = None  # greedy runs with a drafter only
+    # The first decode that diverged (else the first tie); a tie is `Divergence.verdict` "tie".
     first_divergence: Divergence | None = None
+    # Greedy decodes whose output left the baseline's only at a tie of the run's dtype (lossless still holds: at a
+    # tie either token is the target's argmax); None where no greedy check ran or the run predates the rule.
+    ties: int | None = None
     forward_costs: ForwardCosts | None = None
     peak_memory_bytes: int | None = None
-    peak_memory_kind: str | None = None  # "cuda_max_memory_allocated", "process_rss_peak", "llama_server_rss_peak"
+    # What the figure is: a key of registry.domain.measurement.MEMORY_KINDS; None with the figure when unknown
+    # (llama-server offloading to a GPU reports no VRAM peak).
+    peak_memory_kind: str | None = None
     target_weight_bytes: int | None = None
     drafter_weight_bytes: int | None = None
     metric_version: int = METRIC_VERSION

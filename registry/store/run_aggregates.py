@@ -18,11 +18,32 @@ RUN_COLUMNS = [
 ]
 
 
+def condition_columns() -> list[Any]:
+    """A run's measurement conditions as labelled SQL columns (registry.domain.conditions: the key of every
+    series): temperature, dtype, draft length, new tokens, prompt sets, losslessness, test model or checkpoint,
+    metric version. JSON paths read null where a run does not say (older rows)."""
+    return [
+        BenchmarkRun.temperature.label("temperature"),
+        BenchmarkRun.dtype.label("dtype"),
+        BenchmarkRun.draft_length.label("draft_length"),
+        BenchmarkRun.metrics["settings"]["max_new_tokens"].as_integer().label("max_new_tokens"),
+        BenchmarkRun.provenance["prompt_sets_digest"].as_string().label("prompt_sets"),
+        BenchmarkRun.lossless.label("lossless"),
+        BenchmarkRun.provenance["test_model"].as_boolean().label("test_model"),
+        _metric_version().label("metric_version"),
+    ]
+
+
+CONDITION_NAMES = ("temperature", "dtype", "draft_length", "max_new_tokens", "prompt_sets", "lossless", "test_model",
+                   "metric_version")
+
+
 def latest_speedup_rows(engine: Engine, limit: int) -> Rows:
-    """The newest `limit` successful runs: τ, speedup, losslessness."""
+    """The newest `limit` successful runs: τ, speedup, losslessness, and the conditions they hold for."""
     query = (
         select(BenchmarkRun.target, BenchmarkRun.drafter, BenchmarkRun.method, BenchmarkRun.engine,
-               BenchmarkRun.hardware, BenchmarkRun.tau, BenchmarkRun.speedup, BenchmarkRun.lossless,
+               BenchmarkRun.hardware, *condition_columns(), BenchmarkRun.tau, BenchmarkRun.speedup,
+               BenchmarkRun.provenance["machine_load"]["contended"].as_boolean().label("contended"),
                BenchmarkRun.created_at)
         .where(BenchmarkRun.status == "ok")
         .order_by(BenchmarkRun.created_at.desc())
@@ -56,10 +77,11 @@ def _metric_version() -> Any:
 
 
 def benchmark_summary_rows(engine: Engine, *, target: str | None = None, drafter: str | None = None) -> Rows:
-    """Speedup and τ per pair, hardware, engine and prompt set over successful runs: count, mean, mean of the
-    square (`_speedup_sq`, `_tau_sq`: SQLite has no stddev), min, max, and the mean within-run spread."""
+    """Speedup and τ per pair, hardware, engine, conditions (`condition_columns`) and prompt set over successful
+    runs: count, mean, mean of the square (`_speedup_sq`, `_tau_sq`: SQLite has no stddev), min, max, and the mean
+    within-run spread. Runs under other conditions are other rows, never averaged together."""
     columns = (BenchmarkRun.target, BenchmarkRun.drafter, BenchmarkRun.method, BenchmarkRun.hardware,
-               BenchmarkRun.engine, RunSetResult.prompt_set, _metric_version().label("metric_version"))
+               BenchmarkRun.engine, RunSetResult.prompt_set, *condition_columns())
     query = (
         select(
             *columns,
@@ -92,7 +114,7 @@ def benchmark_history_rows(engine: Engine, target: str, drafter: str | None) -> 
     query = (
         select(
             BenchmarkRun.run_id, BenchmarkRun.created_at, BenchmarkRun.hardware, BenchmarkRun.engine,
-            BenchmarkRun.engine_version, _metric_version().label("metric_version"), RunSetResult.prompt_set,
+            BenchmarkRun.engine_version, *condition_columns(), RunSetResult.prompt_set,
             RunSetResult.speedup, RunSetResult.speedup_spread, RunSetResult.tau, RunSetResult.tau_spread,
             BenchmarkRun.target_revision, BenchmarkRun.drafter_revision,
         )

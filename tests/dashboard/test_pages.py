@@ -59,6 +59,11 @@ from tests.dashboard.conftest import (
 
 # ==== the query layer, on SQLite and PostgreSQL (the `seeded` and `database_url` fixtures run on both) ====
 
+# What the seeded runs say of their conditions (registry.domain.conditions): greedy, γ 16, stored before the rest
+# was recorded, so the rest is unknown, a series of its own.
+SEEDED_CONDITIONS = ("T=0 · dtype ? · γ=16 · new tokens ? · prompts ? · exactness unchecked · model unknown · "
+                     "metrics v1")
+
 
 @pytest.fixture
 def db(seeded: Seeded) -> Iterator[ReadOnlyQueries]:
@@ -183,14 +188,14 @@ def test_history_keeps_series_apart_and_marks_the_revision_change(seeded: Seeded
     assert len(history) == 6 * 2
     by_series: dict[str, list[float]] = defaultdict(list)
     for row in history.itertuples():
-        assert row.series == f"{row.hardware} · {row.engine} · metrics v1 · {row.prompt_set}"
+        assert row.series == f"{row.hardware} · {row.engine} · {row.prompt_set} · {SEEDED_CONDITIONS}"
         by_series[row.series].append(row.speedup)
     for (hardware, prompt_set), speedups in seeded.speedups.items():
-        assert by_series[f"{hardware} · pytorch · metrics v1 · {prompt_set}"] == pytest.approx(speedups)
+        assert by_series[f"{hardware} · pytorch · {prompt_set} · {SEEDED_CONDITIONS}"] == pytest.approx(speedups)
 
     changes = queries.revision_changes(history)
     # One change per H200 series, at the fourth run, and none on the RTX 3090 whose revision never changed.
-    assert sorted(changes["series"]) == ["H200 · pytorch · metrics v1 · gsm8k", "H200 · pytorch · metrics v1 · mt-bench"]
+    assert sorted(changes["series"]) == [f"H200 · pytorch · gsm8k · {SEEDED_CONDITIONS}", f"H200 · pytorch · mt-bench · {SEEDED_CONDITIONS}"]
     assert set(changes["run_id"]) == {seeded.run_ids[3]}
     assert set(changes["side"]) == {"target"}
     assert set(changes["change"]) == {f"target revision {TARGET_SHA_1[:10]} → {TARGET_SHA_2[:10]}"}
@@ -203,8 +208,9 @@ def test_runs_under_another_metric_definition_are_another_series(seeded: Seeded,
                           per_set=(measured("gsm8k", "d", speedup=9.0, tau=9.0),)))
     history = queries.benchmark_history(db, QWEN3_8B, DFLASH_8B)
     newest = history[history["speedup"] == 9.0]
-    assert list(newest["series"]) == ["H200 · pytorch · metrics v2 · gsm8k"]
-    assert 9.0 not in list(history[history["series"] == "H200 · pytorch · metrics v1 · gsm8k"]["speedup"])
+    assert list(newest["series"]) == [f"H200 · pytorch · gsm8k · {SEEDED_CONDITIONS.replace('γ=16', 'γ ?')}"
+                                      .replace("metrics v1", "metrics v2")]
+    assert 9.0 not in list(history[history["series"] == f"H200 · pytorch · gsm8k · {SEEDED_CONDITIONS}"]["speedup"])
     summary = queries.benchmark_summary(db, target=QWEN3_8B, drafter=DFLASH_8B)
     h200 = summary[(summary["hardware"] == "H200") & (summary["prompt_set"] == "gsm8k")]
     assert sorted(zip(h200["metric_version"], h200["runs"])) == [(1, len(seeded.speedups[("H200", "gsm8k")])), (2, 1)]
@@ -532,7 +538,7 @@ def test_benchmarks_summary_history_and_acceptance(dashboard_db: Seeded) -> None
     history = next(frame for frame in charts[1] if "series" in frame.columns and "speedup" in frame.columns)
     assert len(history) == 12
     for (hardware, prompt_set), speedups in dashboard_db.speedups.items():
-        series = history[history["series"] == f"{hardware} · pytorch · metrics v1 · {prompt_set}"]
+        series = history[history["series"] == f"{hardware} · pytorch · {prompt_set} · {SEEDED_CONDITIONS}"]
         assert list(series["speedup"]) == pytest.approx(speedups)
     rules = next(frame for frame in charts[1] if "change" in frame.columns)
     assert set(rules["run_id"]) == {dashboard_db.run_ids[3]}

@@ -72,7 +72,8 @@ def full_set(name: str, digest: str, marginal: Sequence[float], speedups: Sequen
         baseline_tokens_per_s=spread([49.0, 50.0, 52.0]), speculative=_throughput(90.0, 0.2),
         tokens_per_s=spread([88.0, 90.0, 91.5]), speedup=spread(speedups),
         decode_speedup=spread([s + 0.1 for s in speedups]), acceptance=counted, tau_emitted=counted.tau + 0.25,
-        ideal_speedup=2.4, efficiency=0.75, lossless=True,
+        tau_verified=counted.tau + 0.1, tau_per_prompt=counted.tau - 0.05, ideal_speedup=2.4, efficiency=0.75,
+        lossless=True,
     )
 
 
@@ -87,7 +88,9 @@ def full_run(**changes: object) -> Run:
         draft_length=3, settings=RunSettings(max_new_tokens=32, repeats=3, dtype="float32", seed=7),
         overall=overall, per_set=(code, chat), lossless=False,
         first_divergence=Divergence(prompt_set="chat", prompt_index=1, repeat=0, position=12, baseline_token=42,
-                                    speculative_token=7, target_logit_margin=0.03, speculative_token_gap=0.01),
+                                    speculative_token=7, target_logit_margin=0.03, speculative_token_gap=0.01,
+                                    verdict="diverged", float32_gap=0.02, tie_tolerance=0.0078125),
+        ties=1,
         forward_costs=ForwardCosts.from_timings(16, 3, [0.010, 0.011, 0.012], [0.014, 0.015, 0.016],
                                                 [0.002, 0.0025, 0.003]),
         peak_memory_bytes=123_456_789, peak_memory_kind="process_rss_peak", target_weight_bytes=1_000_000,

@@ -38,7 +38,7 @@ def test_runs_fit_80_columns_with_every_number_and_the_whole_reason(env: dict[st
     assert all(len(line) <= 80 for line in lines), max(lines, key=len)
     text = "\n".join(lines)
     for shown in ("aaaaaaaaaaaa", "τ 2.90 (emitted 3.15)", "accept 0.63", "tok/s 90.0 (base 50.0)",
-                  "speedup 1.70 (1.60-1.80, n=3)", "efficiency 0.75", "peak mem 118 MiB", "metrics v2",
+                  "speedup 1.70 (1.60-1.80, n=3)", "efficiency 0.75", "peak mem 118 MiB", "metrics v3",
                   f"failed: {REASON}"):
         assert shown in text, shown
 

@@ -332,13 +332,36 @@ def test_a_partial_accept_costs_no_second_target_pass(name: str, target_dirs: di
     assert len(passes) == 1 + len(result.rounds)
 
 
-def test_a_transformers_without_per_position_recurrent_states_is_refused_up_front(
+def test_a_transformers_older_than_the_tested_release_is_refused_up_front(
     target_dirs: dict[str, Path], model_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """transformers 5.24's linear-attention layer records no per-position state: refused with the reason, never run."""
+    """transformers before 5.25 (a GPU image's preinstalled one): its `Cache.activate_past_recording` takes no
+    `recurrent_states_to_keep`, so every run would crash with a TypeError in the loop; it is refused before a weight
+    is loaded, with the release to install, for any model and with or without a drafter."""
+    import transformers
     import transformers.cache_utils as cache_utils
 
-    def record_final_state_only(self, recurrent_states_to_keep=None):  # 5.24's signature and behaviour
+    def older_signature(self):  # the shape of the method before 5.25: no per-position recording to ask for
+        for layer in self.layers:
+            layer.record_past = True
+
+    monkeypatch.setattr(transformers, "__version__", "5.24.0")
+    monkeypatch.setattr(cache_utils.Cache, "activate_past_recording", older_signature)
+    for name in ("qwen3", "qwen3_next"):
+        problem = rollback_problem(load_causal_lm(target_dirs[name], device=torch.device("cpu"), dtype=torch.float32))
+        assert problem is not None and "transformers 5.24.0 is older than 5.25.0" in problem
+        for drafter in (_dflash_for(model_cache, target_dirs[name]), None):
+            with pytest.raises(IncompatiblePair, match="install transformers==5.25.0"):
+                run_pair(target_dirs[name], drafter, PROMPTS, SETTINGS)
+
+
+def test_a_hybrid_cache_that_keeps_no_per_position_state_is_refused(
+    target_dirs: dict[str, Path], model_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A linear-attention layer that records only its final state (whatever the release): refused with the reason."""
+    import transformers.cache_utils as cache_utils
+
+    def record_final_state_only(self, recurrent_states_to_keep=None):
         self.record_past = True
 
     monkeypatch.setattr(cache_utils.LinearAttentionCacheLayerMixin, "activate_past_recording", record_final_state_only)

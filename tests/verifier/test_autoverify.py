@@ -393,3 +393,22 @@ def test_a_ray_task_downloads_an_autoverify_job_on_its_own_node(
     assert run.provenance["download"]["bytes"] > 0
     assert (node_home / "downloads").is_dir() and not resolve_requests(hub, DRAFTER, ".py")
     store.engine.dispose()
+
+
+def test_an_autoverify_job_of_a_cuda_worker_asks_for_a_gpu(tmp_path: Path, tiny_hub: tuple[HubState, FakeHub],
+                                                           tiny_dflash_dir: Path) -> None:
+    """Under `--executor ray` a task that asks for no GPU gets CUDA hidden and measures on the host CPU: a CUDA
+    worker's jobs name the device, so they ask for one; a CPU worker's do not."""
+    state, hub = tiny_hub
+    store = Store.open(f"sqlite:///{tmp_path / 'registry.db'}")
+    state.add_repo(DRAFTER, files=drafter_files(tiny_dflash_dir, TARGET), date=DAY + timedelta(days=1),
+                   tags=("dflash",))
+    Watcher(store, HubClient(hub.url, None, tmp_path / "cache", timeout=30.0), ["tinyorg", "z-lab"]).poll_once()
+    settings = Settings(home=tmp_path / "home")
+    gpu_worker = replace(worker_capability(), device="cuda: NVIDIA H200", run_bytes_per_parameter=2.0)
+    assert autoverify.run_settings(settings, worker_capability()).get("device") is None
+    run = autoverify.run_settings(settings, gpu_worker)
+    assert (run["device"], run["dtype"]) == ("cuda", "bfloat16")
+    [job] = autoverify.enqueue_ready(store, autoverify.make_plan(store, worker_capability()), run)
+    assert job.num_gpus == 1 and job.payload["settings"]["device"] == "cuda"
+    store.engine.dispose()

@@ -21,7 +21,7 @@ from verifier.methods import UnsupportedMethod, proposer_builder
 from verifier.prompts import Message, Prompt, PromptSet, bundled_set, bundled_sets, encode_prompt
 from verifier.proposer import NoDraft, Proposal, TargetOutput
 
-GREEDY = RunSettings(repeats=1, warmup=0, device="cpu")
+GREEDY = RunSettings(max_new_tokens=64, repeats=1, warmup=0, device="cpu")
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def test_run_dict_holds_metrics_and_provenance(trained_run: Run, tiny_target_dir
     assert sum(acc.histogram) == acc.rounds
     assert len(acc.conditional) == 4
     assert result.speedup == pytest.approx(result.tokens_per_s / result.baseline_tokens_per_s)
-    assert result.metric_version == 2
+    assert result.metric_version == 3
     assert result.efficiency == pytest.approx(result.decode_speedup / result.overall.ideal_speedup)
     costs = result.forward_costs
     assert costs is not None
@@ -108,7 +108,7 @@ def test_run_dict_holds_metrics_and_provenance(trained_run: Run, tiny_target_dir
     # A round can emit fewer tokens than it accepted (at EOS or max_new_tokens), never more.
     assert 1.0 < result.tau_emitted <= result.tau
     assert 0.0 < result.overall.speculative.draft_time_share < 1.0
-    assert result.peak_memory_bytes > 0 and result.peak_memory_kind == "process_rss_peak"
+    assert result.peak_memory_bytes > 0 and result.peak_memory_kind == "process_rss_peak_of_run"
     assert result.target_weight_bytes > result.drafter_weight_bytes > 0
     assert {s.name for s in result.per_set} == {"code", "math", "chat", "multilingual"}
     provenance = result.provenance
@@ -119,7 +119,7 @@ def test_run_dict_holds_metrics_and_provenance(trained_run: Run, tiny_target_dir
     assert provenance["target_sha"] is None
     assert provenance["torch_threads"] == torch.get_num_threads()
     assert provenance["attn_implementation"] and provenance["verifier_version"]
-    assert provenance["target_tokenizer_digest"] and provenance["metric_version"] == 2
+    assert provenance["target_tokenizer_digest"] and provenance["metric_version"] == 3
     assert "target_generation_config_digest" in provenance and "verifier_git_sha" in provenance
 
 
@@ -284,7 +284,7 @@ def test_proposer_sees_committed_positions_only(tiny_target: LoadedTarget) -> No
 
 def test_baseline_only_run_has_no_speculative_metrics(tiny_target_dir: Path) -> None:
     one_prompt = PromptSet(name="one", prompts=(Prompt(messages=(Message("user", "What is 4 plus 5?"),)),))
-    result = run_pair(tiny_target_dir, None, [one_prompt], RunSettings(repeats=2, warmup=1, device="cpu"))
+    result = run_pair(tiny_target_dir, None, [one_prompt], RunSettings(max_new_tokens=64, repeats=2, warmup=1, device="cpu"))
 
     assert result.method is None and result.drafter is None
     assert result.lossless is None and result.tau is None and result.speedup is None
@@ -340,7 +340,7 @@ def test_target_loads_from_the_local_hub_cache_by_repo_and_sha(tiny_target_dir: 
 
     folder = cached_snapshot("tiny/target", sha, cache_dir=tmp_path / "hub")
     one_prompt = PromptSet(name="one", prompts=(Prompt(text="<|user|>\nHello"),))
-    result = run_pair(folder, None, [one_prompt], RunSettings(repeats=1, warmup=0, device="cpu"))
+    result = run_pair(folder, None, [one_prompt], RunSettings(max_new_tokens=64, repeats=1, warmup=0, device="cpu"))
 
     assert folder == snapshot
     assert result.provenance["target_sha"] == sha

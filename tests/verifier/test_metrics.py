@@ -10,6 +10,8 @@ from registry.domain.measurement import SetMeasurement
 from registry.domain.run import Run
 from registry.domain.stored_json import from_json, to_json
 from verifier.decode import DecodeResult
+from verifier.harness.contract import Generation
+from verifier.harness.run import _Trials, summarize
 from verifier.metrics import (
     ForwardCosts,
     RoundRecord,
@@ -128,15 +130,16 @@ def test_decode_speedup_leaves_the_first_token_out() -> None:
     assert decode_speedup(_throughput(None), _throughput(0.03)) is None
 
 
-def test_step_counts_from_rounds_count_drafts_past_the_end_in_tau_only() -> None:
+def test_step_counts_from_rounds_count_drafts_past_the_end_in_tau_verified_only() -> None:
     # The last round accepted 3 drafts but max_new_tokens let only 2 tokens out.
     rounds = [RoundRecord(drafted=4, accepted=4, emitted=5, draft_seconds=0, verify_seconds=0),
               RoundRecord(drafted=4, accepted=1, emitted=2, draft_seconds=0, verify_seconds=0),
               RoundRecord(drafted=4, accepted=3, emitted=2, draft_seconds=0, verify_seconds=0)]
     counts = StepCounts.from_rounds(rounds)
-    assert (counts.steps, counts.drafting_steps, counts.drafted, counts.accepted, counts.emitted) == (3, 3, 12, 8, 9)
-    assert counts.accepted_per_position == (3, 2, 2, 1)
-    assert counts.tau == pytest.approx(1 + 8 / 3) == acceptance(rounds).tau
+    assert (counts.steps, counts.drafting_steps, counts.drafted, counts.accepted, counts.emitted) == (3, 3, 12, 7, 9)
+    assert counts.accepted_per_position == (3, 2, 1, 1)
+    assert counts.tau == pytest.approx(1 + 7 / 3) == acceptance(rounds).tau
+    assert counts.tau_verified == pytest.approx(1 + 8 / 3)
     assert counts.tau_emitted == pytest.approx(3.0)
     # Counters alone give the same τ and per-position rates as the rounds.
     from_counts = counts_acceptance(counts)
@@ -191,3 +194,31 @@ def test_spread_over_repeats() -> None:
     assert (single.median, single.minimum, single.maximum, single.q1, single.q3) == (4.0,) * 5
     with pytest.raises(ValueError):
         spread([])
+
+
+def test_tau_counts_output_drafts_in_both_engines_and_keeps_zlabs_form_beside() -> None:
+    """A final round trimmed at max_new_tokens accepted 3 drafts but output 1. τ counts the output drafts, as
+    llama-server's draft_n_accepted does (both engines agree on the same decode); τ_verified keeps the drafts the
+    target accepted past the end too, as z-lab's benchmark counts acceptance length."""
+    rounds = [RoundRecord(3, 3, 4, 0.0, 0.0), RoundRecord(3, 2, 3, 0.0, 0.0), RoundRecord(3, 3, 1, 0.0, 0.0)]
+    pytorch = StepCounts.from_rounds(rounds)
+    llama = StepCounts(steps=3, drafting_steps=3, drafted=9, accepted=6, emitted=8)  # what the server reports
+    assert acceptance(rounds).tau == pytorch.tau == llama.tau == counts_acceptance(llama).tau == 3.0
+    assert acceptance(rounds).histogram == (0, 1, 1, 1)  # the trimmed round counts as 1 accepted
+    assert pytorch.tau_verified == pytest.approx(1 + 8 / 3) and llama.tau_verified is None
+    assert StepCounts.total([pytorch, llama]).tau_verified is None  # unknown for part: unknown, not a sum
+
+
+def test_tau_per_prompt_is_the_mean_of_each_prompts_tau() -> None:
+    """z-lab averages acceptance length per prompt; the pooled τ weighs long outputs more. Both are stored."""
+    def generation(rounds: list[RoundRecord]) -> Generation:
+        tokens = tuple(range(1 + sum(r.emitted for r in rounds)))
+        return Generation(tokens=tokens, prefill_seconds=0.01, total_seconds=0.1,
+                          counts=StepCounts.from_rounds(rounds), rounds=tuple(rounds))
+
+    baseline = [generation([RoundRecord(0, 0, 1, 0.0, 0.01)] * 4)] * 2
+    speculative = [generation([RoundRecord(3, 3, 4, 0.0, 0.01)]), generation([RoundRecord(3, 0, 1, 0.0, 0.01)] * 3)]
+    result = summarize("s", "d", _Trials(baseline=[baseline], speculative=[speculative]), None, None)
+    assert result.tau == pytest.approx(1 + 3 / 4)  # pooled: 3 accepted over 4 steps
+    assert result.tau_per_prompt == pytest.approx((4.0 + 1.0) / 2)
+    assert result.tau_verified == pytest.approx(1 + 3 / 4)

@@ -7,6 +7,8 @@ Baseline and speculative decoding share one loop (`verifier.decode`) and one tok
 
 from __future__ import annotations
 
+import copy
+import math
 import platform
 import resource
 import time
@@ -17,11 +19,19 @@ from typing import Any
 
 import torch
 
-from verifier.decode import DecodeResult, decode, new_cache, synchronize
+from verifier.decode import (
+    DecodeResult,
+    accept_greedy,
+    accept_sampled,
+    decode,
+    new_cache,
+    synchronize,
+    transformers_problem,
+)
 from registry.local import weight_bytes
 from verifier.folders import files_digest
 from verifier.harness import run
-from registry.domain.measurement import Divergence, RunSettings
+from registry.domain.measurement import AUTO_DTYPE, DIVERGED, TIE, Divergence, RunSettings, dtype_for
 from registry.domain.run import Run
 from verifier.harness.contract import (
     EngineReport,
@@ -33,7 +43,7 @@ from verifier.harness.contract import (
 )
 from verifier.harness.pair_check import refuse_incompatible
 from verifier.harness.provenance import snapshot_sha
-from verifier.loading import LoadedTarget, load_target
+from verifier.loading import LoadedTarget, load_target, resolve_device
 from registry.domain.measurement import ForwardCosts
 from verifier.metrics import StepCounts
 from verifier.prompts import PromptSet, encode_prompt
@@ -58,10 +68,15 @@ class TorchEngine:
         self.settings = settings
         self.device = target.device
         self.eos_ids = _eos_token_ids(target)
+        self._float32: Any = None
+        self._rss_reset = False  # whether the process's peak resident memory was reset when the run began
 
     @classmethod
     def load(cls, target_dir: Path, drafter_dir: Path | None, settings: RunSettings) -> TorchEngine:
-        # Judged from the folders before a weight is loaded: an incompatible pair costs no load.
+        # Judged before a weight is loaded: an unusable transformers or an incompatible pair costs no load.
+        problem = transformers_problem()
+        if problem is not None:
+            raise IncompatiblePair([problem])
         method = refuse_incompatible(Path(target_dir), Path(drafter_dir), settings.method) if drafter_dir else None
         target = load_target(Path(target_dir), device=settings.device, dtype=settings.dtype)
         if drafter_dir is None or method is None:  # (method is None only without a drafter)
@@ -98,14 +113,16 @@ class TorchEngine:
     def forward_costs(self, context_ids: Sequence[int], repeats: int) -> ForwardCosts | None:
         """T(1), T(γ+1) and one drafting step, timed outside the loop on a real state at this context.
 
-        After a prefill of the context, each repeat (one untimed warm-up first) drafts once (T_draft), verifies the
-        drafts in one target forward (T(γ+1)), commits the accepted prefix as the loop does (so the drafter sees a
-        real next state), and runs the target on the pending token alone (T(1)), which is then dropped again.
+        After a prefill of the context, each repeat (one untimed warm-up first) drafts once at the run's temperature
+        (T_draft), verifies the drafts in one target forward (T(γ+1)), accepts and commits as the loop does (so the
+        drafter sees a real next state), and runs the target on the pending token alone (T(1)), which is then
+        dropped again.
         """
         proposer = self.proposer
         if proposer is None or proposer.draft_length < 1:
             return None
         model, device = self.target.model, self.device
+        temperature = self.settings.temperature
         hidden = proposer.needs_hidden_states
         ids = torch.tensor(list(context_ids), device=device)
         generator = torch.Generator(device=device).manual_seed(0)
@@ -118,7 +135,10 @@ class TorchEngine:
         for attempt in range(1 + repeats):
             synchronize(device)
             started = time.perf_counter()
-            drafts = proposer.propose(0.0, generator).tokens.to(device=device, dtype=torch.long)
+            # Drafted as the loop drafts at this temperature (sampling costs what it costs: at T>0 a draft LM
+            # samples each token from its distribution, greedy drafting would time another computation).
+            proposal = proposer.propose(temperature, generator)
+            drafts = proposal.tokens.to(device=device, dtype=torch.long)
             synchronize(device)
             drafted_at = time.perf_counter()
             start = committed_length - 1
@@ -126,10 +146,11 @@ class TorchEngine:
             out = model(input_ids=verify_ids[None], cache=cache, use_cache=True, output_hidden_states=hidden)
             synchronize(device)
             verified_at = time.perf_counter()
-            choices = torch.argmax(out.logits[0], dim=-1)
-            n_accepted = int((drafts == choices[: drafts.shape[0]]).long().cumprod(0).sum())
+            if temperature == 0:
+                n_accepted, pending = accept_greedy(out.logits[0], drafts)
+            else:
+                n_accepted, pending = accept_sampled(out.logits[0], proposal, drafts, temperature, generator)
             cache.crop(-(drafts.shape[0] - n_accepted))
-            pending = int(choices[n_accepted])
             committed = torch.tensor([*drafts[:n_accepted].tolist(), pending], device=device)
             committed_length += n_accepted + 1
             proposer.observe(n_accepted, committed,
@@ -152,15 +173,33 @@ class TorchEngine:
         found = first_divergence(baseline, speculative, set_name, prompt_index, repeat)
         if found is None:
             return None
-        return with_target_margin(found, self.target.model, torch.tensor(list(prompt_ids), device=self.device),
-                                  baseline)
+        prompt = torch.tensor(list(prompt_ids), device=self.device)
+        found = with_target_margin(found, self.target.model, prompt, baseline)
+        return judge_divergence(found, self.target.model, self._float32_target(), prompt, baseline)
+
+    def _float32_target(self) -> Any:
+        """The target's weights in float32, for re-scoring a divergence (built once, on first need; the model
+        itself when it runs in float32)."""
+        model = self.target.model
+        if next(model.parameters()).dtype == torch.float32:
+            return model
+        if self._float32 is None:
+            try:
+                self._float32 = copy.deepcopy(model).to(torch.float32)
+            except torch.OutOfMemoryError:  # no room for a float32 copy beside the model: score it on the host
+                torch.cuda.empty_cache()
+                self._float32 = copy.deepcopy(model.to("cpu")).to(torch.float32)
+                model.to(self.device)
+        return self._float32
 
     def reset_peak_memory(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
+        else:
+            self._rss_reset = reset_process_peak_rss()
 
     def report(self) -> EngineReport:
-        peak_bytes, peak_kind = _peak_memory(self.device)
+        peak_bytes, peak_kind = _peak_memory(self.device, self._rss_reset)
         return EngineReport(
             peak_memory_bytes=peak_bytes,
             peak_memory_kind=peak_kind,
@@ -186,6 +225,8 @@ def run_pair(
     """Measure the drafter at `drafter_dir` (None: baseline only) on the target at `target_dir`."""
     if not prompt_sets or any(not s.prompts for s in prompt_sets):
         raise ValueError("run_pair needs at least one non-empty prompt set")
+    if settings.dtype == AUTO_DTYPE:
+        settings = replace(settings, dtype=dtype_for(resolve_device(settings.device).type))
     engine = TorchEngine.load(Path(target_dir), drafter_dir, settings)
     return run.run(engine, prompt_sets, settings, progress, target_dir=Path(target_dir),
                        drafter=Path(drafter_dir) if drafter_dir is not None else None)
@@ -225,9 +266,72 @@ def with_target_margin(
     return replace(divergence, target_logit_margin=float(top[0] - top[1]), speculative_token_gap=gap)
 
 
-def _peak_memory(device: torch.device) -> tuple[int, str]:
+def ulp(value: float, dtype: torch.dtype) -> float:
+    """One unit in the last place of `dtype` at the magnitude of `value` (the spacing of representable values)."""
+    info = torch.finfo(dtype)  # eps: the spacing just above 1.0
+    magnitude = max(abs(value), info.tiny)
+    return float(2.0 ** math.floor(math.log2(magnitude)) * info.eps)
+
+
+@torch.inference_mode()
+def judge_divergence(divergence: Divergence, model: Any, float32_model: Any, prompt_ids: torch.Tensor,
+                     baseline: Sequence[int]) -> Divergence:
+    """`divergence` judged a tie or a divergence (`registry.domain.measurement.TIE_RULE`).
+
+    At temperature 0 speculative decoding must pick the target's argmax; with rounding (bf16), the argmax of two
+    tokens whose logits the dtype cannot separate is decided by the rounding of whichever pass computes it (a
+    single-token step or a verify pass over several), so either token is the target's choice there. It is a tie
+    when both the run's own dtype (an uncached forward on the baseline's prefix) and float32 (the same weights,
+    unrounded) put the two logits within one ulp of the run's dtype; anything wider is a divergence, however small
+    (a float32 run ties only at an exact float32 tie). A divergence where the baseline ended is never a tie.
+    """
+    if divergence.baseline_token is None or divergence.speculative_token is None:
+        return replace(divergence, verdict=DIVERGED)
+    dtype = next(model.parameters()).dtype
+    prefix = torch.tensor(list(baseline[: divergence.position]), dtype=torch.long, device=prompt_ids.device)
+    ids = torch.cat([prompt_ids, prefix])[None]
+    own = model(input_ids=ids, logits_to_keep=1).logits[0, -1].float()
+    device = next(float32_model.parameters()).device
+    exact = float32_model(input_ids=ids.to(device), logits_to_keep=1).logits[0, -1].float()
+    base, spec = divergence.baseline_token, divergence.speculative_token
+    own_gap = float(own[base] - own[spec])
+    exact_gap = float(exact[base] - exact[spec])
+    tolerance = ulp(max(abs(float(own[base])), abs(float(own[spec]))), dtype)
+    tie = abs(own_gap) <= tolerance and abs(exact_gap) <= tolerance
+    return replace(divergence, verdict=TIE if tie else DIVERGED, float32_gap=exact_gap, tie_tolerance=tolerance)
+
+
+PROC_SELF = Path("/proc/self")
+
+
+def reset_process_peak_rss() -> bool:
+    """Reset this process's peak resident memory (Linux VmHWM) to its current resident memory, so the peak read at
+    the end is this run's, weights included; False where the kernel offers no reset (then the lifetime peak)."""
+    try:
+        (PROC_SELF / "clear_refs").write_text("5")
+    except OSError:
+        return False
+    return _vm_hwm() is not None
+
+
+def _vm_hwm() -> int | None:
+    try:
+        status = (PROC_SELF / "status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024  # kB
+    return None
+
+
+def _peak_memory(device: torch.device, rss_reset: bool) -> tuple[int, str]:
+    """The run's one memory figure and what it is (registry.domain.measurement.MEMORY_KINDS)."""
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device)), "cuda_max_memory_allocated"
+    peak = _vm_hwm() if rss_reset else None
+    if peak is not None:
+        return peak, "process_rss_peak_of_run"
     # Linux reports ru_maxrss in KiB; it is the peak of the whole process so far, not of this run alone.
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "process_rss_peak"
 

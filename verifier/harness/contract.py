@@ -65,8 +65,8 @@ class Engine(Protocol):
 class EngineReport:
     """What an engine says about itself after the measurement."""
 
-    peak_memory_bytes: int
-    peak_memory_kind: str
+    peak_memory_bytes: int | None  # None: the engine cannot measure what it holds (a GPU-offloaded llama-server)
+    peak_memory_kind: str | None  # a key of registry.domain.measurement.MEMORY_KINDS
     target_weight_bytes: int
     drafter_weight_bytes: int | None
     provenance: dict[str, Any]

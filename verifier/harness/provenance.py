@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from registry.local import folder_tokenizer_digest as tokenizer_digest
+from verifier.build_cache import BUILD_MARKER
 from verifier.harness.contract import Engine
 from registry.domain.measurement import RunSettings
 from verifier.metrics import METRIC_VERSION
@@ -38,6 +39,9 @@ def common_provenance(engine: Engine, prompt_sets: Sequence[PromptSet], sets_dig
         "repeats": settings.repeats,
         "warmup": settings.warmup,
         "dtype": settings.dtype,
+        # A target the project built itself (verifier.build_cache marks its builds): numbers about the harness,
+        # not about a checkpoint anyone serves.
+        "test_model": is_test_model(target_dir) if target_dir is not None else None,
         "target_tokenizer_digest": tokenizer_digest(target_dir) if target_dir is not None else None,
         "drafter_tokenizer_digest": tokenizer_digest(drafter_dir) if drafter_dir is not None else None,
         "target_generation_config_digest": file_digest(target_dir, "generation_config.json") if target_dir else None,
@@ -45,6 +49,11 @@ def common_provenance(engine: Engine, prompt_sets: Sequence[PromptSet], sets_dig
             file_digest(drafter_dir, "generation_config.json") if drafter_dir is not None else None
         ),
     }
+
+
+def is_test_model(folder: Path) -> bool:
+    """Whether `folder` is one of the tiny models the project builds (`verifier.build_cache.cached_build`)."""
+    return (folder / BUILD_MARKER).is_file()
 
 
 def machine_load(before: float) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from registry.domain.measurement import METRIC_VERSION, Divergence, RunSettings, SetMeasurement
+from registry.domain.measurement import METRIC_VERSION, TIE, Divergence, RunSettings, SetMeasurement
 from registry.domain.run import Run
 from verifier.harness.contract import Engine, Generation, Progress
 from verifier.harness.provenance import common_provenance, machine_load
@@ -68,8 +68,9 @@ def run(engine: Engine, prompt_sets: Sequence[PromptSet], settings: RunSettings,
     engine.reset_peak_memory()
 
     trials = [_Trials() for _ in prompt_sets]
-    divergence: Divergence | None = None
-    set_lossless = [True] * len(prompt_sets)
+    # Greedy decodes whose output differs from the baseline's: judged after the measurement (a re-score must not
+    # count in its peak memory): (set index, prompt, baseline, speculative, set name, prompt index, repeat).
+    differing: list[tuple[int, list[int], tuple[int, ...], tuple[int, ...], str, int, int]] = []
     total = settings.repeats * sum(len(p) for p in encoded) * (2 if speculative else 1)
     done = 0
     for repeat in range(settings.repeats):
@@ -90,14 +91,18 @@ def run(engine: Engine, prompt_sets: Sequence[PromptSet], settings: RunSettings,
                         progress(done, total, f"{label}, {engine.method}")
                     base, spec = baseline_row[-1].tokens, speculative_row[-1].tokens
                     if settings.temperature == 0 and base != spec:
-                        set_lossless[set_index] = False
-                        if divergence is None:
-                            divergence = engine.divergence(prompt, base, spec, prompt_set.name, prompt_index, repeat)
+                        differing.append((set_index, prompt, base, spec, prompt_set.name, prompt_index, repeat))
             trials[set_index].baseline.append(baseline_row)
             if speculative:
                 trials[set_index].speculative.append(speculative_row)
 
     costs = engine.forward_costs(_cost_context(encoded, trials), settings.cost_repeats) if speculative else None
+    report = engine.report()
+    judged = [(d[0], engine.divergence(*d[1:])) for d in differing]
+    set_lossless = [all(_is_tie(found) for index, found in judged if index == i) for i in range(len(prompt_sets))]
+    divergence = next((found for _, found in judged if not _is_tie(found)), None) or next(
+        (found for _, found in judged), None)
+    ties = sum(1 for _, found in judged if _is_tie(found))
     greedy_with_drafter = speculative and settings.temperature == 0
     per_set = [
         summarize(s.name, s.digest, t, costs, set_lossless[i] if greedy_with_drafter else None)
@@ -111,7 +116,6 @@ def run(engine: Engine, prompt_sets: Sequence[PromptSet], settings: RunSettings,
     sets_digest = hashlib.sha256("\n".join(s.digest for s in prompt_sets).encode()).hexdigest()
     lossless = all(set_lossless) if greedy_with_drafter else None
     overall = summarize("overall", sets_digest, combined, costs, lossless)
-    report = engine.report()
     provenance = {
         **common_provenance(engine, prompt_sets, sets_digest, settings, target_dir, drafter),
         **report.provenance,
@@ -132,6 +136,7 @@ def run(engine: Engine, prompt_sets: Sequence[PromptSet], settings: RunSettings,
         per_set=tuple(per_set),
         lossless=lossless,
         first_divergence=divergence,
+        ties=ties if greedy_with_drafter else None,
         peak_memory_bytes=report.peak_memory_bytes,
         peak_memory_kind=report.peak_memory_kind,
         target_weight_bytes=report.target_weight_bytes,
@@ -152,6 +157,11 @@ def run(engine: Engine, prompt_sets: Sequence[PromptSet], settings: RunSettings,
             for i, g in enumerate((t.speculative or t.baseline)[-1])
         },
     )
+
+
+def _is_tie(divergence: Divergence | None) -> bool:
+    """A decode that left the baseline only where the run's dtype ties the two tokens (an unjudged one did not)."""
+    return divergence is not None and divergence.verdict == TIE
 
 
 def _cost_context(encoded: list[list[list[int]]], trials: list[_Trials]) -> list[int]:
@@ -190,6 +200,7 @@ def summarize(name: str, digest: str, trials: _Trials, costs: ForwardCosts | Non
     # Engines that see every round (PyTorch) give the full histogram; the others their counters.
     measured = acceptance(rounds) if rounds else counts_acceptance(counts)
     tau_emitted = counts.tau_emitted
+    per_prompt = [tau for g in generations if (tau := g.counts.tau) is not None]
     ideal = None
     if costs is not None and tau_emitted is not None:
         # The decode-only speedup counts emitted tokens, so the ideal does too (τ also counts drafts accepted past
@@ -204,6 +215,8 @@ def summarize(name: str, digest: str, trials: _Trials, costs: ForwardCosts | Non
         decode_speedup=decode_spread,
         acceptance=measured,
         tau_emitted=tau_emitted,
+        tau_verified=counts.tau_verified,
+        tau_per_prompt=statistics.mean(per_prompt) if per_prompt else None,
         ideal_speedup=ideal,
         efficiency=decode_spread.median / ideal if ideal and decode_spread else None,
         lossless=lossless,

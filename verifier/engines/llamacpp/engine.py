@@ -12,15 +12,18 @@ ideal speedup or efficiency (null, not zero).
 
 from __future__ import annotations
 
+import math
 import platform
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from registry.domain.engines import VERIFIER_ENGINES
+from registry.domain.measurement import AUTO_DTYPE, dtype_for
 from registry.domain.llama_commands import LLAMA_SPEC_TYPES, NEEDS_TARGET_DIR
 from registry.settings import get_settings
 from verifier.counters import NO_COUNTS, SpecCounters
@@ -64,6 +67,7 @@ class LlamaCppEngine:
     drafter_gguf: GgufInfo | None = None
     name: str = ENGINE_NAME
     counter_mismatches: int = 0
+    timing_shares: list[float] = field(default_factory=list)  # per request: the server's timings ÷ its wall clock
     _drafter_dir: Path | None = None
     _servers: dict[bool, LlamaServer] = field(default_factory=dict)
     _ctx_size: int = 0
@@ -94,17 +98,20 @@ class LlamaCppEngine:
     def generate(self, prompt_ids: Sequence[int], *, speculative: bool, seed: int) -> Generation:
         server = self._servers[speculative and self.draft is not None]
         before = server.counters() if server.draft else NO_COUNTS
+        sent = time.perf_counter()
         answer = server.complete(prompt_ids, max_new_tokens=self.settings.max_new_tokens,
                                  temperature=self.settings.temperature, seed=seed)
+        wall_s = time.perf_counter() - sent
         timings = answer["timings"]
+        prompt_s, predicted_s = checked_timings(timings, wall_s)
+        self.timing_shares.append((prompt_s + predicted_s) / wall_s if wall_s > 0 else 1.0)
         tokens = tuple(int(t) for t in answer["tokens"])
         emitted = max(len(tokens) - 1, 0)
         counts = StepCounts(steps=emitted, drafting_steps=0, drafted=0, accepted=0, emitted=emitted)
         if server.draft:
             counts = self._reconciled(server.counters().minus(before), timings, emitted)
-        prompt_s = float(timings.get("prompt_ms", 0.0)) / 1000
-        return Generation(tokens=tokens, prefill_seconds=prompt_s,
-                          total_seconds=prompt_s + float(timings.get("predicted_ms", 0.0)) / 1000, counts=counts)
+        return Generation(tokens=tokens, prefill_seconds=prompt_s, total_seconds=prompt_s + predicted_s,
+                          counts=counts)
 
     def _reconciled(self, counters: SpecCounters, timings: dict[str, Any], emitted: int) -> StepCounts:
         """One request's step counts in the verifier's definitions (`verifier.metrics`): drafted and accepted from
@@ -153,18 +160,61 @@ class LlamaCppEngine:
             } if self.draft else None,
             "counters": {"drafted_accepted": "timings.draft_n / draft_n_accepted", "steps": "/metrics drafts + plain",
                          "metrics_disagreed": self.counter_mismatches},
+            "timings": {"source": "timings.prompt_ms + predicted_ms, checked against each request's wall clock",
+                        "share_of_wall_clock": [round(min(self.timing_shares), 3), round(max(self.timing_shares), 3)]
+                        if self.timing_shares else None},
             "device": self.device_name,
             "threads": self.options.threads,
             "ctx_size": self._ctx_size,
             "transformers_version": _transformers_version(),
         }
+        # One figure, of the server that ran what is measured: the pair's (target and drafter) when there is a
+        # drafter, else the target's. With layers offloaded to a GPU its host RSS leaves out the weights in VRAM,
+        # and llama-server reports no VRAM peak: unknown, not a host figure passed off as the pair's memory.
+        server = self._servers.get(self.draft is not None) or self._servers.get(False)
+        offloaded = self.binary.backend != "cpu" and self.device_args == ()
+        peak = server.peak_rss_bytes if server is not None and not offloaded else None
         return EngineReport(
-            peak_memory_bytes=max((s.peak_rss_bytes for s in self._servers.values()), default=0),
-            peak_memory_kind="llama_server_rss_peak",
+            peak_memory_bytes=peak,
+            peak_memory_kind="llama_server_rss_peak" if peak is not None else None,
             target_weight_bytes=self.target_gguf.size_bytes,
             drafter_weight_bytes=self.drafter_gguf.size_bytes if self.drafter_gguf else None,
             provenance=provenance,
         )
+
+
+# A request's server-side timings (prefill + decode) against the wall clock around it: never more (plus a little
+# clock slack), never a tiny part. HTTP, JSON and tokenization can take most of a tiny model's request on a loaded
+# machine (timings covered 22% of it here at load 6 on 2 cores), so the floor is far below that and far above what
+# a field in another unit gives (0.1%). A field that is missing, renamed or mis-scaled fails the run instead of
+# inflating tok/s.
+TIMING_SLACK_S = 0.005
+MIN_TIMING_SHARE = 0.02
+
+
+class TimingsInconsistent(ServerFailed):
+    """llama-server's timings are missing, not numbers, or cannot be true against the request's wall clock."""
+
+
+def checked_timings(timings: dict[str, Any], wall_s: float) -> tuple[float, float]:
+    """(prefill seconds, decode seconds) from an answer's `timings.prompt_ms` / `predicted_ms`, checked against the
+    request's wall clock `wall_s`."""
+    values = []
+    for key in ("prompt_ms", "predicted_ms"):
+        value = timings.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise TimingsInconsistent(f"llama-server's answer has no usable timings.{key} ({value!r}; keys: "
+                                      f"{', '.join(sorted(timings))}): its tok/s cannot be measured")
+        values.append(float(value) / 1000)
+    total = values[0] + values[1]
+    if total > wall_s + TIMING_SLACK_S:
+        raise TimingsInconsistent(f"llama-server's timings ({total * 1000:.1f} ms) exceed the request's wall clock "
+                                  f"({wall_s * 1000:.1f} ms): they are not in milliseconds or not of this request")
+    if total < MIN_TIMING_SHARE * wall_s:
+        raise TimingsInconsistent(f"llama-server's timings ({total * 1000:.2f} ms) cover under "
+                                  f"{MIN_TIMING_SHARE:.0%} of the request's wall clock ({wall_s * 1000:.1f} ms): a "
+                                  "field is missing, renamed or in another unit, and tok/s would be inflated")
+    return values[0], values[1]
 
 
 def _device(settings: Any, binary: ServerBinary) -> tuple[tuple[str, ...], str]:
@@ -198,6 +248,9 @@ def load_llamacpp_engine(target_dir: Path, drafter: Path | None, settings: Any,
         cache = options.gguf_cache
     else:
         cache = get_settings().models_dir / "gguf"
+    if settings.dtype == AUTO_DTYPE:  # bf16 where llama-server offloads to a GPU, f32 on a CPU build
+        on_gpu = binary.backend != "cpu" and device_args == ()
+        settings = replace(settings, dtype=dtype_for("cuda" if on_gpu else "cpu"))
     outtype = OUTTYPES[settings.dtype]
     engine = LlamaCppEngine(binary=binary, target_dir=target_dir,
                             target_gguf=cached_gguf(target_dir, cache, source=source, build=binary.build,
@@ -240,7 +293,7 @@ def run_llamacpp_pair(
     longest = max(len(engine.encode(p)) for s in prompt_sets for p in s.prompts)
     ctx_size = -(-(longest + settings.max_new_tokens + engine.draft_length + 16) // 256) * 256
     with tempfile.TemporaryDirectory(prefix="drafters-llama-server-") as logs, engine.serving(ctx_size, Path(logs)):
-        return measure(engine, prompt_sets, settings, progress, target_dir=Path(target_dir),
+        return measure(engine, prompt_sets, engine.settings, progress, target_dir=Path(target_dir),
                            drafter=Path(drafter) if drafter is not None else None)
 
 
