@@ -376,7 +376,10 @@ class BenchmarkRun(Base):
     __tablename__ = "benchmark_run"
     # A run's series (regression_event reads its newest 20): found by index and walked newest first, whatever the
     # number of runs stored.
-    __table_args__ = (Index("ix_benchmark_run_series", "target", "drafter", "hardware", "created_at"),)
+    # A machine's most recent runs (the pricing model's fit sample, calibration.FIT_SAMPLE): one walk of
+    # (hardware, created_at) from its newest end.
+    __table_args__ = (Index("ix_benchmark_run_series", "target", "drafter", "hardware", "created_at"),
+                      Index("ix_benchmark_run_hardware_recent", "hardware", "created_at"))
 
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[str] = mapped_column(String(40), unique=True)
