@@ -5,10 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
-from sqlalchemy.exc import IntegrityError
 
 from registry.domain.records import OrgLease, ServiceStatusRecord, WatchCursorRecord, WatchFailureRecord
-from registry.store.core import StoreCore, aware, utcnow
+from registry.store.core import StoreCore, aware, insert_once, utcnow
 from registry.store.mappers import failure_record
 from registry.store.models import Checkpoint, Drafter, ServiceStatus, WatchCursor, WatchFailure
 
@@ -77,25 +76,21 @@ class WatchState:
                            success: bool = False, error: str | None = None, restarted: bool = False) -> None:
         """Heartbeat of one part of `drafters up`: what it does now, and when it last succeeded or failed."""
         now = utcnow()
-        for attempt in range(2):
-            try:
-                with self.core.session() as session:
-                    row = session.scalar(select(ServiceStatus).where(ServiceStatus.host == host,
-                                                                     ServiceStatus.name == name))
-                    if row is None:
-                        row = ServiceStatus(host=host, name=name, state=state, heartbeat_at=now, restarts=0)
-                        session.add(row)
-                    row.state, row.detail, row.heartbeat_at = state, detail, now
-                    if success:
-                        row.last_success_at = now
-                    if error is not None:
-                        row.last_error, row.last_error_at = error[:2000], now
-                    if restarted:
-                        row.restarts = (row.restarts or 0) + 1
-                return
-            except IntegrityError:
-                if attempt:
-                    raise  # two writers created the row at once; the second try updates it
+        with self.core.session() as session:
+            key = (ServiceStatus.host == host, ServiceStatus.name == name)
+            row = session.scalar(select(ServiceStatus).where(*key))
+            if row is None:
+                # Inserted once: a concurrent writer's row (its insert won) is updated instead.
+                row = insert_once(session, ServiceStatus, {"host": host, "name": name, "state": state,
+                                                           "heartbeat_at": now, "restarts": 0},
+                                  key=["host", "name"]) or session.scalars(select(ServiceStatus).where(*key)).one()
+            row.state, row.detail, row.heartbeat_at = state, detail, now
+            if success:
+                row.last_success_at = now
+            if error is not None:
+                row.last_error, row.last_error_at = error[:2000], now
+            if restarted:
+                row.restarts = (row.restarts or 0) + 1
 
     def service_statuses(self) -> list[ServiceStatusRecord]:
         with self.core.session() as session:
@@ -112,12 +107,10 @@ class WatchState:
         """Take the org's lease (two watchers never poll one org at once) unless it was polled within the given
         seconds; the lease is ours when it is free, already ours, or expired."""
         now = utcnow()
-        try:
-            with self.core.session() as session:
-                if session.scalar(select(WatchCursor.id).where(WatchCursor.org == org)) is None:
-                    session.add(WatchCursor(org=org))
-        except IntegrityError:
-            pass  # another watcher created the org's cursor at the same moment; theirs serves both
+        with self.core.session() as session:
+            if session.scalar(select(WatchCursor.id).where(WatchCursor.org == org)) is None:
+                # Another watcher may create the org's cursor at the same moment: theirs serves both.
+                insert_once(session, WatchCursor, {"org": org}, key=["org"])
         free = (
             (WatchCursor.lease_owner.is_(None))
             | (WatchCursor.lease_owner == owner)
