@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from registry.domain.records import EventRecord, EventSpec
 from registry.store.core import StoreCore, insert_once, utcnow
@@ -27,6 +27,11 @@ class Events:
                 "type": spec.type, "subject": spec.subject, "org": spec.org, "family": spec.family,
                 "payload": spec.payload, "dedupe_key": spec.dedupe_key, "created_at": utcnow()}, key=["dedupe_key"])
             return event_record(row) if row is not None else None
+
+    def last_event_id(self) -> int:
+        """The newest event's id (0 when there is none): one probe of the primary key, not a read of the log."""
+        with self.core.session() as session:
+            return session.scalar(select(func.max(Event.id))) or 0
 
     def events(
         self,

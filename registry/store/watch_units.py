@@ -181,8 +181,14 @@ class WatchUnits:
             if unit.catalog_revision is not None:
                 self.drafters.add_drafter_revision(repo_id, unit.catalog_revision)
             previous = self.reads.drafter_head_revision(repo_id)
-            exact_before = ({v.checkpoint_repo_id for v in self.reads.verdicts() if v.verdict == "exact"}
-                            if unit.first_hub_revision else set())
+            exact_before: set[str] = set()
+            if unit.first_hub_revision:
+                # Exact needs a declaration (registry.domain.compat), so only the targets this drafter declares,
+                # before and after this unit, can become exact through it: whether they had an exact drafter
+                # before is read for those alone, not from every verdict.
+                recorded = self.reads.get_drafter(repo_id)
+                declared = {t for t, _ in unit.spec.targets} | {t for t, _ in (recorded.targets if recorded else ())}
+                exact_before = self.reads.exactly_drafted(declared)
             self.drafters.upsert_drafter(unit.spec)
             self.drafters.set_drafter_status(repo_id, *unit.status)
             revision, created = self.drafters.add_drafter_revision(repo_id, unit.revision,

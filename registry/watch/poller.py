@@ -120,8 +120,7 @@ class Watcher:
         report = PollReport()
         self.units.new_poll()
         self._tag_ids, self._tag_vanished_done = None, False
-        earlier = self.store.events.events()  # this poll's events are the ones after the last of these
-        first_event = earlier[-1].id if earlier else 0
+        first_event = self.store.events.last_event_id()  # this poll's events are the ones after it
         self.client.start_budget()
         first_request = self.client.request_count
         self._units_this_poll = 0
