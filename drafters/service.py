@@ -273,7 +273,8 @@ class Service:
                     success=done >= total)
 
     def _worker_loop(self) -> None:
-        worker = Worker(self.store)
+        # The same id after a restart (this host and home), so the new process takes back the job the old one held.
+        worker = Worker(self.store, worker_id=self.worker_id or f"{self.instance}-worker")
         if self.settings.autoverify:
             capability = self._capability()
             fetch = autoverify.host_fetcher(self.store, self.settings, capability.disk_budget_bytes,

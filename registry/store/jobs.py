@@ -123,6 +123,26 @@ def claim(store: Store, worker_id: str, *, lease_s: float = 60.0, kinds: tuple[s
         return job_record(row)
 
 
+def release_own(store: Store, worker_id: str) -> list[int]:
+    """A worker starting under an id it keeps across restarts (`stable_owner`: this host and home) cannot be
+    running anything yet, so the jobs still running under that id are its previous process's orphans: each goes
+    back to the queue at once (kept in its place, the oldest claimed first), or fails when that was its last
+    allowed attempt, rather than waiting out its lease while newer jobs go first. Returns their ids."""
+    now = utcnow()
+    with store.session() as session:
+        rows = list(session.scalars(select(Job).where(Job.status == RUNNING, Job.lease_owner == worker_id)
+                                    .order_by(Job.id).with_for_update()))
+        for row in rows:
+            row.lease_owner, row.lease_expires_at = None, None
+            if row.attempts < row.max_attempts:
+                row.status = QUEUED
+                row.error = f"its worker restarted during attempt {row.attempts}; queued again"
+            else:
+                row.status, row.finished_at = FAILED, now
+                row.error = "its worker restarted during the last allowed attempt"
+        return [row.id for row in rows]
+
+
 def heartbeat(store: Store, job_id: int, worker_id: str, *, lease_s: float = 60.0) -> bool:
     """Extend the lease; False when the job is no longer ours (it was reclaimed after we stalled)."""
     now = utcnow()
