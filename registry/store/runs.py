@@ -70,8 +70,15 @@ def list_runs(
 ) -> list[Run]:
     """Newest first; a drafter's or target's old id (before a rename) finds its runs too. `offset` skips that many
     (the API's pages)."""
-    drafter = _current_drafter_id(store, drafter)
-    target = store.checkpoints.canonical_repo_id(target) if target is not None else None
+    return _runs(store, target=store.checkpoints.canonical_repo_id(target) if target is not None else None,
+                 drafter=_current_drafter_id(store, drafter), status=status, engine=engine, hardware=hardware,
+                 method=method, limit=limit, offset=offset)
+
+
+def _runs(store: Store, *, target: str | None, drafter: str | None, status: str | None = None,
+          engine: str | None = None, hardware: str | None = None, method: str | None = None,
+          limit: int | None = None, offset: int = 0) -> list[Run]:
+    """list_runs for ids already as the registry records them (no rename lookups)."""
     with store.session() as session:
         query = (
             select(BenchmarkRun)
@@ -99,12 +106,13 @@ def list_runs(
 
 def regression_event(store: Store, run: Run) -> EventSpec | None:
     """An `acceptance_regressed` event when τ fell against the previous comparable run of the same pair (the rule
-    is registry.domain.regression's)."""
+    is registry.domain.regression's); `run` as record_run returned it."""
     if run.status != "ok" or run.tau is None or run.drafter is None:
         return None
-    # The newest few runs of the series are enough: the comparison is with the latest comparable one.
-    recent = list_runs(store, target=run.target, drafter=run.drafter, status="ok", engine=run.engine,
-                       hardware=run.hardware, method=run.method, limit=20)
+    # The newest few runs of the series are enough: the comparison is with the latest comparable one. The run's
+    # ids are as record_run stored them (current ids), so they are not looked up again.
+    recent = _runs(store, target=run.target, drafter=run.drafter, status="ok", engine=run.engine,
+                   hardware=run.hardware, method=run.method, limit=20)
     found = regression(run, recent)
     if found is None:
         return None
