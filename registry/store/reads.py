@@ -157,21 +157,23 @@ class Reads:
 
     def known_heads(self, org: str) -> dict[str, str | None]:
         """Repo id -> recorded head sha of every checkpoint and drafter of the org."""
-        with self.core.session() as session:
-            heads: dict[str, str | None] = dict(
-                session.execute(select(Checkpoint.repo_id, Checkpoint.head_sha).where(Checkpoint.org == org)).all())
-            prefix = f"{org}/"
-            for repo_id, head in session.execute(
-                select(Drafter.repo_id, Drafter.head_sha).where(Drafter.repo_id.startswith(prefix, autoescape=True))
-            ):
-                heads[repo_id] = head
-            return heads
+        return self.org_repos(org)[0]
 
     def gone_repo_ids(self, org: str) -> set[str]:
         """Checkpoints and drafters of the org last found gone from the Hub (status "gone")."""
+        return self.org_repos(org)[1]
+
+    def org_repos(self, org: str) -> tuple[dict[str, str | None], set[str]]:
+        """known_heads and gone_repo_ids of the org in one read of each table (the poller needs both)."""
+        heads: dict[str, str | None] = {}
+        gone: set[str] = set()
         with self.core.session() as session:
-            gone = set(session.scalars(select(Checkpoint.repo_id).where(Checkpoint.org == org,
-                                                                        Checkpoint.status == "gone")))
-            gone |= set(session.scalars(select(Drafter.repo_id).where(
-                Drafter.repo_id.startswith(f"{org}/", autoescape=True), Drafter.status == "gone")))
-            return gone
+            rows = [*session.execute(select(Checkpoint.repo_id, Checkpoint.head_sha, Checkpoint.status)
+                                     .where(Checkpoint.org == org)),
+                    *session.execute(select(Drafter.repo_id, Drafter.head_sha, Drafter.status)
+                                     .where(Drafter.repo_id.startswith(f"{org}/", autoescape=True)))]
+            for repo_id, head, status in rows:
+                heads[repo_id] = head
+                if status == "gone":
+                    gone.add(repo_id)
+        return heads, gone

@@ -5,6 +5,8 @@ timings: bench/watch_history.py times them at 1,000 / 10,000 / 100,000 events an
 
 from __future__ import annotations
 
+import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +15,12 @@ import pytest
 from registry.domain.records import CheckpointSpec, EventSpec
 from registry.hub import HubClient
 from registry.store import Store
+from registry.store.db import StatementCounter
 from registry.watch.poller import Watcher
-from tests.fakehub.scenario import Scenario
+from tests.fakehub.scenario import DAY_0, Scenario
 from tests.fakehub.server import FakeHub
+from tests.fakehub.state import HubState
+from tests.registry.watch_support import make_client
 
 
 def _spy(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[dict[str, Any]]:
@@ -62,3 +67,26 @@ def test_name_implied_targets_and_exact_drafted_targets_are_found_among_many(sto
     assert store.reads.checkpoints_named("nothing-like-it") == []
     # No verdicts yet: nothing is exactly drafted, whatever the spelling of the ids asked about.
     assert store.reads.exactly_drafted({"qwen/qwen3-8b", "Qwen/Qwen3-8B"}) == set()
+
+
+def test_a_quiet_re_poll_s_bookkeeping_is_a_few_statements_per_org(store: Store, tmp_path: Path) -> None:
+    """Lease (taken and read back by one UPDATE), the org's failures (one read), what is recorded of the org (one
+    read per table) and the lease's release: five statements for each org a quiet re-poll adds, not ten."""
+    state = HubState()
+    for org in ("one", "two", "three"):
+        for n in range(3):
+            created = DAY_0 - timedelta(days=10, minutes=n)
+            state.add_repo(f"{org}/model-{n}", created_at=created, date=created, library_name="transformers",
+                           files={"config.json": json.dumps({"model_type": "qwen3"}).encode()})
+    counter = StatementCounter(store.engine)
+    with FakeHub(state) as hub:
+        def quiet_repoll(*orgs: str) -> int:
+            watcher = Watcher(store, make_client(hub.url, tmp_path / "hub-cache"), list(orgs), drafter_queries=())
+            assert not watcher.poll_once().errors
+            before = counter.count
+            assert not watcher.poll_once().errors
+            return counter.count - before
+
+        one = quiet_repoll("one")
+        three = quiet_repoll("one", "two", "three")
+    assert (three - one) / 2 <= 5
