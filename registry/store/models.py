@@ -10,7 +10,7 @@ from datetime import date, datetime
 from typing import Any
 
 from sqlalchemy import (JSON, BigInteger, Boolean, Date, DateTime, Double, ForeignKey, Index, Integer, MetaData, String,
-                        Text, UniqueConstraint)
+                        Text, UniqueConstraint, func)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 NAMING_CONVENTION = {
@@ -90,6 +90,11 @@ class Checkpoint(RepoColumns, Base):
 
     revisions: Mapped[list[CheckpointRevision]] = relationship(back_populates="checkpoint", cascade="all, delete-orphan")
     bases: Mapped[list[CheckpointBase]] = relationship(back_populates="checkpoint", cascade="all, delete-orphan")
+
+
+# A declared target matches a checkpoint whatever its case (registry.domain.compat): Reads.exactly_drafted finds
+# it by this index, not by reading every checkpoint.
+Index("ix_checkpoint_repo_id_lower", func.lower(Checkpoint.repo_id))
 
 
 class CheckpointAlias(AliasColumns, Base):

@@ -128,18 +128,24 @@ class Reads:
                 found = find_checkpoint(session, repo_id)
                 if found is not None:
                     wanted.add(found.repo_id.casefold())
-            if not wanted:
+            # The checkpoints first, by the lower(repo_id) index, then the verdicts on their head revisions.
+            heads = dict(session.execute(
+                select(CheckpointRevision.id, Checkpoint.repo_id)
+                .join(Checkpoint, CheckpointRevision.checkpoint_id == Checkpoint.id)
+                .where(func.lower(Checkpoint.repo_id).in_(sorted(wanted)),
+                       CheckpointRevision.sha == Checkpoint.head_sha)
+            ).all())
+            if not heads:
                 return set()
             query = (
-                select(Checkpoint.repo_id).distinct()
-                .join(CheckpointRevision, CheckpointRevision.checkpoint_id == Checkpoint.id)
-                .join(Compatibility, Compatibility.checkpoint_revision_id == CheckpointRevision.id)
+                select(Compatibility.checkpoint_revision_id).distinct()
                 .join(DrafterRevision, Compatibility.drafter_revision_id == DrafterRevision.id)
                 .join(Drafter, DrafterRevision.drafter_id == Drafter.id)
-                .where(func.lower(Checkpoint.repo_id).in_(sorted(wanted)), Compatibility.verdict == "exact",
-                       DrafterRevision.sha == Drafter.head_sha, CheckpointRevision.sha == Checkpoint.head_sha)
+                .where(Compatibility.checkpoint_revision_id.in_(list(heads)), Compatibility.verdict == "exact",
+                       DrafterRevision.sha == Drafter.head_sha)
             )
-            return {repo_id for repo_id in session.scalars(query) if repo_id.casefold() in wanted}
+            return {heads[revision_id] for revision_id in session.scalars(query)
+                    if heads[revision_id].casefold() in wanted}
 
     def aliases(self) -> dict[str, str]:
         """Old repo id -> current repo id, for every renamed checkpoint."""

@@ -18,8 +18,8 @@ from registry.store.core import aware, utcnow
 from registry.store.mappers import prediction_row, run_record, run_values, set_values
 from registry.store.models import BenchmarkRun, RunSetResult
 
-__all__ = ["Run", "get_run", "hardware_names", "list_runs", "recent_ok_runs_on_hardware", "record_run", "regression_event",
-           "set_predictions"]
+__all__ = ["Run", "get_run", "hardware_names", "list_runs", "recent_ok_runs_on_hardware", "record_run",
+           "regression_event", "set_predictions"]
 
 
 def record_run(store: Store, run: Run) -> Run:

@@ -69,7 +69,8 @@ def test_a_unit_whose_insert_once_write_loses_a_race_keeps_its_other_writes(
     assert fired, "the race was not run"
     assert _count(store, Event, Event.dedupe_key == "the unit's other event") == 1
     model, key = {"event": (Event, Event.dedupe_key), "job": (Job, Job.dedupe_key),
-                  "worker": (WorkerRow, WorkerRow.worker_id), "service status": (ServiceStatus, ServiceStatus.name)}[write]
+                  "worker": (WorkerRow, WorkerRow.worker_id),
+                  "service status": (ServiceStatus, ServiceStatus.name)}[write]
     assert _count(store, model, key == "raced") == 1
 
 
