@@ -322,15 +322,14 @@ def current_predictions(store: Store, runs: Sequence[Run]) -> dict[str, RunPredi
             stale.append(run)
     if stale:
         gpus = load_gpus()
-        runs, prepared = _prepare(store)
-        samples = _samples(runs, prepared, gpus)
+        stored, prepared = _prepare(store)
+        samples = _samples(stored, prepared, gpus)
         for run in stale:
             entry = prepared.get(run.run_id) or _run_bytes(store, run)
             peers = samples.get(run.run_id)
             if peers is None:  # not a stored run with a speed (a run read elsewhere): the group's newest
                 key = _group_key(gpus, run.hardware)
-                peers = {r.run_id: prepared[r.run_id] for r in runs
-                         if r.run_id != run.run_id and _group_key(gpus, r.hardware) == key}
-                peers = dict(list(peers.items())[:FIT_SAMPLE])
+                group = [r.run_id for r in stored if r.run_id != run.run_id and _group_key(gpus, r.hardware) == key]
+                peers = {rid: prepared[rid] for rid in group[:FIT_SAMPLE]}
             result[run.run_id] = _predict(run, entry, peers, gpus, overhead=True)
     return result
