@@ -1,19 +1,18 @@
-"""What recording one measured run costs with 1,000, 10,000 and 100,000 runs already stored (SQLite).
+"""What recording one measured run costs with 100, 1,000, 10,000 and 100,000 runs already stored on its machine
+(SQLite): a one-box `drafters up` that has measured for months.
 
-    .venv/bin/python bench/record.py [--sizes 1000,10000,100000] [--records 20] [--reference-max 10000]
+    .venv/bin/python bench/record.py [--sizes 100,1000,10000,100000] [--records 20] [--reference-max 10000]
 
 Recording = registry.calibration.recording.record_measurement: the run, its regression check and event, and the
-pricing model's prediction of it, in one transaction. The prediction reads the run's fit group only (the runs on
-its hardware; for a catalog GPU, the runs on any catalog GPU), so the registry is seeded as a fleet: runs on
-machines of 20 runs each (`host-N`, more machines as the registry grows) and a fixed 200 runs on catalog GPUs,
-copies of one measured run made by bulk inserts (the bench measures recording, not loading). Each round records
---records new runs (after one untimed), each on another seeded machine (20 peers: bandwidth and overhead fitted by
-least squares), then as many on a catalog GPU (200 peers and growing by one per record).
+pricing model's prediction of it, in one transaction. The prediction is fitted from the FIT_SAMPLE most recent
+runs of the run's fit group (its machine; for a catalog GPU, every catalog GPU), so the registry is seeded with
+real history where it hurts: `size` runs on one machine (`host-0`) and `size` runs on catalog GPUs, copies of one
+measured run made by bulk inserts (the bench measures recording, not loading). Each size records --records new
+runs on the machine (after one untimed), then as many on a catalog GPU.
 
-The reference, measured in the same run on the same database: the sequence before issue 25 (record_run,
-regression_event, record_event, then a prediction from every stored run, each in its own session), up to
---reference-max stored runs (it reads every run per record: 79 s per record at 100,000 in bench/RESULTS.md).
-Ratio = ms per record / the smallest registry's ms of the same kind.
+The reference, measured in the same run on the same database: recording before issue 31, which fitted the
+prediction from every stored run of the group (each decoded), up to --reference-max runs on the machine.
+Ratio = ms per record / the smallest registry's ms of the same kind (the goal is flat: at most 1.5).
 """
 
 from __future__ import annotations
@@ -36,11 +35,9 @@ from registry.domain.measurement import Acceptance, ForwardCosts, RunSettings, S
 from registry.domain.run import Run
 from registry.store import Store
 from registry.store.models import BenchmarkRun
-from registry.store.runs import record_run, regression_event, set_predictions
+from registry.store.runs import list_runs, record_run, regression_event, set_predictions
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
-PER_HOST = 20
-GPU_RUNS = 200
 GPU_NAMES = ("H100 SXM", "RTX 4090", "A100 80GB", "H200")
 
 
@@ -63,38 +60,44 @@ def template(hardware: str, minutes: int, run_id: str | None = None) -> Run:
         hardware=hardware, lossless=True, created_at=T0 + timedelta(minutes=minutes), run_id=run_id)
 
 
-def seed(store: Store, runs: int) -> int:
-    """`runs` stored runs by bulk insert: GPU_RUNS on catalog GPUs, the rest on machines of PER_HOST runs each;
-    returns the number of machines."""
+def seed(store: Store, runs: int) -> None:
+    """`runs` stored runs on `host-0` and as many on catalog GPUs, by bulk insert."""
     recorded = record_run(store, template("host-0", 0, run_id="seed-template"))
     with store.engine.begin() as connection:
         base = connection.execute(select(BenchmarkRun).where(BenchmarkRun.run_id == recorded.run_id)).mappings().one()
         base = {k: v for k, v in base.items() if k != "id"}
         batch = []
-        for n in range(1, runs):
-            hardware = GPU_NAMES[n % len(GPU_NAMES)] if n <= GPU_RUNS else f"host-{(n - GPU_RUNS) // PER_HOST}"
+        for n in range(1, 2 * runs):
+            hardware = GPU_NAMES[n % len(GPU_NAMES)] if n % 2 else "host-0"
             batch.append({**base, "run_id": f"seed-{n:07d}", "hardware": hardware,
-                          "created_at": T0 + timedelta(minutes=n)})
+                          "created_at": T0 + timedelta(seconds=n)})
             if len(batch) == 5000:
                 connection.execute(insert(BenchmarkRun), batch)
                 batch = []
         if batch:
             connection.execute(insert(BenchmarkRun), batch)
-    return max(1, (runs - GPU_RUNS) // PER_HOST)
 
 
-def old_sequence(store: Store, run: Run) -> Run:
-    """Recording as it was before issue 25: three writes, each in its own session, and a prediction from every
-    stored run (calibration's full scan, the same arithmetic)."""
-    record = record_run(store, run)
-    event = regression_event(store, record)
-    if event is not None:
-        store.events.record_event(event)
-    runs, prepared = calibration._prepare(store)  # every ok run, each one's bytes
-    entry = prepared.get(record.run_id) or calibration._run_bytes(store, record)
-    prediction = calibration._predict(record, entry, {**prepared, record.run_id: entry}, load_gpus(), overhead=True)
-    set_predictions(store, {record.run_id: prediction})
-    return replace(record, prediction=prediction)
+def at(run: Run, seconds: int) -> Run:
+    """The run stored `seconds` after T0: after every seeded run, so that it is its machine's newest."""
+    return replace(run, created_at=T0 + timedelta(seconds=seconds))
+
+
+def before_issue_31(store: Store, run: Run) -> Run:
+    """Recording as it was before issue 31: the same unit of work, with a prediction fitted from every stored run
+    of the run's machine (each one read and decoded), not the most recent FIT_SAMPLE."""
+    with store.unit():
+        record = record_run(store, run)
+        event = regression_event(store, record)
+        if event is not None:
+            store.events.record_event(event)
+        group = [r for r in list_runs(store, hardware=record.hardware, status="ok") if r.run_id != record.run_id]
+        known: dict[tuple[str, bool], calibration.SideFacts] = {}
+        prepared = {r.run_id: calibration._run_bytes(store, r, known) for r in group}
+        prediction = calibration._predict(record, calibration._run_bytes(store, record, known), prepared,
+                                          load_gpus(), overhead=True)
+        set_predictions(store, {record.run_id: prediction})
+        return replace(record, prediction=prediction)
 
 
 def timed(record: object, store: Store, runs: list[Run]) -> tuple[float, list[Run]]:
@@ -109,7 +112,7 @@ def timed(record: object, store: Store, runs: list[Run]) -> tuple[float, list[Ru
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--sizes", default="100,1000,10000,100000")
     parser.add_argument("--records", type=int, default=20)
     parser.add_argument("--reference-max", type=int, default=10000)
     args = parser.parse_args()
@@ -118,32 +121,32 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as folder:
             store = Store.open(f"sqlite:///{Path(folder) / 'registry.db'}")
             start = time.perf_counter()
-            hosts = seed(store, size)
+            seed(store, size)
             seeded_s = time.perf_counter() - start
-            minute = size + 10
+            second = 2 * size + 10
             # Warm-up, not timed: the first record loads the GPU and drafter catalogs and SQLite's pages.
-            record_measurement(store, template(f"host-{hosts - 1}", minute - 5))
-            host_runs = [template(f"host-{i * hosts // args.records}", minute + i) for i in range(args.records)]
-            gpu_runs = [template(GPU_NAMES[i % len(GPU_NAMES)], minute + 100 + i) for i in range(args.records)]
+            record_measurement(store, at(template("host-0", 0), second))
+            host_runs = [at(template("host-0", i), second + 1 + i) for i in range(args.records)]
+            gpu_runs = [at(template(GPU_NAMES[i % len(GPU_NAMES)], i), second + 100 + i) for i in range(args.records)]
             host_ms, host_done = timed(record_measurement, store, host_runs)
             gpu_ms, gpu_done = timed(record_measurement, store, gpu_runs)
             assert all(r.prediction is not None and r.prediction.predicted for r in host_done + gpu_done)
-            peers = tuple(len(done[0].prediction.fitted_from)  # type: ignore[union-attr]
+            peers = tuple(len(done[-1].prediction.fitted_from)  # type: ignore[union-attr]
                           for done in (host_done, gpu_done))
+            # The newest recorded run, predicted again as a full recalibration would: the same prediction.
+            assert calibration.predict_one(store, gpu_done[-1]) == gpu_done[-1].prediction
             old_ms = None
             if size <= args.reference_max:
-                old_runs = [template(f"host-{i * hosts // args.records}", minute + 200 + i) for i in range(3)]
-                old_ms, old_done = timed(old_sequence, store, old_runs)
-                # The same prediction from the group as from every run: the newest old run recomputed the new way
-                # (an earlier one's group may have grown since it was predicted, on a small registry).
-                assert calibration.predict_one(store, old_done[-1]) == old_done[-1].prediction
+                old_runs = [at(template("host-0", i), second + 200 + i) for i in range(3)]
+                old_ms, _ = timed(before_issue_31, store, old_runs)
             rows.append((size, seeded_s, peers, host_ms, gpu_ms, old_ms))
             store.engine.dispose()
             print(f"  {size} runs: seeded in {seeded_s:.1f} s", file=sys.stderr, flush=True)
     rows.sort()
     first = rows[0]  # the smallest registry: every ratio is against it
-    print("| stored runs | seed s | peers (machine, GPU) | record on a machine ms | ratio | record on a catalog GPU "
-          "ms | ratio | before issue 25 ms | ratio |")
+    print(f"FIT_SAMPLE = {calibration.FIT_SAMPLE}")
+    print("| runs on the machine (and on GPUs) | seed s | peers (machine, GPU) | record on the machine ms | ratio | "
+          "record on a catalog GPU ms | ratio | before issue 31 ms | ratio |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for size, seeded_s, peers, host_ms, gpu_ms, old_ms in rows:
         old = "-" if old_ms is None else f"{old_ms:.1f}"

@@ -59,6 +59,10 @@ class Service:
     restart_delays_s: tuple[float, ...] = RESTART_DELAYS_S
     plan_now: threading.Event = field(default_factory=threading.Event)  # a new pair: plan without waiting
     worker_id: str | None = None
+    join_timeout_s: float = 5.0  # how long close() waits for each part
+    # Parts that recorded their own last state (stopped, or done with what they did): close() marks the others.
+    ended: set[str] = field(default_factory=set)
+    downloading: bool = False
 
     @property
     def instance(self) -> str:
@@ -99,14 +103,17 @@ class Service:
         if self.settings.canary_servers:
             self._thread("canary", self._canary_loop)
 
-    def _thread(self, name: str, target: Callable[[], None]) -> None:
+    def _thread(self, name: str, target: Callable[[], str | None]) -> None:
+        """Run a part, restarted when it dies. A part that returns has finished (the demo): what it returns says
+        what it did, recorded as its last success; one that was told to stop is recorded stopped."""
         def supervised() -> None:
             deaths = 0
             restarted = False
+            outcome: str | None = None
             while not self.stop.is_set():
                 self.status(name, "running", restarted=restarted)
                 try:
-                    target()
+                    outcome = target()
                 except Exception as exc:  # noqa: BLE001 - one part failing must not take the service down
                     log.exception("%s died", name)
                     delay = self.restart_delays_s[min(deaths, len(self.restart_delays_s) - 1)]
@@ -119,7 +126,11 @@ class Service:
                     restarted = True
                     continue
                 break  # a part that returns has finished (the demo) or was told to stop
-            self.status(name, "stopped")
+            if outcome is not None:
+                self.status(name, "done", detail=outcome, success=True)
+            else:
+                self.status(name, "stopped", detail="stopped with drafters up" if self.stop.is_set() else None)
+            self.ended.add(name)
 
         thread = threading.Thread(target=supervised, name=name, daemon=True)
         thread.start()
@@ -265,11 +276,13 @@ class Service:
 
     def _download_progress(self, what: str, done: int, total: int) -> None:
         state = "done" if done >= total else "downloading"
+        self.downloading = done < total
         self.status("download", state, detail=f"{what}: {done / 2**30:.2f} of {total / 2**30:.2f} GB",
                     success=done >= total)
 
     def _worker_loop(self) -> None:
-        worker = Worker(self.store)
+        # The same id after a restart (this host and home), so the new process takes back the job the old one held.
+        worker = Worker(self.store, worker_id=self.worker_id or f"{self.instance}-worker")
         if self.settings.autoverify:
             capability = self._capability()
             fetch = autoverify.host_fetcher(self.store, self.settings, capability.disk_budget_bytes,
@@ -317,11 +330,14 @@ class Service:
         else:
             self.status(name, "healthy", detail=detail, success=True)
 
-    def _demo(self) -> None:
+    def _demo(self) -> str:
+        """Build the demo pairs and queue their measurements (the worker runs them); says what it queued."""
         queued = enqueue_demo(self.store, self.settings.models_dir, self.say,
                               max_new_tokens=self.settings.demo_max_new_tokens, repeats=self.settings.demo_repeats)
         if queued:
             self.say(f"queued {queued} verification jobs on the tiny demo pairs")
+            return f"built the demo pairs and queued {queued} verification jobs for the worker"
+        return "demo pairs built; their verification jobs were already queued"
 
     def close(self) -> bool:
         """Stop every part; whether all of them did (one inside a long native call, such as torch building the
@@ -329,5 +345,13 @@ class Service:
         self.stop.set()
         stop_process(self.dashboard)  # type: ignore[arg-type]
         for thread in self.threads:
-            thread.join(timeout=5)
+            thread.join(timeout=self.join_timeout_s)
+        # `drafters status` must not show a stopped service as running: a part still inside its work (a job, a
+        # demo build) ends with this process, so it is recorded stopped here, saying what was cut short.
+        for thread in self.threads:
+            if thread.name not in self.ended:
+                self.status(thread.name, "stopped", detail="stopped with drafters up"
+                            + (" in the middle of its work" if thread.is_alive() else ""))
+        if self.downloading:
+            self.status("download", "stopped", detail="stopped with drafters up before the download completed")
         return not any(thread.is_alive() for thread in self.threads)

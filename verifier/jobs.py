@@ -221,8 +221,13 @@ class Worker:
             if not queue.heartbeat(self.store, job_id, self.worker_id, lease_s=self.lease_s):
                 return
 
+    def reclaim_own(self) -> list[int]:
+        """At start: the jobs a previous process under this worker id left running go back to the queue."""
+        return queue.release_own(self.store, self.worker_id)
+
     def run_forever(self, stop: threading.Event, idle_s: float = 2.0,
                     on_job: Callable[[queue.JobRecord], None] | None = None) -> None:
+        self.reclaim_own()
         while not stop.is_set():
             job = self.work_once()
             if job is None:
@@ -232,6 +237,7 @@ class Worker:
 
     def drain(self, timeout_s: float | None = None) -> int:
         """Work until the queue is empty (or the timeout passes); returns the number of jobs handled."""
+        self.reclaim_own()
         started, handled = time.monotonic(), 0
         while timeout_s is None or time.monotonic() - started < timeout_s:
             if self.work_once() is None:

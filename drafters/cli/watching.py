@@ -51,10 +51,10 @@ def _print_poll(report: PollReport) -> None:
     render.console.print(f"poll: {len(report.events)} new events, {report.requests} Hub requests, {report.seconds:.1f}s")
     failed = _failed_repos(report)
     if failed:
-        render.console.print(render.plain(f"  {len(failed)} repo(s) failed and are retried later: {', '.join(failed[:10])}"),
+        render.console.print(render.strip_control(f"  {len(failed)} repo(s) failed and are retried later: {', '.join(failed[:10])}"),
                              markup=False, highlight=False)
     if report.stopped:
-        render.console.print(render.plain(f"  stopped: {report.stopped}"), markup=False, highlight=False)
+        render.console.print(render.strip_control(f"  stopped: {report.stopped}"), markup=False, highlight=False)
     for event in report.events:
         render.console.print(render.strip_control(f"  {event.type}: {event.payload.get('message', event.subject)}"),
                              markup=False, highlight=False)
@@ -268,18 +268,18 @@ def status_command(as_json: JsonOption = False) -> None:
         line = (f"{s.name:<8} {s.state:<10} heartbeat {_ago(s.heartbeat_at)}, last success "
                 f"{_ago(s.last_success_at)}" + (f", restarted {s.restarts}x" if s.restarts else "")
                 + f"  [{s.host}]")
-        render.console.print(render.plain(line), markup=False, highlight=False)
+        render.console.print(render.strip_control(line), markup=False, highlight=False)
         if s.detail:
-            render.console.print(render.plain(f"         {s.detail}"), markup=False, highlight=False)
+            render.console.print(render.strip_control(f"         {s.detail}"), markup=False, highlight=False)
         if s.last_error:
-            render.console.print(render.plain(f"         last error ({_ago(s.last_error_at)}): {s.last_error}"),
+            render.console.print(render.strip_control(f"         last error ({_ago(s.last_error_at)}): {s.last_error}"),
                                  markup=False, highlight=False)
     for c in cursors:
         line = f"  {c.org:<28} polled {_ago(c.polled_at)}" + (f"  error: {c.last_error}" if c.last_error else "")
-        render.console.print(render.plain(line), markup=False, highlight=False)
+        render.console.print(render.strip_control(line), markup=False, highlight=False)
     for f in failures:
         state = f"quarantined until {f.retry_at:%Y-%m-%d %H:%M} UTC" if f.retry_at else "will be retried"
-        render.console.print(render.plain(f"  {f.repo_id}: {f.failures} failure(s), {state}: {f.last_error}"),
+        render.console.print(render.strip_control(f"  {f.repo_id}: {f.failures} failure(s), {state}: {f.last_error}"),
                              markup=False, highlight=False)
 
 
@@ -296,7 +296,7 @@ def _ago(when: datetime | None) -> str:
 
 def _print_watched(watched: str, secret_env: str) -> None:
     """The webhook's watched names and domains as the Hub's form asks for them (the secret by its variable's name)."""
-    render.console.print(render.plain(f"watched: {watched}"), markup=False, highlight=False)
+    render.console.print(render.strip_control(f"watched: {watched}"), markup=False, highlight=False)
     render.console.print(f"domains: repo   secret: the value of ${secret_env} (sent as X-Webhook-Secret)")
 
 
@@ -313,7 +313,7 @@ def hub_webhooks_command(
     orgs = watched_orgs(settings.watched_orgs)
     if not url.startswith("https://"):
         raise UserError("the Hub delivers webhooks to public https:// URLs only")
-    render.console.print(render.plain(f"target URL: {mask_url(url)}"), markup=False, highlight=False)
+    render.console.print(render.strip_control(f"target URL: {mask_url(url)}"), markup=False, highlight=False)
     if not create:
         _print_watched(", ".join(orgs) + " (each as the org or user it is on the Hub)", secret_env)
         return
@@ -337,4 +337,4 @@ def hub_webhooks_command(
     except Exception as exc:  # noqa: BLE001 - one line, never the token or the secret
         message = " ".join(str(exc).replace(token, "***").replace(secret, "***").split())[:300]
         raise Failed(f"the Hub refused the webhook: {type(exc).__name__}: {message}") from None
-    render.console.print(render.plain(f"created webhook {info.id}"), markup=False, highlight=False)
+    render.console.print(render.strip_control(f"created webhook {info.id}"), markup=False, highlight=False)

@@ -3,6 +3,10 @@ run on real hardware so the model's error is known (stored with the run: `Run.pr
 
 Constants are fitted leave-one-out: a run is never predicted with a bandwidth, efficiency or overhead fitted from
 itself, and a fitted constant always comes from at least two other runs (one run would be a copy of its speed).
+They are fitted from a bounded sample, the FIT_SAMPLE most recent other runs of the run's fit group (`_fit_group`),
+so that recording a run costs the same on a machine with a hundred stored runs as on one with a hundred thousand
+(bench/record.py); a median and a two-parameter least-squares fit do not get better past a hundred points, and
+the newest runs are the ones that describe the machine as it is now.
 
 Stored, with the model version, rather than only computed on read: storing a run (`drafters verify`, llama.cpp,
 `drafters ingest`, all through recording.py) predicts it from the runs already stored and keeps that prediction
@@ -35,9 +39,12 @@ from registry.domain.memory import stored_bits_per_weight
 from registry.domain.run import Run, RunPrediction
 from registry.local import LocalRepoError, looks_like_folder, read_local_repo
 from registry.store import Store
-from registry.store.runs import hardware_names, list_runs, ok_runs_on_hardware, set_predictions
+from registry.store.runs import hardware_names, list_runs, recent_ok_runs_on_hardware, set_predictions
 
-MODEL_VERSION = 2  # 2: a per-forward overhead fitted per hardware and engine; CPU fits need 2+ other runs
+# 2: a per-forward overhead fitted per hardware and engine; CPU fits need 2+ other runs.
+# 3: constants fitted from the FIT_SAMPLE most recent other runs of the fit group, not from all of them.
+MODEL_VERSION = 3
+FIT_SAMPLE = 100
 
 
 class PricingInputError(ValueError):
@@ -199,6 +206,30 @@ def _prepare(store: Store) -> tuple[list[Run], dict[str, RunBytes | str]]:
     return runs, {run.run_id: _run_bytes(store, run, known) for run in runs}  # type: ignore[misc]
 
 
+def _samples(runs: Sequence[Run], prepared: dict[str, RunBytes | str],
+             gpus: tuple[Gpu, ...]) -> dict[str, dict[str, RunBytes | str]]:
+    """Each run's peers, as predict_one reads them: the FIT_SAMPLE most recent OTHER runs of its fit group (runs on
+    any catalog GPU for a run on one, else the runs on its own hardware), `runs` being newest first."""
+    groups: dict[tuple[bool, str | None], list[str]] = {}
+    for run in runs:
+        if pricing_problem(run) is None:  # only runs that may feed pricing are anyone's peers
+            groups.setdefault(_group_key(gpus, run.hardware), []).append(run.run_id)
+    samples = {}
+    for run in runs:
+        # The group's newest FIT_SAMPLE + 1 hold the FIT_SAMPLE newest others (a look at K + 1, not the group).
+        newest = groups.get(_group_key(gpus, run.hardware), [])[:FIT_SAMPLE + 1]
+        peers = [rid for rid in newest if rid != run.run_id][:FIT_SAMPLE]
+        samples[run.run_id] = {rid: prepared[rid] for rid in peers}
+    return samples
+
+
+def _group_key(gpus: tuple[Gpu, ...], hardware: str | None) -> tuple[bool, str | None]:
+    """(True, None) for every catalog GPU (one group), else (False, the hardware name)."""
+    if hardware and _names_catalog_gpu(gpus, hardware):
+        return True, None
+    return False, hardware
+
+
 def _predict(run: Run, entry: RunBytes | str, prepared: dict[str, RunBytes | str],
              gpus: tuple[Gpu, ...], *, overhead: bool) -> RunPrediction:
     if isinstance(entry, str):
@@ -239,33 +270,37 @@ def predict_runs(store: Store, *, overhead: bool = True) -> list[RunPrediction]:
     (model version 1), kept so bench/price.py can show what the overhead changes."""
     gpus = load_gpus()
     runs, prepared = _prepare(store)
-    fit_from = {r.run_id: prepared[r.run_id] for r in runs if pricing_problem(r) is None}
-    return [_predict(run, prepared[run.run_id], fit_from, gpus, overhead=overhead) for run in runs]
+    samples = _samples(runs, prepared, gpus)
+    return [_predict(run, prepared[run.run_id], samples[run.run_id], gpus, overhead=overhead) for run in runs]
 
 
 def predict_one(store: Store, run: Run) -> RunPrediction:
-    """One run's prediction, from the other runs in its fit group (`_fit_group`): the same prediction as from
-    every run in the database (predict_runs), at a cost that grows with the group, not the registry."""
+    """One run's prediction, from the FIT_SAMPLE most recent other runs of its fit group (`_fit_group`): the same
+    prediction as predict_runs makes of it, at a cost that does not grow with the runs stored."""
     if run.status != "ok":
         return _missing(run, "the run failed: nothing was measured")
     if not (run.baseline_tokens_per_s or run.tokens_per_s):
         return _missing(run, "the run stored no tokens/s")
     gpus = load_gpus()
     known: dict[tuple[str, bool], SideFacts] = {}
-    # Only runs that may feed pricing set a constant (a lossy or overloaded run is predicted, never fitted from).
-    prepared = {r.run_id: _run_bytes(store, r, known) for r in _fit_group(store, run, gpus)
-                if (r.baseline_tokens_per_s or r.tokens_per_s) and pricing_problem(r) is None}
-    entry = prepared.get(run.run_id) or _run_bytes(store, run, known)
-    return _predict(run, entry, {**prepared, run.run_id: entry}, gpus, overhead=True)  # type: ignore[dict-item]
+    # One more than the sample: the run itself is usually among the group's newest, and never its own peer. Only runs
+    # that may feed pricing are peers (a lossy or overloaded run is predicted, never fitted from); the window read is
+    # twice the sample, so a few such runs among the newest do not shrink it.
+    group = _fit_group(store, run, gpus, 2 * (FIT_SAMPLE + 1))
+    peers = [r for r in group if r.run_id != run.run_id and pricing_problem(r) is None][:FIT_SAMPLE]
+    prepared = {r.run_id: _run_bytes(store, r, known) for r in peers}
+    return _predict(run, _run_bytes(store, run, known), prepared, gpus, overhead=True)
 
 
-def _fit_group(store: Store, run: Run, gpus: tuple[Gpu, ...]) -> list[Run]:
-    """The stored runs fitted_device can fit this run's constants from, in predict_runs' order (the fits' sums
-    and `fitted_from` follow it): a run on a catalog GPU is fitted from the runs on any catalog GPU, any other run
-    from the runs on its own hardware (None included); no other run can change its prediction."""
+def _fit_group(store: Store, run: Run, gpus: tuple[Gpu, ...], limit: int) -> list[Run]:
+    """The `limit` most recent stored runs fitted_device can fit this run's constants from, in predict_runs'
+    order (the fits' sums and `fitted_from` follow it): a run on a catalog GPU is fitted from the runs on any
+    catalog GPU, any other run from the runs on its own hardware (None included); no other run can change its
+    prediction."""
     if run.hardware and _names_catalog_gpu(gpus, run.hardware):
-        return ok_runs_on_hardware(store, [h for h in hardware_names(store) if _names_catalog_gpu(gpus, h)])
-    return ok_runs_on_hardware(store, [run.hardware])
+        names = [h for h in hardware_names(store) if _names_catalog_gpu(gpus, h)]
+        return recent_ok_runs_on_hardware(store, names, limit)
+    return recent_ok_runs_on_hardware(store, [run.hardware], limit)
 
 
 # Hardware name -> whether it names a card of the packaged GPU catalog, which does not change while the process
@@ -314,8 +349,14 @@ def current_predictions(store: Store, runs: Sequence[Run]) -> dict[str, RunPredi
             stale.append(run)
     if stale:
         gpus = load_gpus()
-        _, prepared = _prepare(store)
+        stored, prepared = _prepare(store)
+        samples = _samples(stored, prepared, gpus)
         for run in stale:
             entry = prepared.get(run.run_id) or _run_bytes(store, run)
-            result[run.run_id] = _predict(run, entry, {**prepared, run.run_id: entry}, gpus, overhead=True)
+            peers = samples.get(run.run_id)
+            if peers is None:  # not a stored run with a speed (a run read elsewhere): the group's newest
+                key = _group_key(gpus, run.hardware)
+                group = [r.run_id for r in stored if r.run_id != run.run_id and _group_key(gpus, r.hardware) == key]
+                peers = {rid: prepared[rid] for rid in group[:FIT_SAMPLE]}
+            result[run.run_id] = _predict(run, entry, peers, gpus, overhead=True)
     return result

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from sqlalchemy import Engine
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
 from registry.errors import Failed
@@ -24,6 +25,20 @@ def aware(value: datetime | None) -> datetime | None:
     if value is None or value.tzinfo is not None:
         return value
     return value.replace(tzinfo=UTC)
+
+
+Row = TypeVar("Row")
+
+
+def insert_once(session: Session, model: type[Row], values: dict[str, Any], *, key: Sequence[str]) -> Row | None:
+    """INSERT … ON CONFLICT (key) DO NOTHING (SQLite and PostgreSQL): the new row, or None when a row with that
+    key exists, a concurrent writer's included. The database settles the race inside the one statement, so no
+    IntegrityError is raised: catching one inside a unit of work would leave its session unusable (a failed flush
+    rolls back the whole transaction, and every later call in the unit fails, its other writes lost)."""
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    statement = (dialect.insert(model).values(**values)  # type: ignore[arg-type]
+                 .on_conflict_do_nothing(index_elements=list(key)).returning(model))
+    return session.scalars(statement).first()
 
 
 class NotFound(Failed, LookupError):

@@ -10,11 +10,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, or_, select, true, update
-from sqlalchemy.exc import IntegrityError
 
 from registry.domain.records import JobRecord
 from registry.store import Store
-from registry.store.core import utcnow
+from registry.store.core import insert_once, utcnow
 from registry.store.mappers import job_record
 from registry.store.models import Job
 
@@ -32,29 +31,19 @@ def enqueue(
     memory_bytes: int | None = None,
     engine: str | None = None,
 ) -> JobRecord | None:
-    """Queue a job; with a dedupe key a second enqueue of the same work returns None. `memory_bytes` and `engine`
-    are what a worker needs to claim it (None: any worker)."""
-    try:
-        with store.session() as session:
-            if dedupe_key is not None and session.scalar(select(Job.id).where(Job.dedupe_key == dedupe_key)):
-                return None
-            row = Job(
-                kind=kind,
-                payload=payload,
-                status=QUEUED,
-                attempts=0,
-                max_attempts=max_attempts,
-                num_gpus=num_gpus,
-                dedupe_key=dedupe_key,
-                created_at=utcnow(),
-                memory_bytes=memory_bytes,
-                engine=engine,
-            )
+    """Queue a job; with a dedupe key a second enqueue of the same work returns None (a concurrent one too: the
+    insert skips a key that exists, so an enqueue inside a unit of work never fails the unit)."""
+    values = {"kind": kind, "payload": payload, "status": QUEUED, "attempts": 0, "max_attempts": max_attempts,
+              "num_gpus": num_gpus, "dedupe_key": dedupe_key, "created_at": utcnow(), "memory_bytes": memory_bytes,
+              "engine": engine}
+    with store.session() as session:
+        if dedupe_key is None:
+            row = Job(**values)
             session.add(row)
             session.flush()
             return job_record(row)
-    except IntegrityError:
-        return None
+        inserted = insert_once(session, Job, values, key=["dedupe_key"])
+        return job_record(inserted) if inserted is not None else None
 
 
 def _claimable(now: datetime):  # type: ignore[no-untyped-def]
@@ -132,6 +121,26 @@ def claim(store: Store, worker_id: str, *, lease_s: float = 60.0, kinds: tuple[s
             row.error = f"previous worker lost its lease (attempt {row.attempts - 1})"
         session.flush()
         return job_record(row)
+
+
+def release_own(store: Store, worker_id: str) -> list[int]:
+    """A worker starting under an id it keeps across restarts (`stable_owner`: this host and home) cannot be
+    running anything yet, so the jobs still running under that id are its previous process's orphans: each goes
+    back to the queue at once (kept in its place, the oldest claimed first), or fails when that was its last
+    allowed attempt, rather than waiting out its lease while newer jobs go first. Returns their ids."""
+    now = utcnow()
+    with store.session() as session:
+        rows = list(session.scalars(select(Job).where(Job.status == RUNNING, Job.lease_owner == worker_id)
+                                    .order_by(Job.id).with_for_update()))
+        for row in rows:
+            row.lease_owner, row.lease_expires_at = None, None
+            if row.attempts < row.max_attempts:
+                row.status = QUEUED
+                row.error = f"its worker restarted during attempt {row.attempts}; queued again"
+            else:
+                row.status, row.finished_at = FAILED, now
+                row.error = "its worker restarted during the last allowed attempt"
+        return [row.id for row in rows]
 
 
 def heartbeat(store: Store, job_id: int, worker_id: str, *, lease_s: float = 60.0) -> bool:

@@ -10,7 +10,7 @@ from datetime import date, datetime
 from typing import Any
 
 from sqlalchemy import (JSON, BigInteger, Boolean, Date, DateTime, Double, ForeignKey, Index, Integer, MetaData, String,
-                        Text, UniqueConstraint)
+                        Text, UniqueConstraint, func)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 NAMING_CONVENTION = {
@@ -90,6 +90,11 @@ class Checkpoint(RepoColumns, Base):
 
     revisions: Mapped[list[CheckpointRevision]] = relationship(back_populates="checkpoint", cascade="all, delete-orphan")
     bases: Mapped[list[CheckpointBase]] = relationship(back_populates="checkpoint", cascade="all, delete-orphan")
+
+
+# A declared target matches a checkpoint whatever its case (registry.domain.compat): Reads.exactly_drafted finds
+# it by this index, not by reading every checkpoint.
+Index("ix_checkpoint_repo_id_lower", func.lower(Checkpoint.repo_id))
 
 
 class CheckpointAlias(AliasColumns, Base):
@@ -376,7 +381,10 @@ class BenchmarkRun(Base):
     __tablename__ = "benchmark_run"
     # A run's series (regression_event reads its newest 20): found by index and walked newest first, whatever the
     # number of runs stored.
-    __table_args__ = (Index("ix_benchmark_run_series", "target", "drafter", "hardware", "created_at"),)
+    # A machine's most recent runs (the pricing model's fit sample, calibration.FIT_SAMPLE): one walk of
+    # (hardware, created_at) from its newest end.
+    __table_args__ = (Index("ix_benchmark_run_series", "target", "drafter", "hardware", "created_at"),
+                      Index("ix_benchmark_run_hardware_recent", "hardware", "created_at"))
 
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[str] = mapped_column(String(40), unique=True)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from collections.abc import Collection
+
+from sqlalchemy import func, select
 from sqlalchemy.orm import selectinload
 
+from registry.domain import names
 from registry.domain.records import CheckpointRecord, CompatRecord, DrafterRecord, DrafterRevisionRecord, RevisionRecord
 from registry.store.checkpoints import find_checkpoint
 from registry.store.core import StoreCore, aware
@@ -47,6 +50,18 @@ class Reads:
         with self.core.session() as session:
             query = select(Drafter).options(selectinload(Drafter.targets)).order_by(Drafter.repo_id)
             return [drafter_record(r) for r in session.scalars(query)]
+
+    def checkpoints_named(self, key: str) -> list[CheckpointRecord]:
+        """Checkpoints whose repo name has this name key (`names.name_key`). SQL keeps only the names that hold
+        the key's parts in order (a LIKE over one column), so only those are loaded and keyed, never every
+        checkpoint of the registry."""
+        parts = [part.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") for part in key.split("-")]
+        pattern = "%/%" + "%".join(parts) + "%"  # a superset: name_key drops '-' and '_' and splits glued words
+        with self.core.session() as session:
+            query = (select(Checkpoint).options(selectinload(Checkpoint.bases))
+                     .where(func.lower(Checkpoint.repo_id).like(pattern, escape="\\")).order_by(Checkpoint.repo_id))
+            return [checkpoint_record(r) for r in session.scalars(query)
+                    if names.name_key(r.repo_id.split("/", 1)[1]) == key]
 
     def derivatives(self, base_repo_id: str) -> list[CheckpointRecord]:
         """Checkpoints whose base_model relations name `base_repo_id` (finetunes, quantizations, adapters)."""
@@ -118,6 +133,35 @@ class Reads:
             orgs |= {org for org in session.scalars(select(WatchCursor.org)) if not org.startswith(QUERY_ROW)}
             return frozenset(orgs)
 
+    def exactly_drafted(self, repo_ids: Collection[str]) -> set[str]:
+        """Of the checkpoints these ids name (an old id after a rename, any case, as a declared target matches),
+        the ones some drafter is exact for between the current heads: a drafter's possible exact targets
+        checked without reading every verdict of the registry."""
+        with self.core.session() as session:
+            wanted = {repo_id.casefold() for repo_id in repo_ids}
+            for repo_id in repo_ids:
+                found = find_checkpoint(session, repo_id)
+                if found is not None:
+                    wanted.add(found.repo_id.casefold())
+            # The checkpoints first, by the lower(repo_id) index, then the verdicts on their head revisions.
+            heads = dict(session.execute(
+                select(CheckpointRevision.id, Checkpoint.repo_id)
+                .join(Checkpoint, CheckpointRevision.checkpoint_id == Checkpoint.id)
+                .where(func.lower(Checkpoint.repo_id).in_(sorted(wanted)),
+                       CheckpointRevision.sha == Checkpoint.head_sha)
+            ).all())
+            if not heads:
+                return set()
+            query = (
+                select(Compatibility.checkpoint_revision_id).distinct()
+                .join(DrafterRevision, Compatibility.drafter_revision_id == DrafterRevision.id)
+                .join(Drafter, DrafterRevision.drafter_id == Drafter.id)
+                .where(Compatibility.checkpoint_revision_id.in_(list(heads)), Compatibility.verdict == "exact",
+                       DrafterRevision.sha == Drafter.head_sha)
+            )
+            return {heads[revision_id] for revision_id in session.scalars(query)
+                    if heads[revision_id].casefold() in wanted}
+
     def aliases(self) -> dict[str, str]:
         """Old repo id -> current repo id, for every renamed checkpoint."""
         with self.core.session() as session:
@@ -134,21 +178,23 @@ class Reads:
 
     def known_heads(self, org: str) -> dict[str, str | None]:
         """Repo id -> recorded head sha of every checkpoint and drafter of the org."""
-        with self.core.session() as session:
-            heads: dict[str, str | None] = dict(
-                session.execute(select(Checkpoint.repo_id, Checkpoint.head_sha).where(Checkpoint.org == org)).all())
-            prefix = f"{org}/"
-            for repo_id, head in session.execute(
-                select(Drafter.repo_id, Drafter.head_sha).where(Drafter.repo_id.startswith(prefix, autoescape=True))
-            ):
-                heads[repo_id] = head
-            return heads
+        return self.org_repos(org)[0]
 
     def gone_repo_ids(self, org: str) -> set[str]:
         """Checkpoints and drafters of the org last found gone from the Hub (status "gone")."""
+        return self.org_repos(org)[1]
+
+    def org_repos(self, org: str) -> tuple[dict[str, str | None], set[str]]:
+        """known_heads and gone_repo_ids of the org in one read of each table (the poller needs both)."""
+        heads: dict[str, str | None] = {}
+        gone: set[str] = set()
         with self.core.session() as session:
-            gone = set(session.scalars(select(Checkpoint.repo_id).where(Checkpoint.org == org,
-                                                                        Checkpoint.status == "gone")))
-            gone |= set(session.scalars(select(Drafter.repo_id).where(
-                Drafter.repo_id.startswith(f"{org}/", autoescape=True), Drafter.status == "gone")))
-            return gone
+            rows = [*session.execute(select(Checkpoint.repo_id, Checkpoint.head_sha, Checkpoint.status)
+                                     .where(Checkpoint.org == org)),
+                    *session.execute(select(Drafter.repo_id, Drafter.head_sha, Drafter.status)
+                                     .where(Drafter.repo_id.startswith(f"{org}/", autoescape=True)))]
+            for repo_id, head, status in rows:
+                heads[repo_id] = head
+                if status == "gone":
+                    gone.add(repo_id)
+        return heads, gone

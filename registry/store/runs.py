@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 
-from sqlalchemy import or_, select, text
+from sqlalchemy import and_, or_, select, text
 from sqlalchemy.orm import selectinload
 
 from registry.domain.records import EventSpec
@@ -18,8 +18,8 @@ from registry.store.core import aware, utcnow
 from registry.store.mappers import prediction_row, run_record, run_values, set_values
 from registry.store.models import BenchmarkRun, RunSetResult
 
-__all__ = ["Run", "get_run", "hardware_names", "list_runs", "ok_runs_on_hardware", "record_run", "regression_event",
-           "set_predictions"]
+__all__ = ["Run", "get_run", "hardware_names", "list_runs", "recent_ok_runs_on_hardware", "record_run",
+           "regression_event", "set_predictions"]
 
 
 def record_run(store: Store, run: Run) -> Run:
@@ -70,8 +70,15 @@ def list_runs(
 ) -> list[Run]:
     """Newest first; a drafter's or target's old id (before a rename) finds its runs too. `offset` skips that many
     (the API's pages)."""
-    drafter = _current_drafter_id(store, drafter)
-    target = store.checkpoints.canonical_repo_id(target) if target is not None else None
+    return _runs(store, target=store.checkpoints.canonical_repo_id(target) if target is not None else None,
+                 drafter=_current_drafter_id(store, drafter), status=status, engine=engine, hardware=hardware,
+                 method=method, limit=limit, offset=offset)
+
+
+def _runs(store: Store, *, target: str | None, drafter: str | None, status: str | None = None,
+          engine: str | None = None, hardware: str | None = None, method: str | None = None,
+          limit: int | None = None, offset: int = 0) -> list[Run]:
+    """list_runs for ids already as the registry records them (no rename lookups)."""
     with store.session() as session:
         query = (
             select(BenchmarkRun)
@@ -99,12 +106,13 @@ def list_runs(
 
 def regression_event(store: Store, run: Run) -> EventSpec | None:
     """An `acceptance_regressed` event when τ fell against the previous comparable run of the same pair (the rule
-    is registry.domain.regression's)."""
+    is registry.domain.regression's); `run` as record_run returned it."""
     if run.status != "ok" or run.tau is None or run.drafter is None:
         return None
-    # The newest few runs of the series are enough: the comparison is with the latest comparable one.
-    recent = list_runs(store, target=run.target, drafter=run.drafter, status="ok", engine=run.engine,
-                       hardware=run.hardware, method=run.method, limit=20)
+    # The newest few runs of the series are enough: the comparison is with the latest comparable one. The run's
+    # ids are as record_run stored them (current ids), so they are not looked up again.
+    recent = _runs(store, target=run.target, drafter=run.drafter, status="ok", engine=run.engine,
+                   hardware=run.hardware, method=run.method, limit=20)
     found = regression(run, recent)
     if found is None:
         return None
@@ -129,22 +137,25 @@ def set_predictions(store: Store, predictions: Mapping[str, RunPrediction]) -> i
     return changed
 
 
-def ok_runs_on_hardware(store: Store, hardware: Collection[str | None]) -> list[Run]:
-    """The successful runs on any of these hardware names (None: the runs that name none), newest first as
-    list_runs orders them: the runs the pricing model fits one run's constants from, read through the hardware
-    index so that predicting a run reads its group, not the registry. Status and order are applied here, not in
-    SQL: SQLite (without ANALYZE statistics) would otherwise walk the status or created_at index over every run."""
-    names = [h for h in hardware if h is not None]
-    matches = [BenchmarkRun.hardware.in_(names)] if names else []
-    if None in hardware:
-        matches.append(BenchmarkRun.hardware.is_(None))
-    if not matches:
-        return []
+def recent_ok_runs_on_hardware(store: Store, hardware: Collection[str | None], limit: int) -> list[Run]:
+    """The `limit` most recent successful runs with a measured speed (baseline or speculative tok/s) on any of
+    these hardware names (None: the runs that name none), newest first as list_runs orders them (created_at,
+    then id): the sample the pricing model fits one run's constants from. Each name is one walk of the
+    (hardware, created_at) index that stops after `limit` rows, so reading it costs the same with a hundred runs
+    on the machine as with a hundred thousand."""
+    measured = or_(and_(BenchmarkRun.baseline_tokens_per_s.is_not(None), BenchmarkRun.baseline_tokens_per_s != 0),
+                   and_(BenchmarkRun.tokens_per_s.is_not(None), BenchmarkRun.tokens_per_s != 0))
+    rows: list[BenchmarkRun] = []
     with store.session() as session:
-        query = select(BenchmarkRun).options(selectinload(BenchmarkRun.set_results)).where(or_(*matches))
-        rows = [row for row in session.scalars(query) if row.status == "ok"]
+        for name in dict.fromkeys(hardware):
+            on = BenchmarkRun.hardware.is_(None) if name is None else BenchmarkRun.hardware == name
+            query = (select(BenchmarkRun).options(selectinload(BenchmarkRun.set_results))
+                     .where(on, BenchmarkRun.status == "ok", measured)
+                     .order_by(BenchmarkRun.hardware.desc(), BenchmarkRun.created_at.desc(), BenchmarkRun.id.desc())
+                     .limit(limit))
+            rows.extend(session.scalars(query))
         rows.sort(key=lambda row: (aware(row.created_at), row.id), reverse=True)
-        return [run_record(row) for row in rows]
+        return [run_record(row) for row in rows[:limit]]
 
 
 # The distinct hardware names by a loose index scan: one index probe per name (each the smallest name above the

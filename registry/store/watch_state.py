@@ -5,10 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
-from sqlalchemy.exc import IntegrityError
 
 from registry.domain.records import OrgLease, ServiceStatusRecord, WatchCursorRecord, WatchFailureRecord
-from registry.store.core import StoreCore, aware, utcnow
+from registry.store.core import StoreCore, aware, insert_once, utcnow
 from registry.store.mappers import failure_record
 from registry.store.models import Checkpoint, Drafter, ServiceStatus, WatchCursor, WatchFailure
 
@@ -59,12 +58,18 @@ class WatchState:
                 row.retry_at = now
             return len(rows)
 
-    def quarantined(self, org: str) -> set[str]:
-        """Repos of the org the watcher skips for now."""
+    def org_failures(self, org: str) -> tuple[set[str], set[str]]:
+        """The org's repos with failures on record, and of those the ones the watcher skips for now (quarantined):
+        one query over the org's own rows."""
         now = utcnow()
         with self.core.session() as session:
-            return set(session.scalars(select(WatchFailure.repo_id).where(
-                WatchFailure.org == org, WatchFailure.retry_at.is_not(None), WatchFailure.retry_at > now)))
+            rows = session.execute(select(WatchFailure.repo_id, WatchFailure.retry_at).where(WatchFailure.org == org))
+            failing, quarantined = set(), set()
+            for repo_id, retry_at in rows:
+                failing.add(repo_id)
+                if retry_at is not None and aware(retry_at) > now:  # type: ignore[operator]
+                    quarantined.add(repo_id)
+            return quarantined, failing
 
     def watch_cursors(self) -> list[WatchCursorRecord]:
         with self.core.session() as session:
@@ -80,25 +85,21 @@ class WatchState:
                            success: bool = False, error: str | None = None, restarted: bool = False) -> None:
         """Heartbeat of one part of `drafters up`: what it does now, and when it last succeeded or failed."""
         now = utcnow()
-        for attempt in range(2):
-            try:
-                with self.core.session() as session:
-                    row = session.scalar(select(ServiceStatus).where(ServiceStatus.host == host,
-                                                                     ServiceStatus.name == name))
-                    if row is None:
-                        row = ServiceStatus(host=host, name=name, state=state, heartbeat_at=now, restarts=0)
-                        session.add(row)
-                    row.state, row.detail, row.heartbeat_at = state, detail, now
-                    if success:
-                        row.last_success_at = now
-                    if error is not None:
-                        row.last_error, row.last_error_at = error[:2000], now
-                    if restarted:
-                        row.restarts = (row.restarts or 0) + 1
-                return
-            except IntegrityError:
-                if attempt:
-                    raise  # two writers created the row at once; the second try updates it
+        with self.core.session() as session:
+            key = (ServiceStatus.host == host, ServiceStatus.name == name)
+            row = session.scalar(select(ServiceStatus).where(*key))
+            if row is None:
+                # Inserted once: a concurrent writer's row (its insert won) is updated instead.
+                row = insert_once(session, ServiceStatus, {"host": host, "name": name, "state": state,
+                                                           "heartbeat_at": now, "restarts": 0},
+                                  key=["host", "name"]) or session.scalars(select(ServiceStatus).where(*key)).one()
+            row.state, row.detail, row.heartbeat_at = state, detail, now
+            if success:
+                row.last_success_at = now
+            if error is not None:
+                row.last_error, row.last_error_at = error[:2000], now
+            if restarted:
+                row.restarts = (row.restarts or 0) + 1
 
     def service_statuses(self) -> list[ServiceStatusRecord]:
         with self.core.session() as session:
@@ -115,12 +116,6 @@ class WatchState:
         """Take the org's lease (two watchers never poll one org at once) unless it was polled within the given
         seconds; the lease is ours when it is free, already ours, or expired."""
         now = utcnow()
-        try:
-            with self.core.session() as session:
-                if session.scalar(select(WatchCursor.id).where(WatchCursor.org == org)) is None:
-                    session.add(WatchCursor(org=org))
-        except IntegrityError:
-            pass  # another watcher created the org's cursor at the same moment; theirs serves both
         free = (
             (WatchCursor.lease_owner.is_(None))
             | (WatchCursor.lease_owner == owner)
@@ -131,15 +126,27 @@ class WatchState:
                 WatchCursor.polled_at.is_(None)
                 | (WatchCursor.polled_at <= now - timedelta(seconds=skip_if_polled_within_s))
             )
-        with self.core.session() as session:
-            won = session.execute(
-                update(WatchCursor)
-                .execution_options(synchronize_session=False)
+        take = (update(WatchCursor).execution_options(synchronize_session=False)
                 .where(WatchCursor.org == org, free)
                 .values(lease_owner=owner, lease_expires_at=now + timedelta(seconds=lease_s))
-            ).rowcount
+                .returning(WatchCursor.last_modified, WatchCursor.polled_at))
+        # The usual case is one statement: the lease taken and the cursor read back by the same UPDATE.
+        with self.core.session() as session:
+            taken = session.execute(take).first()
+            if taken is not None:
+                return OrgLease(won=True, cursor=aware(taken.last_modified), baseline=taken.polled_at is None)
             row = session.scalar(select(WatchCursor).where(WatchCursor.org == org))
-            return OrgLease(won=bool(won), cursor=aware(row.last_modified), baseline=row.polled_at is None)
+            if row is not None:  # another watcher holds it (or polled it recently)
+                return OrgLease(won=False, cursor=aware(row.last_modified), baseline=row.polled_at is None)
+        # A new org: its cursor is created (by us or a concurrent watcher, whose row serves both), then taken.
+        with self.core.session() as session:
+            insert_once(session, WatchCursor, {"org": org}, key=["org"])
+        with self.core.session() as session:
+            taken = session.execute(take).first()
+            if taken is not None:
+                return OrgLease(won=True, cursor=aware(taken.last_modified), baseline=taken.polled_at is None)
+            row = session.scalars(select(WatchCursor).where(WatchCursor.org == org)).one()
+            return OrgLease(won=False, cursor=aware(row.last_modified), baseline=row.polled_at is None)
 
     def release_org_lease(self, org: str, owner: str, *, error: str | None, completed: bool) -> None:
         """Free the org's lease if `owner` still holds it, keeping the error; a completed poll stamps polled_at."""

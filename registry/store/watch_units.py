@@ -184,8 +184,15 @@ class WatchUnits:
             if unit.catalog_revision is not None:
                 self.drafters.add_drafter_revision(repo_id, unit.catalog_revision)
             previous = self.reads.drafter_head_revision(repo_id)
-            # Targets that had a drafter a user can rely on before this one: their lag is closed already.
-            exact_before = self._relied_on_targets() if unit.first_hub_revision else set()
+            exact_before: set[str] = set()
+            if unit.first_hub_revision:
+                # Only the targets this drafter names (declared, or by its name), before and after this unit, can
+                # have their lag closed through it: whether a user could rely on a drafter for them before is read
+                # from their verdicts alone, not from every verdict of the registry.
+                recorded = self.reads.get_drafter(repo_id)
+                named = {t for t, _ in unit.spec.targets} | {t for t, _ in (recorded.targets if recorded else ())}
+                exact_before = self._relied_on_targets(
+                    [v for target in sorted(named) for v in self.reads.verdicts(checkpoint_repo_id=target)])
             self.drafters.upsert_drafter(unit.spec)
             self.drafters.set_drafter_status(repo_id, *unit.status)
             revision, created = self.drafters.add_drafter_revision(repo_id, unit.revision,

@@ -7,11 +7,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 
 from registry.domain.plan import WorkerCapability
 from registry.store import Store
-from registry.store.core import utcnow
+from registry.store.core import insert_once, utcnow
 from registry.store.models import WorkerRow
 
 LIVE_S = 120.0
@@ -19,23 +18,22 @@ LIVE_S = 120.0
 
 def register_worker(store: Store, worker: WorkerCapability, *, host: str) -> None:
     """State (or restate) a worker's capabilities; also its heartbeat. Two parts of one service may state the same
-    worker at once (`drafters up`'s planner and worker): the one whose insert loses finds the row and updates it."""
-    try:
-        _register(store, worker, host)
-    except IntegrityError:
-        _register(store, worker, host)
-
-
-def _register(store: Store, worker: WorkerCapability, host: str) -> None:
+    worker at once (`drafters up`'s planner and worker): the row is inserted once (the loser's insert does
+    nothing), then updated."""
     now = utcnow()
+    values = {"host": host, "device": worker.device, "memory_bytes": worker.memory_bytes,
+              "engines": dict(worker.engines), "disk_budget_bytes": worker.disk_budget_bytes, "heartbeat_at": now,
+              "has_token": worker.has_token, "run_bytes_per_parameter": worker.run_bytes_per_parameter}
     with store.session() as session:
         row = session.scalar(select(WorkerRow).where(WorkerRow.worker_id == worker.worker_id))
         if row is None:
-            row = WorkerRow(worker_id=worker.worker_id, started_at=now)
-            session.add(row)
-        row.host, row.device, row.memory_bytes = host, worker.device, worker.memory_bytes
-        row.engines, row.disk_budget_bytes, row.heartbeat_at = dict(worker.engines), worker.disk_budget_bytes, now
-        row.has_token, row.run_bytes_per_parameter = worker.has_token, worker.run_bytes_per_parameter
+            row = insert_once(session, WorkerRow, {"worker_id": worker.worker_id, "started_at": now, **values},
+                              key=["worker_id"])
+            if row is not None:
+                return
+            row = session.scalars(select(WorkerRow).where(WorkerRow.worker_id == worker.worker_id)).one()
+        for name, value in values.items():
+            setattr(row, name, value)
 
 
 def live_workers(store: Store, *, within_s: float = LIVE_S) -> list[WorkerCapability]:

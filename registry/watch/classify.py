@@ -216,7 +216,6 @@ def declared_targets(store: Store, model: HubModel, config: dict | None) -> tupl
         stem = names.drafter_target_stem(model.repo_id)
         if stem is not None:
             key = names.name_key(stem)
-            for checkpoint in store.reads.checkpoints():
-                if names.name_key(checkpoint.repo_id.split("/", 1)[1]) == key:
-                    targets.append((checkpoint.repo_id, "name_convention"))
+            for checkpoint in store.reads.checkpoints_named(key):
+                targets.append((checkpoint.repo_id, "name_convention"))
     return tuple(dict.fromkeys(targets))

@@ -122,8 +122,7 @@ class Watcher:
         report = PollReport()
         self.units.new_poll()
         self._tag_ids, self._tag_vanished_done, self._catalog_done = None, False, False
-        earlier = self.store.events.events()  # this poll's events are the ones after the last of these
-        first_event = earlier[-1].id if earlier else 0
+        first_event = self.store.events.last_event_id()  # this poll's events are the ones after it
         self.client.start_budget()
         first_request = self.client.request_count
         self._units_this_poll = 0
@@ -196,16 +195,14 @@ class Watcher:
             # A spent deadline costs no listing request, once this poll has recorded something (a poll always
             # gets one unit done, however loaded the machine, so that polls move on).
             self._check_budget(before_unit=True)
-            quarantined = self.store.watch_state.quarantined(org)
-            self._failing = {f.repo_id for f in self.store.watch_state.watch_failures() if f.org == org}
+            quarantined, self._failing = self.store.watch_state.org_failures(org)
             # Repos the id listing shows changed, new or newly public: what the detailed listing must cover, and
             # what it does not (an older repo that went public or was renamed) gets read on its own.
             unseen: dict[str, None] = {}
             # Recorded repos the id listing no longer shows publicly: renamed away, deleted or made private.
             vanished: list[str] = []
             if query is None and not baseline:
-                known = self.store.reads.known_heads(org)
-                gone = self.store.reads.gone_repo_ids(org)
+                known, gone = self.store.reads.org_repos(org)
                 ids = self.client.list_org_ids(org)
                 public = {r.repo_id for r in ids if not r.private}
                 unseen = dict.fromkeys(

@@ -128,3 +128,13 @@ def test_a_run_reads_back_as_it_was_recorded_with_every_part(store: Store) -> No
         assert (row.temperature, row.seed, row.dtype, row.efficiency) == (0.0, 7, "float32", 0.75)
         assert [(r.prompt_set, r.prompt_set_digest, r.tau, r.speedup) for r in row.set_results] == [
             (s.name, s.digest, s.tau, s.speedup.median) for s in spec.per_set]
+
+
+def test_a_restarted_worker_fails_its_orphan_that_was_on_its_last_attempt(store: Store) -> None:
+    job = jobs.enqueue(store, "verify", {}, max_attempts=1)
+    assert job is not None and jobs.claim(store, "w", lease_s=600.0) is not None
+    assert jobs.release_own(store, "w") == [job.id]
+    failed = jobs.get_job(store, job.id)
+    assert failed is not None and failed.status == jobs.FAILED
+    assert failed.error == "its worker restarted during the last allowed attempt"
+    assert jobs.claim(store, "w") is None

@@ -129,6 +129,26 @@ def test_recording_predicts_from_the_fit_group_the_same_numbers_as_the_full_scan
     assert all(len(p.fitted_from) == 4 for p in gpu_predictions)  # every OTHER catalog GPU run, whatever its card
 
 
+def test_a_prediction_is_fitted_from_the_most_recent_runs_of_its_machine_only(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recording a run reads a bounded sample of its machine's history (FIT_SAMPLE runs), not every run the
+    machine stored: the newest other runs with a speed, the same ones predict_runs fits it from."""
+    monkeypatch.setattr(calibration, "FIT_SAMPLE", 4)
+    ids = [record_run(store, _run(hardware="cpu (box)", baseline=10.0 + i, minutes=i,
+                                  costs=_costs(1.0 + 0.1 * i))).run_id for i in range(9)]
+    record_run(store, _run(hardware="cpu (box)", baseline=0.0, minutes=20))  # newest, but no speed: never a peer
+    record_run(store, _run(hardware="cpu (other)", baseline=50.0, minutes=21))  # another machine
+    latest = record_measurement(store, _run(hardware="cpu (box)", baseline=15.0, minutes=30, run_id="latest"))
+    assert latest.prediction is not None and latest.prediction.predicted
+    assert set(latest.prediction.fitted_from) == set(ids[-4:])
+    full_scan = {p.run_id: p for p in calibration.predict_runs(store)}
+    assert full_scan["latest"] == latest.prediction
+    oldest = get_run(store, ids[0])
+    assert oldest is not None and set(full_scan[ids[0]].fitted_from) == {"latest", *ids[-3:]}
+    assert calibration.predict_one(store, oldest) == full_scan[ids[0]]
+
+
 def test_hardware_names_lists_each_name_once(store: Store) -> None:
     for minutes, hardware in enumerate(("b", "a", None, "b", "c", "a")):
         record_run(store, _run(hardware=hardware, baseline=1.0, minutes=minutes))

@@ -211,3 +211,30 @@ def test_compare_reproduces_the_seed_experiment(database_url: str, gemma4_target
             assert value is not None, key
         (code,) = [s for s in run["per_set"] if s["name"] == "code"]
         assert code["speedup"] is not None
+
+
+def test_a_restarted_worker_takes_back_its_own_orphaned_job_first(store: Store) -> None:
+    """The worker keeps its id across restarts (`drafters up`: stable_owner). The job its previous process held
+    when it stopped is queued again at start and run before newer work, not left running until its lease ends."""
+    first = queue.enqueue(store, "verify", {"n": 1})
+    second = queue.enqueue(store, "verify", {"n": 2})
+    assert first is not None and second is not None
+    claimed = queue.claim(store, "host-home-worker", lease_s=600.0)  # then the process stopped
+    assert claimed is not None and claimed.id == first.id
+    ran: list[int] = []
+
+    def executor(_store: Store, job: queue.JobRecord) -> Run:
+        ran.append(job.id)
+        return Run(target="t", drafter="d", status="ok", run_id=f"run-{job.id}")
+
+    restarted = Worker(store, worker_id="host-home-worker", executor=executor)
+    assert restarted.drain(timeout_s=60) == 2
+    assert ran == [first.id, second.id]
+    done = queue.get_job(store, first.id)
+    assert done is not None and done.status == queue.DONE and done.attempts == 2
+    assert done.error == "its worker restarted during attempt 1; queued again"
+    # Another worker's live job is not its to take.
+    third = queue.enqueue(store, "verify", {"n": 3})
+    assert third is not None and queue.claim(store, "other-worker", lease_s=600.0) is not None
+    assert restarted.reclaim_own() == []
+    assert queue.get_job(store, third.id).status == queue.RUNNING  # type: ignore[union-attr]

@@ -1,0 +1,177 @@
+"""What the watcher's reads cost as the registry's history grows: 1,000 / 10,000 / 100,000 events, with a tenth as
+many targets (10,000 at the largest) and as many verdicts (SQLite).
+
+    .venv/bin/python bench/watch_history.py [--sizes 1000,10000,100000] [--repeats 9]
+
+The registry is seeded by bulk inserts (the bench measures reading, not loading): `size` events, `size / 10`
+checkpoints (`org-N/Qwen3-KB`, with a head revision each) and `size / 100` drafters with ten verdicts each, one
+of them exact. Then, each timed `--repeats` times (the fastest: the machine these run on is shared, and the
+least-disturbed run is the cost itself; the "before" columns are timed a third as often):
+
+- a quiet re-poll of one org of five models on the fake Hub (a real HTTP server on 127.0.0.1): its ms and its SQL
+  statements; before issue 31 a poll first read the whole event log to learn its last id (`events()`, timed
+  alone as the reference);
+- the targets a drafter's name implies when it declares none (`classify.declared_targets`), against reading
+  every checkpoint as before;
+- whether a new drafter's declared targets already had an exact drafter (`Reads.exactly_drafted`), against
+  reading every verdict as before.
+
+Ratio = the cost / the smallest history's cost of the same kind; the goal is flat (at most 1.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# The checkout first, bench/ off the path: bench/dashboard.py and bench/verifier.py would shadow the packages.
+sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+from sqlalchemy import insert  # noqa: E402
+
+from registry.domain import names  # noqa: E402
+from registry.hub import HubClient, HubModel  # noqa: E402
+from registry.store import Store  # noqa: E402
+from registry.store.db import StatementCounter  # noqa: E402
+from registry.store.models import (  # noqa: E402
+    Checkpoint,
+    CheckpointRevision,
+    Compatibility,
+    Drafter,
+    DrafterRevision,
+    DrafterTarget,
+    Event,
+)
+from registry.watch.classify import declared_targets  # noqa: E402
+from registry.watch.poller import Watcher  # noqa: E402
+from tests.fakehub.scenario import DAY_0  # noqa: E402
+from tests.fakehub.server import FakeHub  # noqa: E402
+from tests.fakehub.state import HubState  # noqa: E402
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+CONFIG = json.dumps({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096})
+
+
+def _bulk(store: Store, model: type, rows: list[dict[str, Any]]) -> None:
+    with store.engine.begin() as connection:
+        for start in range(0, len(rows), 5000):
+            connection.execute(insert(model), rows[start:start + 5000])
+
+
+def seed(store: Store, size: int) -> None:
+    targets, drafters = max(size // 10, 10), max(size // 100, 1)
+    _bulk(store, Event, [{"type": "note", "subject": f"s{n}", "org": "acme", "family": None, "payload": {},
+                          "dedupe_key": f"history-{n}", "created_at": T0 + timedelta(seconds=n)}
+                         for n in range(size)])
+    _bulk(store, Checkpoint, [{"id": i + 1, "repo_id": f"org-{i % 50}/Qwen3-{i}B", "org": f"org-{i % 50}",
+                               "source": "hub", "first_seen": T0, "head_sha": f"c{i:039d}", "kind": "base"}
+                              for i in range(targets)])
+    _bulk(store, CheckpointRevision, [{"id": i + 1, "checkpoint_id": i + 1, "sha": f"c{i:039d}", "seen_at": T0,
+                                       "config_json": CONFIG, "hidden_size": 4096} for i in range(targets)])
+    _bulk(store, Drafter, [{"id": d + 1, "repo_id": f"z-lab/Qwen3-{d * 10}B-DFlash-b16", "method": "dflash",
+                            "publisher": "z-lab", "source": "hub", "first_seen": T0, "head_sha": f"d{d:039d}"}
+                           for d in range(drafters)])
+    _bulk(store, DrafterRevision, [{"id": d + 1, "drafter_id": d + 1, "sha": f"d{d:039d}", "seen_at": T0}
+                                   for d in range(drafters)])
+    _bulk(store, DrafterTarget, [{"drafter_id": d + 1, "target_repo_id": f"org-{(d * 10) % 50}/Qwen3-{d * 10}B",
+                                  "declared_by": "card_base_model"} for d in range(drafters)])
+    _bulk(store, Compatibility, [{"drafter_revision_id": d + 1, "checkpoint_revision_id": (d * 10 + k) % targets + 1,
+                                  "verdict": "exact" if k == 0 else "structural", "reasons": [], "checks": [],
+                                  "checked_at": T0} for d in range(drafters) for k in range(10)])
+
+
+def fastest_ms(work: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        work()
+        times.append((time.perf_counter() - start) * 1000)
+    return min(times)
+
+
+def old_name_implied(store: Store, repo_id: str) -> list[str]:
+    """Before issue 31: every checkpoint read and keyed."""
+    stem = names.drafter_target_stem(repo_id)
+    key = names.name_key(stem or "")
+    return [c.repo_id for c in store.reads.checkpoints() if names.name_key(c.repo_id.split("/", 1)[1]) == key]
+
+
+def hub_state() -> HubState:
+    state = HubState()
+    for n in range(5):
+        created = DAY_0 - timedelta(days=10, minutes=n)
+        state.add_repo(f"acme/model-{n}", created_at=created, date=created, library_name="transformers",
+                       files={"config.json": CONFIG.encode()})
+    return state
+
+
+def measure(size: int, repeats: int, hub: FakeHub, folder: Path) -> dict[str, float]:
+    store = Store.open(f"sqlite:///{folder / f'registry-{size}.db'}")
+    seed(store, size)
+    targets = max(size // 10, 10)
+    watcher = Watcher(store, HubClient(hub.url, None, folder / "hub-cache", timeout=5.0), ["acme"],
+                      drafter_queries=())
+    watcher.poll_once()  # the baseline poll records the org
+    counter = StatementCounter(store.engine)
+    before = counter.count
+    watcher.poll_once()
+    statements = counter.count - before
+    poll_ms = fastest_ms(watcher.poll_once, repeats)
+    log_ms = fastest_ms(store.events.events, max(1, repeats // 3))
+    # A drafter that declares no target, named for one of the seeded checkpoints.
+    k = targets // 2
+    model = HubModel(repo_id=f"z-lab/Qwen3-{k}B-DFlash-b16", sha="0" * 40, last_modified=DAY_0, created_at=DAY_0,
+                     tags=("dflash",), gated=False, base_models=(), base_model_relation=None, pipeline_tag=None,
+                     library_name=None)
+    implied = [t for t, _ in declared_targets(store, model, None)]
+    assert implied == old_name_implied(store, model.repo_id) == [f"org-{k % 50}/Qwen3-{k}B"], implied
+    implied_ms = fastest_ms(lambda: declared_targets(store, model, None), repeats)
+    old_implied_ms = fastest_ms(lambda: old_name_implied(store, model.repo_id), max(1, repeats // 3))
+    declared = {f"org-{k % 50}/Qwen3-{k}B", f"org-{(k + 10) % 50}/Qwen3-{k + 10}B"}
+    exact = store.reads.exactly_drafted(declared)
+    assert exact == {v.checkpoint_repo_id for v in store.reads.verdicts()
+                     if v.verdict == "exact" and v.checkpoint_repo_id in declared}
+    exact_ms = fastest_ms(lambda: store.reads.exactly_drafted(declared), repeats)
+    old_exact_ms = fastest_ms(store.reads.verdicts, max(1, repeats // 3))
+    store.engine.dispose()
+    return {"statements": statements, "poll": poll_ms, "log": log_ms, "implied": implied_ms,
+            "old_implied": old_implied_ms, "exact": exact_ms, "old_exact": old_exact_ms}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--repeats", type=int, default=9)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rows = []
+    with tempfile.TemporaryDirectory() as folder, FakeHub(hub_state()) as hub:
+        for size in sizes:
+            rows.append((size, measure(size, args.repeats, hub, Path(folder))))
+            print(f"  {size} events measured", file=sys.stderr, flush=True)
+    first = rows[0][1]
+    print("| events (targets, verdicts) | quiet re-poll ms | ratio | statements | before: + reading the log ms | "
+          "name-implied targets ms | ratio | before: every checkpoint ms | exact-before read ms | ratio | "
+          "before: every verdict ms |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for size, m in rows:
+        targets = max(size // 10, 10)
+        print(f"| {size:,} ({targets:,}, {max(size // 100, 1) * 10:,}) | {m['poll']:.1f} | "
+              f"{m['poll'] / first['poll']:.2f} | {m['statements']:.0f} | +{m['log']:.1f} | {m['implied']:.2f} | "
+              f"{m['implied'] / first['implied']:.2f} | {m['old_implied']:.1f} | {m['exact']:.2f} | "
+              f"{m['exact'] / first['exact']:.2f} | {m['old_exact']:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
