@@ -34,13 +34,20 @@ def _one_line(error: object) -> str:
     return " ".join(str(error).split())
 
 
-def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
-    cursor = dbapi_connection.cursor()
-    # WAL lets the dashboard read while the watcher and workers write.
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()
+# Seconds a SQLite statement waits for another connection's lock before "database is locked"; a URL's own
+# `?timeout=S` (a pysqlite parameter) sets another.
+SQLITE_BUSY_TIMEOUT_S = 30.0
+
+
+def _sqlite_pragmas(busy_timeout_s: float):  # type: ignore[no-untyped-def]
+    def on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+        cursor = dbapi_connection.cursor()
+        # WAL lets the dashboard read while the watcher and workers write.
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
+        cursor.close()
+    return on_connect
 
 
 def _private_sqlite_file(path: Path) -> None:
@@ -79,8 +86,12 @@ def make_engine(url: str, *, read_only: bool = False) -> Engine:
                                     query={**parsed.query, "mode": "ro", "uri": "true"})
             elif plain_file:
                 _private_sqlite_file(Path(str(database)).expanduser())
-            engine = create_engine(parsed, connect_args={"timeout": 30})
-            event.listen(engine, "connect", _sqlite_pragmas)
+            try:
+                busy_timeout_s = float(str(parsed.query.get("timeout", SQLITE_BUSY_TIMEOUT_S)))
+            except ValueError:
+                raise DatabaseError(f"bad timeout in the database URL {mask_url(url)}: expected seconds") from None
+            engine = create_engine(parsed, connect_args={"timeout": busy_timeout_s})
+            event.listen(engine, "connect", _sqlite_pragmas(busy_timeout_s))
         else:
             engine = create_engine(parsed, pool_pre_ping=True)
     except (NoSuchModuleError, ArgumentError, ImportError) as exc:
