@@ -39,11 +39,13 @@ def _one_line(error: object) -> str:
 SQLITE_BUSY_TIMEOUT_S = 30.0
 
 
-def _sqlite_pragmas(busy_timeout_s: float):  # type: ignore[no-untyped-def]
+def _sqlite_pragmas(busy_timeout_s: float, *, read_only: bool = False):  # type: ignore[no-untyped-def]
     def on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
         cursor = dbapi_connection.cursor()
-        # WAL lets the dashboard read while the watcher and workers write.
-        cursor.execute("PRAGMA journal_mode=WAL")
+        # WAL lets the dashboard read while the watcher and workers write; a read-only connection cannot switch a
+        # file to it (the writers do).
+        if not read_only:
+            cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
         cursor.close()
@@ -91,7 +93,7 @@ def make_engine(url: str, *, read_only: bool = False) -> Engine:
             except ValueError:
                 raise DatabaseError(f"bad timeout in the database URL {mask_url(url)}: expected seconds") from None
             engine = create_engine(parsed, connect_args={"timeout": busy_timeout_s})
-            event.listen(engine, "connect", _sqlite_pragmas(busy_timeout_s))
+            event.listen(engine, "connect", _sqlite_pragmas(busy_timeout_s, read_only=read_only and plain_file))
         else:
             engine = create_engine(parsed, pool_pre_ping=True)
     except (NoSuchModuleError, ArgumentError, ImportError) as exc:
