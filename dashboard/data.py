@@ -8,6 +8,7 @@ registry.store.read_only.open_read_only), and nothing here calls a Store command
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
@@ -75,17 +76,36 @@ def require_database() -> str:
 
 
 EMPTY = "-"
-# Control characters and the bidirectional controls that reorder what is shown around them.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 # Everything Streamlit's Markdown gives a meaning to: emphasis, code, links, lists, headings, tables, HTML,
 # LaTeX ($), and `:color[...]` directives (through the brackets).
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=])")
+# What GitHub-flavoured Markdown links by itself, escapes or not (its autolinker reads the text after escapes are
+# resolved): `scheme://`, `www.` and `user@host`.
+_AUTOLINK = re.compile(r"(?<=[A-Za-z]:)(?=//)|(?<=\b[Ww]{3})(?=\.)|(?<=@)")
+# A word joiner (U+2060, invisible) breaks each of those patterns without changing what is read.
+_JOINER = "\u2060"
+
+
+def plain(value: object) -> str:
+    """Outside text made inert for any widget, Markdown or not (selectbox options, labels): every control and
+    format character (Unicode Cc and Cf: the bidirectional overrides and isolates that reorder what is shown
+    around them, zero-width characters, soft hyphens, tag characters) and line or paragraph separator becomes a
+    space."""
+    return "".join(" " if unicodedata.category(c) in _INERT_CATEGORIES else c for c in str(value))
+
+
+_INERT_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 
 def md(value: object) -> str:
     """The one sanitizer of outside text for Markdown (st.markdown, st.info, st.caption, `help=` tooltips): Hub
-    names, config values, reasons, paths shown literally."""
-    return _MARKDOWN.sub(r"\\\1", _CONTROL.sub(" ", str(value)))
+    names, config values, reasons, paths shown literally, and never as a live link."""
+    return _MARKDOWN.sub(r"\\\1", _AUTOLINK.sub(_JOINER, plain(value)))
+
+
+def option_label(ref: str) -> str:
+    """A repo id or local folder as a selectbox option (plain text, no Markdown): its short name, inert."""
+    return plain(short_name(ref))
 
 
 def _one_line(error: BaseException) -> str:

@@ -152,11 +152,14 @@ class Service:
         (drafters/api/workers.py), until the service stops. It dies with this process, even of SIGKILL (its
         workers with it); a taken port or a crash ends this part, which is said and retried like any part."""
         log_path = self.settings.home_dir / "api.log"
-        token = self.settings.api_token.get_secret_value() if self.settings.api_token is not None else ""
         env = {**os.environ, "DRAFTERS_HOME": str(self.settings.home_dir),
                "DRAFTERS_DATABASE_URL": self.settings.resolved_database_url,
                "DRAFTERS_API_HOST": self.settings.api_host, "DRAFTERS_API_PORT": str(self.settings.api_port),
-               "DRAFTERS_API_TOKEN": token, "DRAFTERS_API_CORS_ORIGINS": json.dumps(self.settings.api_cors_origins)}
+               "DRAFTERS_API_CORS_ORIGINS": json.dumps(self.settings.api_cors_origins)}
+        # No token is no variable: `serve` warns about a token set but empty (and refuses one off loopback).
+        env.pop("DRAFTERS_API_TOKEN", None)
+        if self.settings.api_token is not None:
+            env["DRAFTERS_API_TOKEN"] = self.settings.api_token.get_secret_value()
         # The API of `up` has no webhook route (`drafters hub-webhooks` sets one up).
         env.pop("DRAFTERS_HUB_WEBHOOK_SECRET", None)
         start = log_path.stat().st_size if log_path.exists() else 0

@@ -2,14 +2,21 @@
 
 A URL reaches output from the database setting (`postgresql://u:pw@h/db?password=…&sslpassword=…`), the Hub
 endpoint (`https://user:pw@mirror/…?token=…`) and webhook subscriptions (Slack, Discord and Teams put the token in
-the path). The URL is split by hand rather than by a URL library: a library refuses some malformed URLs (a bad
-port, an unbalanced `[`), and the one thing a masking function must never do is give the raw text back.
+the path). Where the credentials end is read the way the database engine reads it, by SQLAlchemy's `make_url`: a
+password may hold `/`, `?`, `#` and `:` unescaped (`postgresql://u:Pa/ss?w#rd@db/…` connects with `Pa/ss?w#rd`), so
+the first `/` does not end it. A URL with a password, and one the parser refuses (a bad port, an unbalanced `[`),
+is masked up to its last `@`: a raw `@` in a password makes the parser take the rest for host or database, so
+this may mask more than the credentials but never less. The rest (query, path, fragment) is split by hand, as
+the one thing a masking function must never do is give the raw text back.
 """
 
 from __future__ import annotations
 
 import re
 from urllib.parse import unquote_plus
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 MASK = "***"
 
@@ -49,6 +56,22 @@ def _mask_path(path: str) -> str:
     return "/" + "/".join(shown)
 
 
+def _credentials_end(scheme: str, rest: str) -> int:
+    """Where the userinfo of `rest` (the URL after `scheme://`) ends: the index of its closing `@`, or -1."""
+    end = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    by_hand = rest.rfind("@", 0, end)
+    try:
+        parsed = make_url(f"{scheme}://{rest}")
+    except (ArgumentError, ValueError):
+        # Unreadable even to the database engine: everything up to the last `@` may be credentials.
+        return rest.rfind("@")
+    if parsed.password is None:
+        return by_hand
+    # A password runs from after `user:` to an `@`; which one is not knowable when it holds a raw `@` (the parser
+    # takes the first, making the rest host or database), so the credentials run to the last `@` of all.
+    return rest.rfind("@")
+
+
 def mask_url(url: str, *, path_is_secret: bool = False) -> str:
     """`url` for output: the password of `user:password@`, every query parameter named like a credential, and
     the fragment masked.
@@ -60,13 +83,14 @@ def mask_url(url: str, *, path_is_secret: bool = False) -> str:
     scheme, separator, rest = text.partition("://")
     if not separator:
         scheme, rest = "", text
-    end = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
-    # Without a scheme, `user:pw@host/…` still has an authority; `a/b` does not.
-    authority, tail = (rest[:end], rest[end:]) if separator or "@" in rest[:end] else ("", rest)
+    closing = _credentials_end(scheme, rest)
+    userinfo, at, after = (rest[:closing], "@", rest[closing + 1:]) if closing >= 0 else ("", "", rest)
+    end = min((i for i in (after.find("/"), after.find("?"), after.find("#")) if i >= 0), default=len(after))
+    # Without a scheme or credentials, `a/b` has no authority.
+    hostport, tail = (after[:end], after[end:]) if separator or at else ("", after)
     tail, hash_mark, fragment = tail.partition("#")
     path, question_mark, query = tail.partition("?")
 
-    userinfo, at, hostport = authority.rpartition("@")
     if at:
         user, colon, _password = userinfo.partition(":")
         if path_is_secret or not user:
@@ -88,3 +112,24 @@ def mask_url(url: str, *, path_is_secret: bool = False) -> str:
     if hash_mark:
         shown += "#" + (MASK if fragment else "")
     return shown
+
+
+def scrub(text: str, url: str) -> str:
+    """`text` (a driver's error message about `url`) with every piece of the URL's password masked: the password
+    as the parser read it, and, when it holds a raw `@`, the pieces the parser took for host or database
+    (`could not translate host name "ss"`): everything `mask_url` masks."""
+    raw = str(url)
+    scheme, separator, rest = raw.partition("://")
+    closing = _credentials_end(scheme, rest) if separator else -1
+    if closing < 0:
+        return text
+    secret = rest[:closing].partition(":")[2]
+    pieces = {secret, *re.split(r"[@/?#:]", secret)}
+    try:
+        pieces.add(make_url(raw).password or "")  # decoded (`%2F` written, `/` quoted back)
+    except (ArgumentError, ValueError):
+        pass
+    for piece in sorted(pieces, key=len, reverse=True):
+        if len(piece) >= 2:  # a single character is no secret and would garble the message
+            text = text.replace(piece, MASK)
+    return text

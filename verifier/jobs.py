@@ -68,6 +68,59 @@ def _one_line(error: BaseException) -> str:
     return text if len(text) <= 500 else text[:497] + "..."
 
 
+class LeaseLost(RuntimeError):
+    """Another worker holds this worker's job now (this one stalled past its lease): the job is its, so this
+    worker stops and records nothing."""
+
+
+@dataclass
+class Lease:
+    """A worker's lease on the job in hand: renewed by the heartbeat thread, checked at each step of the run and
+    renewed right before the run is stored.
+
+    A heartbeat that fails (a database stalled or locked past its busy timeout, a dropped connection) is said and
+    retried at the next beat; only an answer that the job is no longer ours ends it, and marks the lease lost."""
+
+    store: Store
+    job_id: int
+    worker_id: str
+    lease_s: float
+    retry_s: float
+    lost: threading.Event = field(default_factory=threading.Event)
+
+    def renew(self) -> bool | None:
+        """True: extended; False: another worker holds the job (lost); None: the database did not answer."""
+        try:
+            ours = queue.heartbeat(self.store, self.job_id, self.worker_id, lease_s=self.lease_s)
+        except Exception as error:  # noqa: BLE001 - the heartbeat must outlive any database error
+            log.warning("heartbeat of job %s failed, retrying in %gs: %s: %s", self.job_id, self.retry_s,
+                        type(error).__name__, _one_line(getattr(error, "orig", None) or error))
+            return None
+        if not ours:
+            log.warning("job %s: lease lost to another worker; this worker stops it and records nothing",
+                        self.job_id)
+            self.lost.set()
+        return ours
+
+    def check(self) -> None:
+        if self.lost.is_set():
+            raise LeaseLost(f"job {self.job_id}: another worker holds its lease")
+
+    def confirm(self, patience_s: float | None = None) -> None:
+        """Renew now, before storing: the store then has a whole lease to land in before any other worker may
+        take the job. A database that does not answer is retried for `patience_s` (default ten leases), then the
+        job is given up as lost: nothing can be stored anyway, and its lease runs out for another worker."""
+        self.check()
+        deadline = time.monotonic() + (patience_s if patience_s is not None else 10 * self.lease_s)
+        while (ours := self.renew()) is None:
+            if time.monotonic() >= deadline:
+                self.lost.set()
+                break
+            time.sleep(self.retry_s)
+        if not ours:
+            raise LeaseLost(f"job {self.job_id}: lease not renewed before storing the run")
+
+
 def resolve_folder(ref: str, revision: str | None) -> Path:
     """A local folder as is; a repo id from the local Hugging Face cache (never downloaded)."""
     path = Path(ref).expanduser()
@@ -112,13 +165,30 @@ def verify_now(
     progress: Callable[[int, int, str], None] | None = None,
     folders: tuple[Path, Path | None] | None = None,
     provenance: dict[str, Any] | None = None,
+    lease: Lease | None = None,
 ) -> Run:
     """Run and store. A failure is stored as a failed run with a one-line reason and returned, not raised.
-    `folders`: downloaded folders to run (see run_engine); `provenance`: facts stored with the run (downloads)."""
+    `folders`: downloaded folders to run (see run_engine); `provenance`: facts stored with the run (downloads).
+
+    `lease`: the job's lease, when a worker runs it. The run stops (LeaseLost) at its next step once another
+    worker holds the job, and the lease is renewed right before anything is stored, so a worker that lost its
+    job records nothing. A transient failure (an error whose `retry` is True: the converter killed by a signal)
+    is no property of the pair: it is raised, not stored, so the job is retried and `drafters verify` exits 1."""
     run_id = run_id or uuid.uuid4().hex
+
+    def step(done: int, total: int, label: str) -> None:
+        if lease is not None:
+            lease.check()
+        if progress is not None:
+            progress(done, total, label)
+
     try:
-        run = run_engine(request, progress, folders)
+        run = run_engine(request, step, folders)
+    except LeaseLost:
+        raise
     except Exception as error:  # noqa: BLE001 - every failure becomes a stored, explained run
+        if getattr(error, "retry", False) is True:
+            raise
         reason = _one_line(error)
         if isinstance(error, CRASHES):
             # A refusal names what the pair lacks; a crash is the verifier's own bug: said so, traceback in the log.
@@ -126,9 +196,13 @@ def verify_now(
             reason = f"crashed ({error.__class__.__name__}), a bug in the verifier: {reason}"
         else:
             log.warning("run %s failed: %s", run_id, error)
+        if lease is not None:
+            lease.confirm()
         return record_measurement(store, failed_run(request, reason, job_id=job_id, run_id=run_id))
     if provenance:
         run = replace(run, provenance={**run.provenance, **provenance})
+    if lease is not None:
+        lease.confirm()
     # With its regression event and the pricing model's forecast (shown by `drafters runs` and the dashboard), in
     # one transaction.
     return record_measurement(store, named_run(request, run, job_id=job_id, run_id=run_id))
@@ -179,27 +253,39 @@ class Worker:
     # Fetches a download job's folders: (request) -> ((target, drafter) folders, provenance); raises to fail it.
     fetch: Callable[[VerifyRequest], tuple[tuple[Path, Path | None], dict[str, Any]]] | None = None
 
+    # The lease on the job in hand (None between jobs): run_job checks it, so an executor that calls run_job
+    # (a test's, tests/support/worker_process.py) stops and records nothing once the lease is lost too.
+    lease: Lease | None = field(default=None, init=False)
+
     def run_job(self, job: queue.JobRecord) -> Run:
         request = VerifyRequest.from_payload(job.payload)
+        lease = self.lease if self.lease is not None and self.lease.job_id == job.id else None
         if request.download:
             if self.fetch is None:
                 raise RuntimeError("this worker does not download; the job needs a worker that does")
             folders, provenance = self.fetch(request)
+            if lease is not None:
+                lease.check()
             return verify_now(self.store, request, job_id=job.id, run_id=job_run_id(job.id), folders=folders,
-                              provenance=provenance)
-        return verify_now(self.store, request, job_id=job.id, run_id=job_run_id(job.id))
+                              provenance=provenance, lease=lease)
+        return verify_now(self.store, request, job_id=job.id, run_id=job_run_id(job.id), lease=lease)
 
     def work_once(self) -> queue.JobRecord | None:
-        """Claim and finish one job that fits this worker; None when there is none."""
+        """Claim and finish one job that fits this worker; None when there is none. A job whose lease another
+        worker took meanwhile is left to that worker: nothing is recorded, the job is not touched."""
         job = queue.claim(self.store, self.worker_id, lease_s=self.lease_s, memory_bytes=self.memory_bytes,
                           engines=self.engines)
         if job is None:
             return None
         stop = threading.Event()
-        beat = threading.Thread(target=self._heartbeat, args=(job.id, stop), daemon=True)
+        self.lease = Lease(self.store, job.id, self.worker_id, self.lease_s, self.heartbeat_s)
+        beat = threading.Thread(target=self._heartbeat, args=(self.lease, stop), daemon=True)
         beat.start()
         try:
             record = (self.executor or (lambda _store, j: self.run_job(j)))(self.store, job)
+        except LeaseLost as lost:
+            log.warning("%s", lost)
+            return queue.get_job(self.store, job.id)
         except Exception as error:  # noqa: BLE001 - the worker goes on
             # A download that cannot succeed (gated, gone, disk full, over budget) says so and is not retried.
             retry = bool(getattr(error, "retry", True))
@@ -208,6 +294,7 @@ class Worker:
         finally:
             stop.set()
             beat.join()
+            self.lease = None
         if record.status == "ok":
             queue.finish(self.store, job.id, self.worker_id, run_id=record.run_id)
         else:
@@ -216,9 +303,10 @@ class Worker:
                        run_id=record.run_id)
         return queue.get_job(self.store, job.id)
 
-    def _heartbeat(self, job_id: int, stop: threading.Event) -> None:
+    def _heartbeat(self, lease: Lease, stop: threading.Event) -> None:
+        """Renew the lease every heartbeat_s until the job ends or is lost; a failed renewal is retried."""
         while not stop.wait(self.heartbeat_s):
-            if not queue.heartbeat(self.store, job_id, self.worker_id, lease_s=self.lease_s):
+            if lease.renew() is False:
                 return
 
     def reclaim_own(self) -> list[int]:

@@ -52,7 +52,7 @@ with data.guard("Benchmarks"):
         st.stop()
 
     labels = [pair_label(t, d) for t, d in zip(pairs["target"], pairs["drafter"])]
-    chosen = st.selectbox("Pair", range(len(labels)), format_func=lambda i: f"{labels[i]} ({pairs['runs'][i]} runs)",
+    chosen = st.selectbox("Pair", range(len(labels)), format_func=lambda i: data.plain(f"{labels[i]} ({pairs['runs'][i]} runs)"),
                           key="pair")
     target, drafter = pairs["target"][chosen], pairs["drafter"][chosen]
     drafter = drafter if isinstance(drafter, str) else None

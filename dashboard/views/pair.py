@@ -29,11 +29,11 @@ def choose_pair() -> tuple[str, str] | None:
     wanted = st.query_params.get("target")
     # Local folders show by their last path part; the full path is in the tooltip below each choice.
     target = st.selectbox("Target", targets, index=targets.index(wanted) if wanted in targets else 0, key="target",
-                          format_func=data.short_name)
+                          format_func=data.option_label)
     drafters = choices[choices["target"] == target]["drafter"].tolist()
     wanted = st.query_params.get("drafter")
     drafter = st.selectbox("Drafter", drafters, index=drafters.index(wanted) if wanted in drafters else 0,
-                           key="drafter", format_func=data.short_name)
+                           key="drafter", format_func=data.option_label)
     for role, ref in (("target", target), ("drafter", drafter)):
         if data.is_local(ref):
             st.caption(f"{role} {data.md(data.short_name(ref))} is a local folder", help=data.md(ref))

@@ -5,8 +5,10 @@
 from __future__ import annotations
 
 import errno
+import ipaddress
 import os
 import socket
+import sys
 from collections.abc import Callable
 from typing import Annotated
 
@@ -70,16 +72,46 @@ def _run(make_config: Callable[[], ApiConfig], host: str, port: int, what: str, 
         sock.close()
 
 
+def loopback(host: str) -> bool:
+    """Whether `host` is reachable from this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to any interface
+
+
+def check_exposure(host: str, token: str | None, *, allow_open: bool) -> None:
+    """An API on an address other machines reach, with no token (unset or `DRAFTERS_API_TOKEN=""`), is refused
+    unless `--allow-open` says that is meant; an empty token is said even on loopback, as it reads like a token
+    and protects nothing."""
+    empty = token is not None and not token
+    if not token and not loopback(host) and not allow_open:
+        raise UserError(f"refusing to serve on {host} without a token: anyone who reaches it can read the API; set "
+                        "DRAFTERS_API_TOKEN" + (" (it is set but empty)" if empty else "") + ", listen on 127.0.0.1, "
+                        "or pass --allow-open")
+    if not token and not loopback(host):
+        print(f"warning: the API on {host} is open to anyone who reaches it (--allow-open, no DRAFTERS_API_TOKEN)",
+              file=sys.stderr, flush=True)
+    elif empty:
+        print("warning: DRAFTERS_API_TOKEN is set but empty: no token is checked", file=sys.stderr, flush=True)
+
+
 @app.command("serve")
 def serve_command(
     port: Annotated[int | None, typer.Option(help="Port (default DRAFTERS_API_PORT, 8788).")] = None,
     host: Annotated[str | None, typer.Option(help="Address (default DRAFTERS_API_HOST, 127.0.0.1).")] = None,
     workers: Annotated[int | None, typer.Option(
         min=1, help="Server processes sharing the port (default: one per CPU core, at most 8).")] = None,
+    allow_open: Annotated[bool, typer.Option(
+        "--allow-open", help="Serve on a non-loopback address without DRAFTERS_API_TOKEN (refused otherwise).")] = False,
 ) -> None:
     """The registry as a read-only HTTP JSON API (OpenAPI at /openapi.json); with DRAFTERS_HUB_WEBHOOK_SECRET set,
     also the Hub webhook endpoint (POST /)."""
     settings = get_settings()
+    token = settings.api_token.get_secret_value() if settings.api_token is not None else None
+    check_exposure(host or settings.api_host, token, allow_open=allow_open)
     secret = os.environ.get(SECRET_ENV)
     # Creates or upgrades the database once, so that the read-only side finds it at head; no connection stays
     # open across the workers' fork.

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from dashboard.launch import LaunchError, launch, port_taken
+from drafters import home_lock
 from drafters.cli import render
 from drafters.cli.common import Failed, UserError, app, open_store
 from drafters.cli.runs_view import print_runs
@@ -86,8 +87,11 @@ def up(
     demo: Annotated[bool, typer.Option(help="Build the tiny demo pairs and measure them once.")] = True,
     api: Annotated[bool, typer.Option(help="Serve the read-only JSON API (DRAFTERS_API_PORT).")] = True,
 ) -> None:
-    """The main job: upgrade the database, load the catalog, then watch, deliver alerts, verify and serve."""
-    service = Service(get_settings(), open_store(),
+    """The main job: upgrade the database, load the catalog, then watch, deliver alerts, verify and serve. One
+    per DRAFTERS_HOME: a second one says which process holds the home and exits 1."""
+    settings = get_settings()
+    lock = home_lock.acquire(settings.home_dir)  # before the database: two would upgrade and load it at once
+    service = Service(settings, open_store(),
                       lambda line: render.console.print(render.strip_control(line), soft_wrap=True, markup=False,
                                                         highlight=False))
     # SIGTERM (systemd, docker stop, kill) stops the service as Ctrl-C does, so its children stop with it.
@@ -100,6 +104,7 @@ def up(
         render.console.print("stopping")
     finally:
         stopped = service.close()
+        lock.release()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if not stopped:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from datetime import UTC, datetime
 from pathlib import Path
 from xml.etree import ElementTree as ET
@@ -17,10 +18,14 @@ FEED_ID = "tag:drafter-registry,2026:events"
 # Characters XML 1.0 cannot hold (or discourages) and terminal controls: a Hub config value that reaches a
 # message must not make the feed ill-formed.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+# Unicode format characters (Cf: bidirectional overrides and isolates such as U+202E, zero-width characters, tag
+# characters) and line/paragraph separators: a feed reader would show a Hub name reordered or hidden.
+_INERT_CATEGORIES = frozenset({"Cf", "Zl", "Zp"})
 
 
 def xml_text(value: object) -> str:
-    return _NOT_XML.sub(" ", str(value))
+    text = _NOT_XML.sub(" ", str(value))
+    return "".join(" " if unicodedata.category(c) in _INERT_CATEGORIES else c for c in text)
 
 
 def entry_id(event: EventRecord) -> str:

@@ -34,9 +34,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import unquote
 
 import huggingface_hub
-from huggingface_hub import HfApi, ModelInfo, hf_hub_download, snapshot_download
+from huggingface_hub import HfApi, ModelInfo, hf_hub_download
 from huggingface_hub import errors as hf_errors
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, httpx, parse_ratelimit_headers
 from huggingface_hub.utils import tqdm as hf_tqdm
@@ -145,6 +146,8 @@ class HubClient:
         self._api = HfApi(endpoint=self.endpoint, token=self._token or False, library_name="drafter-registry")
         parsed = httpx.URL(self.endpoint)
         self._origin = (parsed.scheme, parsed.host, parsed.port)
+        # While a snapshot runs: each file's advertised size, the most its body may hold (see snapshot).
+        self._body_limits: dict[str, int] = {}
         self._count = 0
         self._budget_start = 0
         self._count_lock = threading.Lock()
@@ -319,19 +322,41 @@ class HubClient:
                 return None
             return Path(path).read_bytes()
 
-    def snapshot(self, repo_id: str, sha: str, local_dir: Path, *, allow_patterns: list[str],
-                 ignore_patterns: list[str]) -> Path:
-        """The repo's files that match the patterns, at commit `sha`, into `local_dir`. Files already there are
-        kept (a download killed midway resumes with the files it finished); returns once every file is in place."""
+    def snapshot(self, repo_id: str, sha: str, local_dir: Path, *, files: dict[str, int]) -> Path:
+        """The named files of the repo at commit `sha`, into `local_dir`, each no larger than its advertised size
+        (`files`: path -> bytes). Files already there are kept (a download killed midway resumes with the files
+        it finished); returns once every file is in place.
+
+        File by file in this thread, not `snapshot_download`: that lists the repo's tree, which a mirror can fill
+        with files the revision's file list (and so the download budget) never counted, and fetches in a thread
+        pool, outside this client's policy. No body is read past its file's size (one fetched through a redirect,
+        which names no file, past the largest), so an endless body is refused early."""
         if not COMMIT_SHA.fullmatch(sha):
             raise ValueError(f"snapshot needs a 40-hex commit sha, got {sha!r}")
         what = f"{repo_id}@{sha[:12]}"
         with self._calling(what):
-            return Path(snapshot_download(
-                repo_id, revision=sha, local_dir=local_dir, endpoint=self.endpoint, token=self._token or False,
-                allow_patterns=allow_patterns, ignore_patterns=ignore_patterns, etag_timeout=self.timeout,
-                max_workers=2, tqdm_class=_QuietBar,
-            ))
+            self._body_limits = dict(files)
+            try:
+                for filename in files:
+                    hf_hub_download(repo_id, filename, revision=sha, local_dir=local_dir, endpoint=self.endpoint,
+                                    token=self._token or False, etag_timeout=self.timeout, tqdm_class=_QuietBar)
+            finally:
+                self._body_limits = {}
+        return local_dir
+
+    def _body_limit(self, request: httpx.Request, ours: bool) -> int | None:
+        """The most bytes a file body may have during a snapshot: its advertised size, found by the path it is
+        resolved under; the largest advertised size for a body elsewhere (a CDN after a redirect)."""
+        limits = self._body_limits
+        if not limits or request.method != "GET":
+            return None
+        path = unquote(request.url.path)
+        if ours and "/resolve/" not in path:
+            return None  # listings and metadata
+        for name, size in limits.items():
+            if path.endswith(f"/{name}"):
+                return size
+        return max(limits.values())
 
     # ---- policy ------------------------------------------------------------------------------------------
     @contextmanager
@@ -500,9 +525,10 @@ class HubClient:
                         f"{what}: Hub answered HTTP {response.status_code} after {attempt + 1} attempt(s)")
                     wait = self._backoff(attempt)
                 else:
+                    limit = self._body_limit(request, ours) if response.status_code in (200, 206) else None
                     return httpx.Response(
                         status_code=response.status_code, headers=response.headers,
-                        stream=GuardedStream(response.stream, what), extensions=response.extensions,
+                        stream=GuardedStream(response.stream, what, limit), extensions=response.extensions,
                     )
             if attempt >= last_attempt:
                 raise failure

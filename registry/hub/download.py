@@ -6,11 +6,16 @@ download root. Every download is in the ledger (`registry.store.downloads`): the
 eviction deletes only folders the ledger lists (never anything the service did not download), and a folder is
 handed to a measurement only once its row is `complete` and every expected file is on disk at its Hub size, so a
 download killed midway is never measured: the next fetch resumes it, keeping the files it finished.
+
+A mirror is outside content like any other: only the files the revision lists (and the budget counted) are
+fetched, a body is never read past the file's advertised size, and an LFS file whose bytes do not hash to the
+advertised sha256 is deleted and the download failed.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import shutil
 import threading
 import time
@@ -99,7 +104,14 @@ class Downloader:
             raise DownloadFailed(f"gated: {error}", retry=False) from error
         except HubError as error:
             raise DownloadFailed(str(error), retry=True) from error
-        files = {f.path: f.size for f in revision.files if f.path in set(wanted(f.path for f in revision.files))}
+        chosen = set(wanted(f.path for f in revision.files))
+        files = {f.path: f.size for f in revision.files if f.path in chosen}
+        digests = {f.path: f.lfs_sha256 for f in revision.files if f.path in chosen and f.lfs_sha256}
+        unsized = sorted(path for path, size in files.items() if size is None)
+        if unsized:
+            # A file of unknown size could not count against the budget, nor its body be bounded.
+            raise DownloadFailed(f"{repo_id}@{sha[:12]}: the Hub gives no size for {', '.join(unsized[:3])}; not "
+                                 "downloaded", retry=False)
         if not any(path.endswith(".safetensors") for path in files):
             raise DownloadFailed(f"{repo_id}@{sha[:12]} has no safetensors weights (pickle is never loaded)",
                                  retry=False)
@@ -120,8 +132,8 @@ class Downloader:
         started = time.monotonic()
         watcher.start()
         try:
-            self.client.snapshot(repo_id, sha, folder, allow_patterns=ALLOW_PATTERNS,
-                                 ignore_patterns=IGNORE_PATTERNS)
+            # Exactly the files counted against the budget, each bounded by its size.
+            self.client.snapshot(repo_id, sha, folder, files={p: size or 0 for p, size in files.items()})
         except HubError as error:
             cause = error.__cause__
             if isinstance(cause, OSError) and cause.errno == errno.ENOSPC:
@@ -144,6 +156,12 @@ class Downloader:
         if missing:
             raise self._failed(repo_id, sha, f"{repo_id}@{sha[:12]}: incomplete download ({', '.join(missing)})",
                                _bytes_in(folder), seconds, retry=True)
+        corrupt = [path for path, digest in digests.items() if _sha256(folder / path) != digest.lower()]
+        if corrupt:
+            for path in corrupt:
+                (folder / path).unlink(missing_ok=True)  # never measured; the next fetch downloads it again
+            raise self._failed(repo_id, sha, f"{repo_id}@{sha[:12]}: {', '.join(corrupt)} does not match the sha256 "
+                               "the Hub advertises (deleted)", _bytes_in(folder), seconds, retry=True)
         fetched = total - on_disk
         ledger.finish_download(self.store, repo_id, sha, bytes_done=total, seconds=seconds)
         if self.on_progress is not None:
@@ -189,6 +207,14 @@ class Downloader:
         if used + needed > self.budget_bytes:
             raise DownloadFailed(f"{repo_id} needs {gb(needed)} of disk; {gb(used)} of the {gb(self.budget_bytes)} "
                                  "download budget is held by downloads in use", retry=True)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _bytes_in(folder: Path) -> int:

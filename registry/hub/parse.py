@@ -14,6 +14,10 @@ from registry.hub.types import BadResponse, HubFile, HubModel, HubRevision
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
 SHARD_INDEX_SUFFIXES = (".safetensors.index.json", ".bin.index.json")
 BASE_MODEL_RELATIONS = frozenset({"adapter", "merge", "quantized", "finetune"})
+# The largest count or size a database column holds (a signed 64-bit integer): a parameter total or a file size
+# above it is no real model's (the largest have ~10^12 parameters), and storing it would fail that repo every poll
+# until quarantine. It is read as unknown instead.
+MAX_STORED_INT = 2**63 - 1
 
 
 def is_weight_file(path: str) -> bool:
@@ -146,6 +150,8 @@ def _hub_file(sibling: Any, what: str) -> HubFile:
     size = sibling.size
     if size is not None and (not isinstance(size, int) or size < 0):
         raise BadResponse(f"{what}: bad size for {path}")
+    if size is not None and size > MAX_STORED_INT:
+        size = None  # unknown: no file is that large
     lfs_sha = sibling.lfs.sha256 if sibling.lfs is not None else None
     return HubFile(path=path, size=size, blob_id=_optional_str(sibling.blob_id, what, "blobId"),
                    lfs_sha256=_optional_str(lfs_sha, what, "lfs.sha256"))
@@ -162,6 +168,8 @@ def hub_revision(info: Any, what: str) -> HubRevision:
     parameters = info.safetensors.total if info.safetensors is not None else None
     if parameters is not None and (not isinstance(parameters, int) or parameters < 0):
         raise BadResponse(f"{what}: bad safetensors parameter total")
+    if parameters is not None and parameters > MAX_STORED_INT:
+        parameters = None  # unknown, because the Hub's total is beyond any model's
     return HubRevision(
         repo_id=repo_id,
         sha=checked_sha(info.sha, what),

@@ -29,15 +29,23 @@ _installed = False
 
 
 class GuardedStream(httpx.SyncByteStream):
-    """A response body whose early end becomes BadResponse instead of an httpx error huggingface_hub retries."""
+    """A response body whose early end becomes BadResponse instead of an httpx error huggingface_hub retries, and
+    that is never read past `limit` bytes (a file's advertised size): an endless body is refused at once."""
 
-    def __init__(self, inner: httpx.SyncByteStream, what: str) -> None:
+    def __init__(self, inner: httpx.SyncByteStream, what: str, limit: int | None = None) -> None:
         self._inner = inner
         self._what = what
+        self._limit = limit
 
     def __iter__(self) -> Iterator[bytes]:
+        read = 0
         try:
-            yield from self._inner
+            for chunk in self._inner:
+                read += len(chunk)
+                if self._limit is not None and read > self._limit:
+                    raise BadResponse(f"{self._what}: body longer than the {self._limit} bytes the Hub advertises "
+                                      "for the file; refused")
+                yield chunk
         except httpx.TransportError as exc:
             raise BadResponse(f"{self._what}: response body cut short ({type(exc).__name__})") from exc
 

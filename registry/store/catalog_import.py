@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import random
+import time
 from dataclasses import dataclass
+
+from sqlalchemy.exc import IntegrityError
 
 from registry.domain.catalog import Catalog, CatalogDrafter, load_catalog_data
 from registry.domain.records import CheckpointSpec, DrafterSpec, RevisionSpec
@@ -26,8 +30,27 @@ def _config_bytes(config: dict | None) -> bytes | None:
     return json.dumps(config, sort_keys=True).encode() if config is not None else None
 
 
+# Whole loads tried while another process loads the same rows: each collision restarts the load after a growing,
+# jittered pause; once the other loader is done (seconds), the next attempt finds every row and converges.
+LOAD_ATTEMPTS = 12
+
+
 def load_catalog(store: Store, catalog: Catalog | None = None) -> CatalogSummary:
+    """Load the catalog; idempotent, and safe while another process loads it into the same database: a row
+    the other inserted between our read and our insert (an IntegrityError on its unique key) makes the whole
+    load run again, which then finds that row."""
     catalog = catalog or load_catalog_data()
+    for attempt in range(LOAD_ATTEMPTS):
+        try:
+            return _load(store, catalog)
+        except IntegrityError:
+            if attempt == LOAD_ATTEMPTS - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1) * (0.5 + random.random()))
+    raise AssertionError("unreachable: the loop returns or raises")
+
+
+def _load(store: Store, catalog: Catalog) -> CatalogSummary:
     for target in catalog.targets:
         store.checkpoints.upsert_checkpoint(
             CheckpointSpec(

@@ -10,6 +10,7 @@ from importlib import resources
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 from pathlib import Path
+from urllib.parse import quote
 
 from alembic import command
 from alembic.config import Config
@@ -17,12 +18,12 @@ from alembic.util import CommandError
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from registry.errors import Failed
-from registry.redact import mask_url
+from registry.redact import mask_url, scrub
 
 
 class DatabaseError(Failed, RuntimeError):
@@ -33,13 +34,22 @@ def _one_line(error: object) -> str:
     return " ".join(str(error).split())
 
 
-def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
-    cursor = dbapi_connection.cursor()
-    # WAL lets the dashboard read while the watcher and workers write.
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()
+# Seconds a SQLite statement waits for another connection's lock before "database is locked"; a URL's own
+# `?timeout=S` (a pysqlite parameter) sets another.
+SQLITE_BUSY_TIMEOUT_S = 30.0
+
+
+def _sqlite_pragmas(busy_timeout_s: float, *, read_only: bool = False):  # type: ignore[no-untyped-def]
+    def on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+        cursor = dbapi_connection.cursor()
+        # WAL lets the dashboard read while the watcher and workers write; a read-only connection cannot switch a
+        # file to it (the writers do).
+        if not read_only:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
+        cursor.close()
+    return on_connect
 
 
 def _private_sqlite_file(path: Path) -> None:
@@ -54,19 +64,36 @@ def _private_sqlite_file(path: Path) -> None:
         pass  # SQLite says what is wrong with the path when it opens it
 
 
-def make_engine(url: str) -> Engine:
+def parse_url(url: str) -> URL:
+    """The database URL as SQLAlchemy reads it; one line that does not echo it (it may hold a password) when it
+    cannot be read."""
     try:
-        parsed = make_url(url)
-    except ArgumentError:
-        # The URL is not echoed: it may hold a password.
+        return make_url(url)
+    except (ArgumentError, ValueError):  # ValueError: a port that is no number (`u:p@ss@h:5432`)
         raise DatabaseError("bad database URL (expected sqlite:///PATH or postgresql+psycopg://…)") from None
+
+
+def make_engine(url: str, *, read_only: bool = False) -> Engine:
+    """An engine for `url`. `read_only` opens a SQLite file with `mode=ro`: the file is opened read-only, which no
+    statement on the connection can undo (a `PRAGMA query_only=OFF` can); it never creates the file."""
+    parsed = parse_url(url)
     try:
         if parsed.get_backend_name() == "sqlite":
             database = parsed.database
-            if database and database != ":memory:" and not database.startswith("file:"):
-                _private_sqlite_file(Path(database).expanduser())
-            engine = create_engine(parsed, connect_args={"timeout": 30})
-            event.listen(engine, "connect", _sqlite_pragmas)
+            plain_file = bool(database) and database != ":memory:" and not str(database).startswith("file:")
+            if plain_file and read_only:
+                # SQLite's URI form: `?` and `#` in the path are quoted, or they would start its query.
+                uri_path = quote(str(Path(str(database)).expanduser().resolve()), safe="/")
+                parsed = parsed.set(database=f"file:{uri_path}",
+                                    query={**parsed.query, "mode": "ro", "uri": "true"})
+            elif plain_file:
+                _private_sqlite_file(Path(str(database)).expanduser())
+            try:
+                busy_timeout_s = float(str(parsed.query.get("timeout", SQLITE_BUSY_TIMEOUT_S)))
+            except ValueError:
+                raise DatabaseError(f"bad timeout in the database URL {mask_url(url)}: expected seconds") from None
+            engine = create_engine(parsed, connect_args={"timeout": busy_timeout_s})
+            event.listen(engine, "connect", _sqlite_pragmas(busy_timeout_s, read_only=read_only and plain_file))
         else:
             engine = create_engine(parsed, pool_pre_ping=True)
     except (NoSuchModuleError, ArgumentError, ImportError) as exc:
@@ -113,7 +140,7 @@ def open_database(url: str) -> Engine:
         with engine.connect():
             pass
     except OperationalError as exc:
-        raise DatabaseError(f"cannot connect to {mask_url(url)}: {_one_line(exc.orig)}") from None
+        raise DatabaseError(f"cannot connect to {mask_url(url)}: {scrub(_one_line(exc.orig), url)}") from None
     current = current_revision(engine)
     if current != head_revision():
         if current is not None and not known_revision(current):

@@ -1,8 +1,8 @@
 """The dashboard's way into the database: an engine whose connections refuse writes, the schema check, and
 the plain rows its aggregates (aggregates.py, run_aggregates.py) hand back.
 
-`open_read_only` makes reading only a property of the connection (SQLite `query_only`, PostgreSQL read-only
-transactions), so a dashboard bug cannot change the registry, and the dashboard also works under a PostgreSQL
+`open_read_only` makes reading only a property of the connection (a SQLite file opened `mode=ro`, which the
+connection cannot switch off, plus `query_only`; PostgreSQL read-only transactions), so a dashboard bug cannot change the registry, and the dashboard also works under a PostgreSQL
 role that may only SELECT.
 """
 
@@ -14,7 +14,6 @@ from typing import Any
 from datetime import datetime
 
 from sqlalchemy import Engine, Select, event, func, select
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from registry.store.db import (
@@ -24,7 +23,9 @@ from registry.store.db import (
     known_revision,
     make_engine,
     newer_database_message,
+    parse_url,
 )
+from registry.redact import mask_url
 from registry.store.core import aware
 from registry.store.models import BenchmarkRun, Checkpoint, Compatibility, Drafter, Event, Job
 
@@ -51,13 +52,15 @@ def _read_only_postgresql(dbapi_connection, _record) -> None:  # type: ignore[no
 
 
 def open_read_only(url: str) -> Engine:
-    """An engine whose connections refuse writes. Never creates or upgrades a database."""
-    parsed = make_url(url)
+    """An engine whose connections refuse writes: a SQLite file opened `mode=ro` (and `query_only`, should a
+    file: URL name it), PostgreSQL sessions read-only. Never creates or upgrades a database."""
+    parsed = parse_url(url)
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database
         if not database or database == ":memory:" or not Path(database).expanduser().is_file():
-            raise DatabaseMissing(f"no registry database at {database or url}: run {FILL_COMMANDS} to create one")
-    engine = make_engine(url)
+            raise DatabaseMissing(f"no registry database at {database or mask_url(url)}: run {FILL_COMMANDS} to "
+                                  "create one")
+    engine = make_engine(url, read_only=True)
     listener = _read_only_sqlite if engine.dialect.name == "sqlite" else _read_only_postgresql
     event.listen(engine, "connect", listener)
     return engine

@@ -523,5 +523,21 @@ class Watcher:
         With the pushed `head_sha` that commit is read (not main, which may have moved on again), and a hint
         older than the recorded head (a late or repeated delivery) changes nothing. A repo the Hub no longer
         shows (deleted, or private) is marked gone if recorded and otherwise left alone; `moved_from` (a move)
-        keeps one record under the new id."""
+        keeps one record under the new id.
+
+        A hint naming a repo this registry does not watch (its org is not watched, and it is no drafter already
+        recorded from a drafter tag's listing) is ignored: the Hub sends webhooks for the watched orgs only, so
+        anything else is a misconfigured or forged call, and reading it would record an unwatched org's repos and
+        deliver alerts for them."""
+        if not self.watches(repo_id) and not (moved_from is not None and self.watches(moved_from)):
+            log.info("push hint for %s ignored: not a watched org's repo", repo_id)
+            return
         self.units.apply_hint(repo_id, head_sha, moved_from=moved_from, made_public=made_public)
+
+    def watches(self, repo_id: str) -> bool:
+        """Whether a webhook about `repo_id` is this registry's business: a repo of a watched org (the Hub's org
+        names are case-insensitive), or a drafter already recorded (found by a drafter tag outside the orgs)."""
+        if repo_id.split("/", 1)[0].casefold() in {org.casefold() for org in self.orgs}:
+            return True
+        recorded = self.store.watch.recorded_repo(repo_id)
+        return recorded is not None and recorded.drafter is not None

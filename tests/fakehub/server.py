@@ -405,7 +405,8 @@ class HubApp:
             "cardData": lambda: FakeRepo.card_data_at(commit) or None,
             "config": lambda: ({"architectures": {"x": 1}, "model_type": ["qwen3"]} if "config_summary" in malformed
                                else _config_summary(commit)),
-            "siblings": lambda: [_sibling(blob, blobs and "blob_ids" not in malformed) for blob in commit.blobs()],
+            "siblings": lambda: [_sibling(blob, blobs and "blob_ids" not in malformed) for blob in commit.blobs()
+                                 if blob.path not in self.state.tree_only(repo.repo_id)],
             "spaces": lambda: [],
             "safetensors": lambda: ({"parameters": {"BF16": -5}, "total": -5} if "safetensors" in malformed
                                     else _safetensors_summary(repo, commit)),
@@ -703,6 +704,9 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.kind == "truncated":
             self._send_truncated(reply, fault, method)
             return
+        if fault is not None and fault.kind in ("endless", "wrong_body") and method == "GET" and reply.status == 200:
+            self._send_hostile_body(reply, fault)
+            return
         rate = self.server.app.state.download_bytes_per_s
         if rate and method == "GET" and reply.status in (200, 206) and (
                 split.path.startswith("/cdn/") or "/resolve/" in split.path):
@@ -723,6 +727,29 @@ class _Handler(BaseHTTPRequestHandler):
                 time.sleep(chunk / bytes_per_s)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+
+    def _send_hostile_body(self, reply: Reply, fault: Fault) -> None:
+        """A hostile mirror's body: the same length with every byte changed, or one that never ends (chunked, no
+        Content-Length; it stops when the client hangs up, or after 256 MiB)."""
+        if fault.kind == "wrong_body":
+            self._send(Reply(reply.status, reply.headers, bytes(b ^ 0x5A for b in reply.body)), "GET")
+            return
+        try:
+            self.send_response(reply.status)
+            for name, value in {**getattr(self, "_ratelimit", {}), **reply.headers}.items():
+                if name.lower() != "content-length":
+                    self.send_header(name, value)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            chunk = b"A" * 65536
+            for _ in range(4096):
+                if self.server.stopping.is_set():
+                    break
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        self.close_connection = True
 
     def _apply_fault(self, fault: Fault) -> bool:
         """Answer with the fault; False when the normal reply should still be produced (slow, truncated)."""

@@ -21,8 +21,11 @@ from typing import Any, Literal
 import yaml
 
 GatedMode = Literal[False, "auto", "manual"]
-FaultKind = Literal["429", "500", "503", "timeout", "slow", "truncated", "reset"]
-FAULT_KINDS: tuple[str, ...] = ("429", "500", "503", "timeout", "slow", "truncated", "reset")
+# A hostile mirror's file bodies: "endless" never ends (chunked, no length), "wrong_body" has the right length and
+# other bytes (its sha256 is not the advertised one).
+FaultKind = Literal["429", "500", "503", "timeout", "slow", "truncated", "reset", "endless", "wrong_body"]
+FAULT_KINDS: tuple[str, ...] = ("429", "500", "503", "timeout", "slow", "truncated", "reset", "endless",
+                                "wrong_body")
 TruncationMode = Literal["full_length", "short"]
 # What `HubState.malform` can get wrong about a repo.
 MALFORMATIONS = frozenset({"blob_ids", "last_modified", "created_at", "tags", "config_summary", "safetensors",
@@ -278,6 +281,7 @@ class HubState:
         self.xet_headers = False
         # Per repo, what the server gets wrong about it (see `malform`), and listing shas that lag main.
         self._malformed: dict[str, frozenset[str]] = {}
+        self._tree_only: dict[str, frozenset[str]] = {}
         self._stale_listing: dict[str, str] = {}
         # File bodies (resolve and CDN) sent at this many bytes per second; None: at once.
         self.download_bytes_per_s: float | None = None
@@ -518,6 +522,16 @@ class HubState:
     def malformed(self, repo_id: str) -> frozenset[str]:
         with self._lock:
             return self._malformed.get(repo_id, frozenset())
+
+    def hide_from_siblings(self, repo_id: str, *paths: str) -> None:
+        """A hostile mirror: these files are in the tree listing (and served) but not in model_info's siblings."""
+        with self._lock:
+            self._tree_only[repo_id] = frozenset(paths)
+            self._version += 1
+
+    def tree_only(self, repo_id: str) -> frozenset[str]:
+        with self._lock:
+            return self._tree_only.get(repo_id, frozenset())
 
     def stale_listing(self, repo_id: str, sha: str) -> None:
         """Listings report `sha` for this repo (a commit that no longer exists after a force-push) while refs

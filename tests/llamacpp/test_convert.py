@@ -126,3 +126,48 @@ def test_drafters_gguf_command(tmp_path: Path, llama_source: Path, qwen3_target:
 
     missing = drafters("gguf", str(tmp_path / "nope"), "--out", str(out), env=env, timeout=120)
     assert missing.returncode == 2 and "is not a model folder" in missing.stderr
+
+
+def _converter_children() -> list[int]:
+    """Live convert_hf_to_gguf.py processes started by this test process."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        parent = next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:"))
+        if int(parent) == os.getpid() and b"convert_hf_to_gguf.py" in command:
+            pids.append(int(entry.name))
+    return pids
+
+
+def test_a_converter_killed_by_a_signal_says_so_and_is_retryable(tmp_path: Path, llama_source: Path,
+                                                                  qwen3_target: Path) -> None:
+    """Hardening round 4, item 9: the out-of-memory killer's SIGKILL is no refusal of the folder (it read "refused
+    model: no error message", exit 2): "killed by signal 9", exit 1, retried by a job."""
+    import signal
+    import threading
+    import time
+
+    from registry.errors import Failed
+    from verifier.engines.llamacpp.convert import ConverterKilled
+
+    def kill_the_converter() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            for pid in _converter_children():
+                os.kill(pid, signal.SIGKILL)
+                return
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_the_converter)
+    killer.start()
+    with pytest.raises(ConverterKilled) as caught:
+        convert_to_gguf(qwen3_target, tmp_path / "killed.gguf", source=llama_source)
+    killer.join()
+    assert "killed by signal 9 (SIGKILL)" in str(caught.value) and "refused" not in str(caught.value)
+    assert isinstance(caught.value, Failed) and caught.value.exit_code == 1 and caught.value.retry is True

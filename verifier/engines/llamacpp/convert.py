@@ -9,16 +9,16 @@ import hashlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from registry.domain import pair
-from registry.domain.drafter_facts import detect_method
 from registry.domain.llama_commands import CONVERTER, EAGLE3_CONVERTER_KEY, NEEDS_TARGET_DIR, converter_args, \
     eagle3_converter_layers
-from registry.errors import UserError
+from registry.errors import Failed, UserError
 from registry.processes import killed_with_parent
 from verifier.build_cache import cached_build
 from verifier.engines.llamacpp.gguf import GGUF_ARCHITECTURE_METHODS, GgufInfo, gguf_info, read_gguf_metadata
@@ -35,6 +35,13 @@ OUTTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 
 class ConversionFailed(UserError, RuntimeError):
     """convert_hf_to_gguf.py refused a folder; the message names what it refused."""
+
+
+class ConverterKilled(Failed, RuntimeError):
+    """convert_hf_to_gguf.py was killed by a signal (the out-of-memory killer sends SIGKILL): nothing about the
+    folder was refused, so a job retries it (`retry`), and the command exits 1, not 2."""
+
+    retry = True
 
 
 def convert_to_gguf(
@@ -71,6 +78,9 @@ def convert_to_gguf(
             raise ConversionFailed(
                 f"convert_hf_to_gguf.py did not finish {Path(model_dir).name} in {timeout_s:.0f} s"
             ) from None
+    if result.returncode < 0:
+        raise ConverterKilled(f"llama.cpp's convert_hf_to_gguf.py was killed by {signal_name(-result.returncode)} "
+                              f"converting {Path(model_dir).name} (the out-of-memory killer sends SIGKILL)")
     if result.returncode != 0 or not Path(out_file).is_file():
         raise ConversionFailed(
             f"llama.cpp's convert_hf_to_gguf.py refused {Path(model_dir).name}: {converter_refusal(result.stderr)}"
@@ -90,6 +100,14 @@ def run_converter(args: list[str]) -> int:
     result = subprocess.run([sys.executable, str(source / CONVERTER), *args], env=environment, check=False,
                             preexec_fn=killed_with_parent)  # noqa: PLW1509 - only prctl
     return result.returncode
+
+
+def signal_name(number: int) -> str:
+    """`signal 9 (SIGKILL)`: the number always, the name where this platform has one."""
+    try:
+        return f"signal {number} ({signal.Signals(number).name})"
+    except ValueError:
+        return f"signal {number}"
 
 
 def refuse_publisher_code(folder: Path) -> None:
