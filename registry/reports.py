@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date
 
@@ -125,45 +126,44 @@ class _LagInputs:
         return cls(drafters, store.reads.checkpoints(), _exact_by_target(store.reads.verdicts()), dict(by_target))
 
 
+def lag_row(checkpoint: CheckpointRecord, drafters: Mapping[str, DrafterRecord], exact: Iterable[str],
+            today: date) -> LagRow:
+    """The lag of one target: the one computation `drafters lag`, `/v1/lag` and `/v1/targets/{id}/drafters` share.
+    `drafters` holds (at least) the records of the target's `exact` drafters."""
+    built_in = checkpoint.built_in
+    released = checkpoint_release_date(checkpoint)
+    exact_drafters = sorted(exact, key=lambda r: _release_order(drafters[r], released))
+    dated = [d for d in (drafter_release_date(drafters[r]) for r in exact_drafters) if d is not None]
+    first = exact_drafters[0] if exact_drafters and not built_in else None
+    if built_in and released is not None and released <= today:
+        # A drafter inside the checkpoint is there the day the checkpoint is: nothing to wait for.
+        measured: lag.Lag | None = lag.target_lag(released, [released], today)
+    else:
+        # Exact drafters that all lack a date close the lag without telling how long it was.
+        measurable = released is not None and (dated or not exact_drafters) and not built_in
+        measured = lag.target_lag(released, dated, today) if measurable else None
+    return LagRow(
+        target_repo_id=checkpoint.repo_id,
+        org=checkpoint.org,
+        family=checkpoint.family,
+        released=released,
+        released_precision=checkpoint.released_precision,
+        first_drafter_repo_id=first,
+        first_drafter_released=(released if built_in else drafter_release_date(drafters[first]) if first else None),
+        lag_days=measured.days if measured else None,
+        open=first is None and not built_in,
+        exact_drafters=tuple(exact_drafters),
+        hub_notes=_hub_notes(checkpoint, [drafters[r] for r in exact_drafters]),
+        built_in=built_in,
+    )
+
+
 def lag_table(store: Store, today: date, inputs: _LagInputs | None = None) -> list[LagRow]:
     """One row per target some drafter declares, worst (longest) lag first."""
     inputs = inputs or _LagInputs.load(store)
-    drafters, exact = inputs.drafters, inputs.exact
-    rows = []
-    for checkpoint in inputs.checkpoints:
-        built_in = checkpoint.built_in
-        if checkpoint.repo_id not in inputs.by_target and checkpoint.repo_id not in exact and not built_in:
-            continue
-        released = checkpoint_release_date(checkpoint)
-        exact_drafters = sorted(
-            exact.get(checkpoint.repo_id, ()), key=lambda r: _release_order(drafters[r], released)
-        )
-        dated = [d for d in (drafter_release_date(drafters[r]) for r in exact_drafters) if d is not None]
-        first = exact_drafters[0] if exact_drafters and not built_in else None
-        if built_in and released is not None and released <= today:
-            # A drafter inside the checkpoint is there the day the checkpoint is: nothing to wait for.
-            measured: lag.Lag | None = lag.target_lag(released, [released], today)
-        else:
-            # Exact drafters that all lack a date close the lag without telling how long it was.
-            measurable = released is not None and (dated or not exact_drafters) and not built_in
-            measured = lag.target_lag(released, dated, today) if measurable else None
-        rows.append(
-            LagRow(
-                target_repo_id=checkpoint.repo_id,
-                org=checkpoint.org,
-                family=checkpoint.family,
-                released=released,
-                released_precision=checkpoint.released_precision,
-                first_drafter_repo_id=first,
-                first_drafter_released=(released if built_in else
-                                        drafter_release_date(drafters[first]) if first else None),
-                lag_days=measured.days if measured else None,
-                open=first is None and not built_in,
-                exact_drafters=tuple(exact_drafters),
-                hub_notes=_hub_notes(checkpoint, [drafters[r] for r in exact_drafters]),
-                built_in=built_in,
-            )
-        )
+    rows = [lag_row(checkpoint, inputs.drafters, inputs.exact.get(checkpoint.repo_id, set()), today)
+            for checkpoint in inputs.checkpoints
+            if checkpoint.repo_id in inputs.by_target or checkpoint.repo_id in inputs.exact or checkpoint.built_in]
     rows.sort(key=lambda r: (-(r.lag_days if r.lag_days is not None else -1), r.target_repo_id))
     return rows
 

@@ -14,7 +14,7 @@ import json
 from datetime import date, datetime
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def versioned(value: Any) -> dict[str, Any]:

@@ -11,9 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Engine, Select, event, func, select
+from sqlalchemy import Engine, Select, event, func, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -93,25 +94,78 @@ def fetch_one(engine: Engine, query: Select[Any]) -> dict[str, Any] | None:
     return None if row is None else dict(row._mapping)
 
 
-def data_version(engine: Engine) -> tuple[tuple[object, ...], datetime | None]:
-    """A cheap fingerprint of what the API shows, and the newest time any of it changed.
+@dataclass(frozen=True)
+class DataParts:
+    """A cheap fingerprint of what the API shows, one part per kind of change, so that the API can tell what
+    moved: new runs alone invalidate only the answers about their targets and drafters (drafters/api/cache.py).
 
-    Maxima and counts over the tables the API reads: a new event, run, verdict or job, or a job that starts or
-    ends, changes it (the watcher records an event for every checkpoint or drafter change), so the API can
-    answer a repeated request from its cache or with 304 Not Modified."""
-    queries = (
-        select(func.max(Event.id), func.max(Event.created_at)),
+    Counts and maxima over the tables the API reads. The watcher records an event for every checkpoint or
+    drafter change (a new head, a rename, a move), so `events` moving covers what the catalog parts miss."""
+
+    runs: tuple[object, ...]  # (count, max id): a run is inserted once and never updated in place
+    events: tuple[object, ...]
+    verdicts: tuple[object, ...]
+    jobs: tuple[object, ...]
+    catalog: tuple[object, ...]
+
+    @property
+    def runs_count(self) -> int:
+        return int(self.runs[0] or 0)
+
+    @property
+    def runs_max_id(self) -> int:
+        return int(self.runs[1] or 0)
+
+
+def data_parts(engine: Engine) -> DataParts:
+    """The data version, in parts (see DataParts)."""
+    with engine.connect() as connection:
+        def one(query: Select[Any]) -> tuple[object, ...]:
+            row = connection.execute(query).one()
+            return tuple(v.isoformat() if isinstance(v, datetime) else v for v in row)
         # A count and a maximum in one SELECT make SQLite scan one index for both (11 ms at 100,000 runs, a
         # stall of the API's event loop every second under load); apart, the count scans the narrowest index
-        # and the maximum is one index lookup (2.5 ms).
-        select(func.count(BenchmarkRun.id)), select(func.max(BenchmarkRun.created_at)),
-        select(func.count(Compatibility.id)), select(func.max(Compatibility.checked_at)),
-        select(func.max(Job.id), func.count(Job.started_at), func.count(Job.finished_at), func.max(Job.started_at),
-               func.max(Job.finished_at)),
-        select(func.count(Checkpoint.id)),
-        select(func.count(Drafter.id)),
-    )
+        # and the maximum is one index lookup.
+        return DataParts(
+            runs=one(select(func.count(BenchmarkRun.id))) + one(select(func.max(BenchmarkRun.id))),
+            events=one(select(func.max(Event.id), func.count(Event.id))),
+            verdicts=one(select(func.count(Compatibility.id))) + one(select(func.max(Compatibility.checked_at))),
+            jobs=one(select(func.max(Job.id), func.count(Job.started_at), func.count(Job.finished_at))),
+            catalog=one(select(func.count(Checkpoint.id))) + one(select(func.count(Drafter.id))),
+        )
+
+
+def runs_after(engine: Engine, run_id: int) -> tuple[int, set[tuple[str, str | None]]]:
+    """How many runs have a row id above `run_id`, and their (target, drafter) pairs: what a new data version's
+    runs part added since the version whose newest row id was `run_id`."""
     with engine.connect() as connection:
-        flat = tuple(value for query in queries for value in connection.execute(query).one())
-    times = [aware(v) for v in flat if isinstance(v, datetime)]
-    return tuple(v.isoformat() if isinstance(v, datetime) else v for v in flat), max(times, default=None)
+        rows = connection.execute(select(BenchmarkRun.target, BenchmarkRun.drafter)
+                                  .where(BenchmarkRun.id > run_id)).all()
+    return len(rows), {(target, drafter) for target, drafter in rows}
+
+
+@dataclass(frozen=True)
+class EventWatermark:
+    """The newest event id one snapshot saw, and (PostgreSQL) which transactions that snapshot could not see yet."""
+
+    max_id: int
+    snapshot_xmax: int | None  # PostgreSQL: every transaction id below it had started when the snapshot was taken
+
+
+def event_watermark(engine: Engine) -> EventWatermark:
+    """The newest visible event id and, on PostgreSQL, the snapshot's xmax, in one statement (one snapshot)."""
+    with engine.connect() as connection:
+        if engine.dialect.name == "postgresql":
+            row = connection.execute(text(
+                "SELECT max(id), pg_snapshot_xmax(pg_current_snapshot())::text::bigint FROM event")).one()
+            return EventWatermark(int(row[0] or 0), int(row[1]))
+        return EventWatermark(int(connection.execute(select(func.max(Event.id))).scalar() or 0), None)
+
+
+def oldest_running_transaction(engine: Engine) -> int | None:
+    """PostgreSQL: the xmin of a fresh snapshot (every transaction id below it has committed or aborted); None
+    elsewhere."""
+    if engine.dialect.name != "postgresql":
+        return None
+    with engine.connect() as connection:
+        return int(connection.execute(text("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")).scalar())
