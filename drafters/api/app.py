@@ -33,7 +33,7 @@ from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import PlainTextResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 from sqlalchemy import Engine
@@ -393,13 +393,13 @@ def create_app(config: ApiConfig) -> FastAPI:
     errors = problems.responses(401, 404, 422, 503) if config.token else problems.responses(404, 422, 503)
 
     def route(path: str, model: type, summary: str, responses: dict[int | str, dict[str, Any]],
-              dependencies: list[Any]) -> Callable[[Any], Any]:
+              dependencies: list[Any], response_class: type[Response] = Response) -> Callable[[Any], Any]:
         """GET (documented) and HEAD (the same answer without its body) for one function."""
         def register(function: Any) -> Any:
             app.add_api_route(path, function, methods=["GET"], dependencies=dependencies, summary=summary,
-                              responses={**_ok(model, summary), **responses}, response_class=Response)
+                              responses={**_ok(model, summary), **responses}, response_class=response_class)
             app.add_api_route(path, function, methods=["HEAD"], dependencies=dependencies, summary=summary,
-                              include_in_schema=False, response_class=Response)
+                              include_in_schema=False, response_class=response_class)
             return function
         return register
 
@@ -409,14 +409,14 @@ def create_app(config: ApiConfig) -> FastAPI:
         return route(path, model, summary, {**errors, **problems.responses(*extra)}, read)
 
     @route("/", schemas.Index, "Index: what this server serves", problems.responses(422),
-           [Depends(_known_parameters)])
+           [Depends(_known_parameters)], JSONResponse)
     async def index() -> dict[str, Any]:
-        links = [{"href": r.path, "description": r.summary or ""} for r in app.routes
+        links = [{"href": r.path_format, "description": r.summary or ""} for r in app.routes
                  if isinstance(r, APIRoute) and "GET" in r.methods and r.path != "/"]
         links.append({"href": "/openapi.json", "description": "the OpenAPI document"})
         return {"schema_version": SCHEMA_VERSION, "name": app.title, "openapi": "/openapi.json", "links": links}
 
-    @route("/health", schemas.Health, "Liveness", problems.responses(422), [Depends(_known_parameters)])
+    @route("/health", schemas.Health, "Liveness", problems.responses(422), [Depends(_known_parameters)], JSONResponse)
     async def health() -> dict[str, Any]:  # on the event loop: no thread for a constant
         return {"schema_version": SCHEMA_VERSION, "status": "ok"}
 
