@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from registry.calibration.launch_inputs import exact_pairs
+from registry.domain.json_shapes import SCHEMA_VERSION
 from registry.domain.launch import ENGINES, DraftLength, PairFacts, launch_command
 from registry.domain.llama_commands import CONVERTER, EAGLE3_CONVERTER_KEY, eagle3_converter_layers
 from registry.domain.records import RevisionSpec
@@ -161,7 +162,7 @@ def test_launch_cli(database_url: str) -> None:
                       "--json")
     assert result.returncode == 0, result.stderr
     body = json.loads(result.stdout)
-    assert body["schema_version"] == 2 and body["engine"] == "vllm"
+    assert body["schema_version"] == SCHEMA_VERSION and body["engine"] == "vllm"
     (launch,) = body["launches"]
     assert launch["shell"].startswith("vllm serve Qwen/Qwen3-8B")
     assert launch["draft_length"] == 15 and launch["minimum_version"] == "0.20.1"
