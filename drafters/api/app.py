@@ -60,6 +60,7 @@ DATA_VERSION_TTL_S = 1.0
 # count whole seconds, and another API process may have seen (or missed, for up to DATA_VERSION_TTL_S) a change
 # at another instant, so an echoed Last-Modified of the same second proves nothing. The ETag is the validator.
 MODIFIED_SINCE_MARGIN = timedelta(seconds=2)
+BUILD_WAIT_S = 5.0  # how long a request waits for another one building the same body
 VERDICTS = tuple(VERDICT_ORDER)  # the verdict words, from the one place that defines them
 
 
@@ -126,6 +127,7 @@ class _Reader:
         self.cache = BodyCache(cache_bytes)
         self.events = EventHorizon()
         self._version: tuple[float, DataParts, str] | None = None  # (read at, parts, tag)
+        self._building: dict[Key, threading.Event] = {}  # keys a request is building now
         self.built = 0  # bodies built (not served from the cache): tests read it
         self.served_from_memory = 0  # answers the ASGI layer sent without the app (_CachedReads)
 
@@ -219,23 +221,51 @@ class _Reader:
         self.store()
         tag = self.data_version()
         key = query_key(request.scope["path"], request.scope["query_string"])
-        cached = None if live else self.cache.get(key)
+        cached, mine = (None, None) if live else self._cached_or_claim(key)
         if cached is None:
-            generation = self.cache.generation()
-            built = build(self.snapshot())
-            content = json.dumps(versioned(built.body), separators=(",", ":"), default=str).encode()
-            changed_at = None if live else self.cache.changed_at(built.scope)
-            cached = _Body.of(content, changed_at, _link(request, built.next_query))
-            with self._lock:
-                self.built += 1
-            if not live:
-                self.cache.put(key, cached, built.scope, len(content) + sum(len(a) + len(b) for a, b in cached.ok_headers),
-                               generation)
+            try:
+                cached = self._build(request, key, build, live)
+            finally:
+                if mine is not None:
+                    with self._lock:
+                        if self._building.get(key) is mine:
+                            del self._building[key]
+                    mine.set()
         if _not_modified(request.headers.get("if-none-match"), request.headers.get("if-modified-since"),
                          cached.etag, cached.changed_at):
             return Response(status_code=304, headers={**_validators(cached.etag, cached.changed_at),
                                                       "X-Data-Version": tag})
         return _raw_response(cached.ok_headers, cached.content, tag)
+
+    def _cached_or_claim(self, key: Key) -> tuple[_Body | None, threading.Event | None]:
+        """The cached body; or none and the event this request sets once it has built it. A body a write just
+        dropped is asked for by many clients at once: one builds it and the others wait for it (a build per
+        request was the tail of the warm path with a writer running: bench/api.py). A builder slower than
+        BUILD_WAIT_S is not waited for longer: (None, None), build it here too."""
+        while True:
+            found = self.cache.get(key)
+            if found is not None:
+                return found, None
+            with self._lock:
+                building = self._building.get(key)
+                if building is None:
+                    mine = self._building[key] = threading.Event()
+                    return None, mine
+            if not building.wait(BUILD_WAIT_S):
+                return None, None
+
+    def _build(self, request: Request, key: Key, build: Callable[[Store], bodies.Built], live: bool) -> _Body:
+        generation = self.cache.generation()
+        built = build(self.snapshot())
+        content = json.dumps(versioned(built.body), separators=(",", ":"), default=str).encode()
+        changed_at = None if live else self.cache.changed_at(built.scope)
+        cached = _Body.of(content, changed_at, _link(request, built.next_query))
+        with self._lock:
+            self.built += 1
+        if not live:
+            size = len(content) + sum(len(name) + len(value) for name, value in cached.ok_headers)
+            self.cache.put(key, cached, built.scope, size, generation)
+        return cached
 
 
 def _raw_response(headers: list[tuple[bytes, bytes]], content: bytes, tag: str) -> Response:

@@ -126,6 +126,7 @@ def target_drafters(store: Store, target: str, today: date, gpu: str | None = No
     pairs = {p.drafter: p for p in exact_pairs(store, checkpoint.repo_id, verdicts=verdicts, records=records,
                                               checkpoint=checkpoint)}
     engines = ENGINES if engine is None else (engine,)
+    measured_any = _measured(runs)  # the draft length is priced from the pair's runs on any engine
     drafters = []
     for found in verdicts:
         if verdict is not None and found.verdict != verdict:
@@ -134,7 +135,7 @@ def target_drafters(store: Store, target: str, today: date, gpu: str | None = No
         pair = pairs.get(found.drafter_repo_id)
         launches = None
         if pair is not None:
-            length = measured_draft_length(store, pair, chosen_gpu, runs) if _measured(runs).get(pair.drafter) else None
+            length = measured_draft_length(store, pair, chosen_gpu, runs) if measured_any.get(pair.drafter) else None
             launches = {name: launch_command(pair, name, length).as_json() for name in engines}
         drafters.append({
             "drafter": found.drafter_repo_id, "method": found.method,
