@@ -20,9 +20,11 @@ import asyncio
 import hashlib
 import hmac
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from email.utils import format_datetime, parsedate_to_datetime
@@ -52,6 +54,7 @@ from registry.store.db import DatabaseError
 from registry.store.read_only import DataParts, data_parts, open_read_only, runs_after, schema_problem
 from registry.watch.push import PushQueue
 
+log = logging.getLogger(__name__)
 CACHE_BYTES = 64 * 2**20  # the body cache's cap (bodies, keys and headers), per API process
 # How long one data-version read answers for: a change shows within this long, and a busy server reads the
 # version once per interval instead of once per request.
@@ -128,6 +131,7 @@ class _Reader:
         self.events = EventHorizon()
         self._version: tuple[float, DataParts, str] | None = None  # (read at, parts, tag)
         self._building: dict[Key, threading.Event] = {}  # keys a request is building now
+        self._refresh_pool: ThreadPoolExecutor | None = None
         self.built = 0  # bodies built (not served from the cache): tests read it
         self.served_from_memory = 0  # answers the ASGI layer sent without the app (_CachedReads)
 
@@ -167,12 +171,21 @@ class _Reader:
                 added, pairs = runs_after(self._engine, old.runs_max_id)
                 # Every run above the old newest id accounts for the whole change in count: nothing committed late
                 # below it (PostgreSQL) and nothing went away. Otherwise every body that shows runs goes.
-                self.cache.invalidate_runs(pairs if parts.runs_count - old.runs_count == added else None)
+                rebuilds = self.cache.invalidate_runs(pairs if parts.runs_count - old.runs_count == added else None)
+                for rebuild in rebuilds:
+                    self._refresher().submit(rebuild)
             with self._lock:
                 self._version = (now, parts, _version_tag(parts))
         finally:
             self._refreshing.release()
         return self._version[2]
+
+    def _refresher(self) -> ThreadPoolExecutor:
+        """One thread that rebuilds stale bodies (made on first use: after `drafters serve` forks its workers)."""
+        with self._lock:
+            if self._refresh_pool is None:
+                self._refresh_pool = ThreadPoolExecutor(1, thread_name_prefix="api-refresh")
+            return self._refresh_pool
 
     def snapshot(self) -> Store:
         with self._lock:
@@ -224,7 +237,7 @@ class _Reader:
         cached, mine = (None, None) if live else self._cached_or_claim(key)
         if cached is None:
             try:
-                cached = self._build(request, key, build, live)
+                cached = self._build(key, build, live, request.url.path, dict(request.query_params))
             finally:
                 if mine is not None:
                     with self._lock:
@@ -254,18 +267,27 @@ class _Reader:
             if not building.wait(BUILD_WAIT_S):
                 return None, None
 
-    def _build(self, request: Request, key: Key, build: Callable[[Store], bodies.Built], live: bool) -> _Body:
+    def _build(self, key: Key, build: Callable[[Store], bodies.Built], live: bool, path: str,
+               params: dict[str, str]) -> _Body:
         generation = self.cache.generation()
         built = build(self.snapshot())
         content = json.dumps(versioned(built.body), separators=(",", ":"), default=str).encode()
         changed_at = None if live else self.cache.changed_at(built.scope)
-        cached = _Body.of(content, changed_at, _link(request, built.next_query))
+        cached = _Body.of(content, changed_at, _link(path, params, built.next_query))
         with self._lock:
             self.built += 1
         if not live:
             size = len(content) + sum(len(name) + len(value) for name, value in cached.ok_headers)
-            self.cache.put(key, cached, built.scope, size, generation)
+            self.cache.put(key, cached, built.scope, size, generation,
+                           rebuild=lambda: self._refresh(key, build, path, params))
         return cached
+
+    def _refresh(self, key: Key, build: Callable[[Store], bodies.Built], path: str, params: dict[str, str]) -> None:
+        """Build the successor of a body new runs made stale (in the refresher thread, off the request path)."""
+        try:
+            self._build(key, build, False, path, params)
+        except Exception:  # noqa: BLE001 - the stale body expires and a request builds it (and reports why)
+            log.debug("refreshing %s failed", path, exc_info=True)
 
 
 def _raw_response(headers: list[tuple[bytes, bytes]], content: bytes, tag: str) -> Response:
@@ -275,12 +297,12 @@ def _raw_response(headers: list[tuple[bytes, bytes]], content: bytes, tag: str) 
     return response
 
 
-def _link(request: Request, next_query: dict[str, str] | None) -> str | None:
+def _link(path: str, params: dict[str, str], next_query: dict[str, str] | None) -> str | None:
     """The RFC 8288 Link to the next page: this request's parameters with the next page's cursor."""
     if next_query is None:
         return None
-    params = {k: v for k, v in request.query_params.items() if k not in next_query}
-    return f'<{request.url.path}?{urlencode({**params, **next_query})}>; rel="next"'
+    kept = {k: v for k, v in params.items() if k not in next_query}
+    return f'<{path}?{urlencode({**kept, **next_query})}>; rel="next"'
 
 
 class _CachedReads:

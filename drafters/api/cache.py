@@ -8,6 +8,10 @@ runs, and keep the other ten thousand targets' bodies; a change to the catalog, 
 everything (the watcher records an event for each checkpoint or drafter change); a job starting or ending
 drops nothing (the plan is built per request).
 
+A body that new runs made stale is not dropped at once: it stays, marked stale, while the app builds its
+successor off the request path (`refresh` hands the keys out), for at most MAX_STALE_S; so a hot target that a
+worker keeps measuring is never cold for the clients that poll it. A change that drops everything drops.
+
 Each scope also keeps when this process saw it change, the answers' Last-Modified (not the runs' measurement
 times, which a late-recorded run would put in the past).
 """
@@ -15,7 +19,9 @@ times, which a late-recorded run would put in the past).
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +29,8 @@ from typing import Any
 from drafters.api.bodies import Scope
 
 ENTRY_OVERHEAD_BYTES = 600  # key, headers and bookkeeping of one entry, beside its body
+MAX_STALE_S = 5.0  # a stale body is served while its successor is built, never longer than this
+MAX_REFRESH = 256  # stale bodies rebuilt ahead per change; past that they are dropped
 Key = tuple[str, tuple[tuple[str, str], ...]]
 
 
@@ -31,6 +39,8 @@ class _Entry:
     value: Any
     scope: Scope
     size: int
+    rebuild: Callable[[], None] | None = None  # builds and puts its successor
+    stale_since: float | None = None  # monotonic time new runs made it stale
 
 
 class BodyCache:
@@ -59,6 +69,8 @@ class BodyCache:
             found = self._entries.get(key)
             if found is None:
                 return None
+            if found.stale_since is not None and time.monotonic() - found.stale_since > MAX_STALE_S:
+                return None  # its successor is late: the request builds it
             self._entries.move_to_end(key)
             return found.value
 
@@ -78,7 +90,8 @@ class BodyCache:
             return max(times)
 
     def put(self, key: Key, value: Any, scope: Scope, size: int,
-            generation: tuple[int, int, dict[str, int], dict[str, int]]) -> None:
+            generation: tuple[int, int, dict[str, int], dict[str, int]],
+            rebuild: Callable[[], None] | None = None) -> None:
         everything, runs, targets, drafters = generation
         with self._lock:
             stale = (everything != self._generation or (scope.runs and runs != self._runs_gen)
@@ -89,7 +102,7 @@ class BodyCache:
             old = self._entries.pop(key, None)
             if old is not None:
                 self.bytes -= old.size
-            self._entries[key] = _Entry(value, scope, size + ENTRY_OVERHEAD_BYTES)
+            self._entries[key] = _Entry(value, scope, size + ENTRY_OVERHEAD_BYTES, rebuild)
             self.bytes += size + ENTRY_OVERHEAD_BYTES
             while self.bytes > self.max_bytes:
                 _, dropped = self._entries.popitem(last=False)
@@ -106,9 +119,9 @@ class BodyCache:
             self._target_gen.clear()
             self._drafter_gen.clear()
 
-    def invalidate_runs(self, pairs: set[tuple[str, str | None]] | None) -> int:
+    def invalidate_runs(self, pairs: set[tuple[str, str | None]] | None) -> list[Callable[[], None]]:
         """New runs of these (target, drafter) pairs; None: runs changed in a way not known pair by pair (every
-        body that shows runs goes). How many entries were dropped."""
+        body that shows runs goes). The rebuilds of the bodies kept stale meanwhile, for the caller to run."""
         now = datetime.now(UTC)
         with self._lock:
             self._runs_gen += 1
@@ -116,19 +129,27 @@ class BodyCache:
             if pairs is None:
                 drop = [k for k, e in self._entries.items() if e.scope.runs or e.scope.targets or e.scope.drafters]
                 self._cleared_at = now  # every scope that shows runs changed now
-            else:
-                targets = {t for t, _ in pairs}
-                drafters = {d for _, d in pairs if d is not None}
-                for t in targets:
-                    self._target_gen[t] = self._target_gen.get(t, 0) + 1
-                    self._target_changed[t] = now
-                for d in drafters:
-                    self._drafter_gen[d] = self._drafter_gen.get(d, 0) + 1
-                    self._drafter_changed[d] = now
-                drop = [k for k, e in self._entries.items()
-                        if e.scope.runs or e.scope.targets & targets or e.scope.drafters & drafters]
-            for key in drop:
-                self.bytes -= self._entries.pop(key).size
-            if pairs is None:
                 self._generation += 1  # a body built meanwhile may hold the runs before the change
-            return len(drop)
+                for key in drop:
+                    self.bytes -= self._entries.pop(key).size
+                return []
+            targets = {t for t, _ in pairs}
+            drafters = {d for _, d in pairs if d is not None}
+            for t in targets:
+                self._target_gen[t] = self._target_gen.get(t, 0) + 1
+                self._target_changed[t] = now
+            for d in drafters:
+                self._drafter_gen[d] = self._drafter_gen.get(d, 0) + 1
+                self._drafter_changed[d] = now
+            touched = [k for k, e in self._entries.items()
+                       if e.scope.runs or e.scope.targets & targets or e.scope.drafters & drafters]
+            rebuilds = []
+            stale_at = time.monotonic()
+            for key in touched:
+                entry = self._entries[key]
+                if entry.rebuild is not None and len(rebuilds) < MAX_REFRESH:
+                    entry.stale_since = entry.stale_since or stale_at
+                    rebuilds.append(entry.rebuild)
+                else:
+                    self.bytes -= self._entries.pop(key).size
+            return rebuilds
