@@ -233,7 +233,8 @@ def start_writer(url: str, targets: list[str], interval_s: float, scratch: Path,
                  ) -> subprocess.Popen[str]:
     """A process that records a run every `interval_s` (what a worker does), half of them into `targets`[:100];
     kind "events": an event instead (what the watcher records for a catalog change, which drops every body: the
-    reference for what every write did before issue 31.3)."""
+    reference for what every write did before issue 31.3); kind "unread runs": runs into targets no client asks
+    for only (the writer's own cost to the machine, with nothing to invalidate)."""
     listed = scratch / "writer-targets.txt"
     listed.write_text("\n".join(targets))
     argv = [sys.executable, __file__, "--writer", url, "--writer-targets", str(listed),
@@ -266,7 +267,8 @@ def run_writer(url: str, listed: Path, interval_s: float, kind: str) -> None:
     costs: list[float] = []
     n = 0
     while not stop:
-        target, drafter = rng.choice(hot if n % 2 == 0 or not others else others)
+        hot_turn = n % 2 == 0 and kind != "unread runs"
+        target, drafter = rng.choice(hot if hot_turn or not others else others)
         started = time.perf_counter()
         if kind == "events":
             store.events.record_event(EventSpec(type="bench", subject=target, dedupe_key=f"bench-writer-{n}"))
@@ -359,7 +361,7 @@ def measure(url: str, home: Path, copied: list[str], workers: int, args: argpars
         done(timed(closed_loop(base, f"targets 304 ×{workers}", hot[:1], args.requests, {"If-None-Match": etag})))
         done(timed(burst(base, hot, args.rate, args.burst_s),
                    f"burst {args.rate:.0f}/s × {args.burst_s:g} s ×{workers}"))
-        for kind in ("runs", "events") if args.write_interval > 0 else ():
+        for kind in ("unread runs", "runs", "events") if args.write_interval > 0 else ():
             writer = start_writer(url, [p.removeprefix("/v1/targets/").removesuffix("/drafters") for p in cold],
                                   args.write_interval, home.parent, kind)
             try:

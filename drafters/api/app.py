@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from email.utils import format_datetime, parsedate_to_datetime
 from typing import Annotated, Any
@@ -168,12 +168,13 @@ class _Reader:
                 with self._lock:
                     self._snapshot = SnapshotStore(store)
             elif old.runs != parts.runs:
-                added, pairs = runs_after(self._engine, old.runs_max_id)
+                runs = runs_after(self._engine, old.runs_max_id)
                 # Every run above the old newest id accounts for the whole change in count: nothing committed late
                 # below it (PostgreSQL) and nothing went away. Otherwise every body that shows runs goes.
-                rebuilds = self.cache.invalidate_runs(pairs if parts.runs_count - old.runs_count == added else None)
-                for rebuild in rebuilds:
+                exact = runs.count - old.runs_count == runs.added
+                for rebuild in self.cache.invalidate_runs(runs.pairs if exact else None):
                     self._refresher().submit(rebuild)
+                parts = replace(parts, runs=(runs.count, runs.max_id))  # the snapshot the pairs were read in
             with self._lock:
                 self._version = (now, parts, _version_tag(parts))
         finally:

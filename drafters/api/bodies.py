@@ -25,7 +25,6 @@ from registry.domain.gpus import Gpu, GpuCatalogError
 from registry.domain.json_shapes import jsonable as to_jsonable
 from registry.domain.launch import ENGINES, launch_command
 from registry.domain.plan import counts as plan_counts
-from registry.domain.records import DrafterRecord
 from registry.domain.run import Run
 from registry.store import NotFound, Store
 from registry.store.plan_facts import live_plan

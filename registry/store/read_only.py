@@ -11,10 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Engine, Select, event, func, select, text
+from sqlalchemy import Connection, Engine, Select, event, func, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -26,7 +28,6 @@ from registry.store.db import (
     make_engine,
     newer_database_message,
 )
-from registry.store.core import aware
 from registry.store.models import BenchmarkRun, Checkpoint, Compatibility, Drafter, Event, Job
 
 FILL_COMMANDS = "`drafters catalog load`, `drafters watch --once` or `drafters verify …`"
@@ -117,9 +118,20 @@ class DataParts:
         return int(self.runs[1] or 0)
 
 
-def data_parts(engine: Engine) -> DataParts:
-    """The data version, in parts (see DataParts)."""
+@contextmanager
+def _one_snapshot(engine: Engine) -> Iterator[Connection]:
+    """A connection whose statements all read one snapshot (SQLite WAL: one read transaction; PostgreSQL:
+    REPEATABLE READ), so that a count and a maximum read apart agree with each other."""
     with engine.connect() as connection:
+        if engine.dialect.name == "postgresql":
+            connection = connection.execution_options(isolation_level="REPEATABLE READ")
+        with connection.begin():
+            yield connection
+
+
+def data_parts(engine: Engine) -> DataParts:
+    """The data version, in parts (see DataParts), from one snapshot."""
+    with _one_snapshot(engine) as connection:
         def one(query: Select[Any]) -> tuple[object, ...]:
             row = connection.execute(query).one()
             return tuple(v.isoformat() if isinstance(v, datetime) else v for v in row)
@@ -135,13 +147,26 @@ def data_parts(engine: Engine) -> DataParts:
         )
 
 
-def runs_after(engine: Engine, run_id: int) -> tuple[int, set[tuple[str, str | None]]]:
-    """How many runs have a row id above `run_id`, and their (target, drafter) pairs: what a new data version's
-    runs part added since the version whose newest row id was `run_id`."""
-    with engine.connect() as connection:
+@dataclass(frozen=True)
+class RunsAdded:
+    """What one snapshot says about the runs: their count and newest row id, and the (target, drafter) pairs and
+    number of the runs above a given row id."""
+
+    count: int
+    max_id: int
+    added: int
+    pairs: set[tuple[str, str | None]]
+
+
+def runs_after(engine: Engine, run_id: int) -> RunsAdded:
+    """The runs above row id `run_id`, with the count and newest id of the same snapshot: when the count grew by
+    exactly `added`, those runs are the whole change since a version whose newest id was `run_id`."""
+    with _one_snapshot(engine) as connection:
         rows = connection.execute(select(BenchmarkRun.target, BenchmarkRun.drafter)
                                   .where(BenchmarkRun.id > run_id)).all()
-    return len(rows), {(target, drafter) for target, drafter in rows}
+        count = int(connection.execute(select(func.count(BenchmarkRun.id))).scalar() or 0)
+        max_id = int(connection.execute(select(func.max(BenchmarkRun.id))).scalar() or 0)
+    return RunsAdded(count, max_id, len(rows), {(target, drafter) for target, drafter in rows})
 
 
 @dataclass(frozen=True)
