@@ -27,7 +27,7 @@ import pytest
 from sqlalchemy import text
 
 from drafters.api import app as app_module
-from drafters.api import events as events_module
+from registry.store import event_horizon as events_module
 from drafters.api.app import ApiConfig, create_app
 from drafters.api.server import ApiServer, bind
 from registry.domain.compat import VERDICT_ORDER
@@ -447,7 +447,8 @@ def test_every_error_is_one_problem_shape(api: httpx.Client) -> None:
     document = api.get("/openapi.json").json()
     index = api.get("/")
     assert index.status_code == 200 and index.json()["schema_version"] == SCHEMA_VERSION
-    assert {"/v1/lag", "/v1/targets/{target}/drafters", "/openapi.json"} <= {link["href"] for link in index.json()["links"]}
+    hrefs = {link["href"] for link in index.json()["links"]}
+    assert {"/v1/lag", "/v1/targets/{target}/drafters", "/openapi.json"} <= hrefs
     assert api.head("/").status_code == 200 and api.head("/health").status_code == 200
     live = api.head("/v1/plan")  # built per request, through the app
     assert live.status_code == 200 and live.content == b"" and int(live.headers["content-length"]) > 0
@@ -459,7 +460,8 @@ def test_every_error_is_one_problem_shape(api: httpx.Client) -> None:
     for path, parameter in ((f"/v1/events?after={2**63}", "after"), (f"/v1/events?after={2**64}", "after"),
                             ("/v1/lag?offset=5", "offset"), (f"/v1/runs?offset={2**63}", "offset"),
                             ("/v1/events?typo=test", "typo"), ("/v1/lag?limit=5&limit=6", "limit"),
-                            ("/v1/runs?limit=abc", "limit"), (f"/v1/targets/{TARGET}/drafters?verdict=great", "verdict"),
+                            ("/v1/runs?limit=abc", "limit"),
+                            (f"/v1/targets/{TARGET}/drafters?verdict=great", "verdict"),
                             (f"/v1/targets/{TARGET}/drafters?engine=tgi", "engine"), ("/health?x=1", "x")):
         body = _problem_ok(api.get(path), 422, document)
         assert parameter in {e["parameter"] for e in body["errors"]}, (path, body)

@@ -42,7 +42,6 @@ from sqlalchemy import Engine
 
 from drafters.api import bodies, problems, schemas
 from drafters.api.cache import BodyCache, Key
-from drafters.api.events import EventHorizon
 from drafters.api.problems import ApiError
 from drafters.api.push_route import hub_webhook
 from drafters.api.snapshot import SnapshotStore
@@ -51,6 +50,7 @@ from registry.domain.json_shapes import SCHEMA_VERSION, versioned
 from registry.domain.launch import ENGINES
 from registry.store import Store
 from registry.store.db import DatabaseError
+from registry.store.event_horizon import EventHorizon
 from registry.store.read_only import DataParts, data_parts, open_read_only, runs_after, schema_problem
 from registry.watch.push import PushQueue
 
@@ -525,7 +525,8 @@ def create_app(config: ApiConfig) -> FastAPI:
 
     @get("/v1/events", schemas.EventsPage, "Events after a cursor, oldest first")
     def events(request: Request,
-               after: Annotated[int, Query(ge=0, le=bodies.MAX_INT64, description="the last event id already seen")] = 0,
+               after: Annotated[int, Query(ge=0, le=bodies.MAX_INT64,
+                                           description="the last event id already seen")] = 0,
                type: Annotated[str | None, Query(max_length=40, description="only events of this type")] = None,
                limit: Limit = 100) -> Response:
         def build(store: Store) -> bodies.Built:

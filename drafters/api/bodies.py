@@ -277,8 +277,9 @@ def runs_page(store: Store, *, target: str | None, drafter: str | None, engine: 
 
 
 def events_after(store: Store, after: int, limit: int, types: list[str] | None, settled_up_to: int) -> Built:
-    """Events with id above `after`, oldest first, up to the id every writer has settled (drafters/api/events.py):
-    an event a slower transaction commits later never lands behind a cursor already handed out."""
+    """Events with id above `after`, oldest first, up to the id every writer has settled
+    (registry/store/event_horizon.py): an event a slower transaction commits later never lands behind a cursor
+    already handed out."""
     found = [e for e in store.events.events(after_id=after, limit=limit, types=types) if e.id <= settled_up_to]
     page = to_jsonable(found)
     return Built({"events": page, "next_after": page[-1]["id"] if page else after}, CATALOG,

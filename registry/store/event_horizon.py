@@ -1,4 +1,4 @@
-"""Which events `/v1/events` may hand out: never one behind a cursor a writer could still commit below.
+"""Which events the API's `/v1/events` may hand out: never one behind a cursor a writer could still commit below.
 
 Event ids come from a sequence. On SQLite one writer holds the database from its first write to its commit, so ids
 commit in order: every visible event may go out. On PostgreSQL two transactions can take ids 7 and 8, and 8
