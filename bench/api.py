@@ -23,6 +23,9 @@ from the body cache after one data-version query), 304 (warm with If-None-Match)
 path at a fixed arrival rate (open loop: a late answer does not slow the next request down), then warm again
 with a writer (a process of its own, `record_run` every --write-interval seconds, half of them into the hot
 targets, each measured days before it is recorded): what a worker recording runs does to the cache.
+
+Over 400 lines: the registry builder, the load generator, the servers and the writer it starts are one script,
+so that one command measures all of it and each round's reference in the same run.
 """
 
 from __future__ import annotations

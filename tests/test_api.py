@@ -27,6 +27,7 @@ import pytest
 from sqlalchemy import text
 
 from drafters.api import app as app_module
+from drafters.api import reader as reader_module
 from registry.store import event_horizon as events_module
 from drafters.api.app import ApiConfig, create_app
 from drafters.api.server import ApiServer, bind
@@ -302,7 +303,7 @@ def _reader(server: ApiServer) -> Any:
 def test_a_cached_body_is_served_from_memory_byte_for_byte(filled: Store, database_url: str,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     # Nothing changes here: the version is not due again mid-test however slow the machine is.
-    monkeypatch.setattr(app_module, "DATA_VERSION_TTL_S", 600.0)
+    monkeypatch.setattr(reader_module, "DATA_VERSION_TTL_S", 600.0)
     server = ApiServer(create_app(ApiConfig(database_url))).start()
     try:
         with httpx.Client(base_url=server.url, timeout=30) as client:
@@ -391,16 +392,16 @@ def test_one_request_reads_the_data_version_while_the_others_answer(filled: Stor
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The data version query scans the runs; forty threads running it at once was the warm path's tail."""
     reads: list[float] = []
-    real = app_module.data_parts
+    real = reader_module.data_parts
 
     def slow_data_version(engine: Any) -> Any:
         reads.append(time.monotonic())
         time.sleep(0.5)  # a long scan: every request that arrives meanwhile finds the read under way
         return real(engine)
 
-    monkeypatch.setattr(app_module, "data_parts", slow_data_version)
+    monkeypatch.setattr(reader_module, "data_parts", slow_data_version)
     # Long enough that twenty requests on a loaded machine finish before the version is due once more.
-    monkeypatch.setattr(app_module, "DATA_VERSION_TTL_S", 4.0)
+    monkeypatch.setattr(reader_module, "DATA_VERSION_TTL_S", 4.0)
     server = ApiServer(create_app(ApiConfig(database_url))).start()
     try:
         path = f"{server.url}/v1/targets/{TARGET}/drafters"
@@ -579,7 +580,7 @@ def test_the_cache_is_capped_in_bytes_and_keyed_on_what_routes_read(filled: Stor
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """32.2: the cache was capped at 4,096 entries, not bytes, and any junk query parameter made a new entry
     (RSS 124 → 395 MB over 4,000 requests with a 60 KB parameter)."""
-    monkeypatch.setattr(app_module, "DATA_VERSION_TTL_S", 600.0)
+    monkeypatch.setattr(reader_module, "DATA_VERSION_TTL_S", 600.0)
     cap = 64 * 1024
     server = ApiServer(create_app(ApiConfig(database_url, cache_bytes=cap))).start()
     try:
