@@ -139,7 +139,7 @@ def test_find_check_and_lag_say_built_in_and_license(db_env: dict[str, str]) -> 
     assert "built-in DSpark" in dspark
 
     checked = json.loads(drafters("check", NON_COMMERCIAL, GLM_FLASH, "--json", env=db_env).stdout)
-    assert (checked["schema_version"], checked["drafter_license"]) == (2, "cc-by-nc-nd-4.0")
+    assert (checked["schema_version"], checked["drafter_license"]) == (SCHEMA_VERSION, "cc-by-nc-nd-4.0")
 
     lag = drafters("lag", env=db_env)
     assert lag.returncode == 0, lag.stderr
