@@ -1,12 +1,14 @@
 """The read-only API under load: p50/p99 of `/v1/targets/{id}/drafters` at 100 concurrent clients over a SQLite
-registry of 10,000 targets and 100,000 runs, and a 10 s burst at 1,000 requests/s with no error.
+registry of 10,000 targets and 100,000 runs, a 10 s burst at 1,000 requests/s with no error, and the warm path
+while a writer records runs (issue 31.3: a write anywhere used to empty the whole body cache).
 
     .venv/bin/python bench/api.py [--targets 10000] [--runs 100000] [--requests 3000] [--burst-s 10] [--rate 1000]
-                                  [--workers 1,2]
+                                  [--workers 1,2] [--write-interval 0.2]
 
 The registry: the bundled catalog, then every catalog target copied (rows, head revision, verdicts) until there
 are --targets targets, and one measured run copied until there are --runs runs spread over the copied targets
-and their exact drafters (bulk inserts: the bench measures reading, not loading). `drafters serve --workers N`
+and their exact drafters, as history: three engines, four GPU classes, measured over 300 days, τ and speedup
+varying (bulk inserts: the bench measures reading, not loading). `drafters serve --workers N`
 runs as its own processes on 127.0.0.1 (uvicorn), once per N in --workers, so client and server do not share an
 interpreter. The clients
 are asyncio tasks, each on its own raw keep-alive connection (an httpx pool costs more than the server it
@@ -18,7 +20,12 @@ settings and the same number of processes: the floor of this server stack and th
 it shares the cores with the server.
 Rounds: cold (each request a different target, so the body cache never helps), warm (100 hot targets, answered
 from the body cache after one data-version query), 304 (warm with If-None-Match), then the burst on the warm
-path at a fixed arrival rate (open loop: a late answer does not slow the next request down).
+path at a fixed arrival rate (open loop: a late answer does not slow the next request down), then warm again
+with a writer (a process of its own, `record_run` every --write-interval seconds, half of them into the hot
+targets, each measured days before it is recorded): what a worker recording runs does to the cache.
+
+Over 400 lines: the registry builder, the load generator, the servers and the writer it starts are one script,
+so that one command measures all of it and each round's reference in the same run.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import argparse
 import asyncio
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -42,6 +50,7 @@ from sqlalchemy import insert, select
 from drafters.api.server import bind, make_server
 from drafters.api.workers import default_workers, serve_forked
 from registry.domain.measurement import Acceptance, RunSettings, SetMeasurement
+from registry.domain.records import EventSpec
 from registry.domain.run import Run
 from registry.store import Store
 from registry.store.catalog_import import load_catalog
@@ -105,11 +114,17 @@ def build_registry(url: str, targets: int, runs: int) -> list[str]:
         base = connection.execute(select(BenchmarkRun).where(BenchmarkRun.run_id == recorded.run_id)).mappings().one()
         base = {k: v for k, v in base.items() if k != "id"}
         batch = []
+        engines = ("pytorch", "llama.cpp", "vllm")
+        gpus = ("H100 SXM", "A100 80GB", "RTX 4090", "L40S")
+        rng = random.Random(1)
         for n in range(runs - 1):
             target = copied[n % len(copied)]
             drafters = exact.get(source_of[target]) or [base["drafter"]]
+            tau = round(rng.uniform(2.0, 6.0), 3)
             batch.append({**base, "run_id": f"bench-{n:07d}", "target": target, "drafter": drafters[n % len(drafters)],
-                          "created_at": base["created_at"] + timedelta(seconds=n)})
+                          "engine": engines[n % 3], "hardware": gpus[(n // 3) % 4], "tau": tau,
+                          "speedup": round(tau * rng.uniform(0.4, 0.6), 3),
+                          "created_at": base["created_at"] - timedelta(days=300) + timedelta(seconds=n * 259)})
             if len(batch) == 5000:
                 connection.execute(insert(BenchmarkRun), batch)
                 batch = []
@@ -217,6 +232,67 @@ async def burst(base: str, paths: list[str], rate: float, seconds: float, connec
     return Result(f"burst {rate:.0f}/s × {seconds:g} s", total, errors, time.perf_counter() - start, latencies)
 
 
+def start_writer(url: str, targets: list[str], interval_s: float, scratch: Path, kind: str
+                 ) -> subprocess.Popen[str]:
+    """A process that records a run every `interval_s` (what a worker does), half of them into `targets`[:100];
+    kind "events": an event instead (what the watcher records for a catalog change, which drops every body: the
+    reference for what every write did before issue 31.3); kind "unread runs": runs into targets no client asks
+    for only (the writer's own cost to the machine, with nothing to invalidate)."""
+    listed = scratch / "writer-targets.txt"
+    listed.write_text("\n".join(targets))
+    argv = [sys.executable, __file__, "--writer", url, "--writer-targets", str(listed),
+            "--write-interval", str(interval_s), "--writer-kind", kind]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def stop_writer(process: subprocess.Popen[str]) -> str:
+    process.terminate()
+    return process.communicate(timeout=60)[0].strip()
+
+
+def run_writer(url: str, listed: Path, interval_s: float, kind: str) -> None:
+    """The writer process: `record_run` (or an event) until SIGTERM; prints how many and their median cost."""
+    targets = listed.read_text().split("\n")
+    store = Store.open(url)
+    with store.engine.connect() as connection:
+        hot = connection.execute(select(BenchmarkRun.target, BenchmarkRun.drafter).distinct()
+                                 .where(BenchmarkRun.target.in_(targets[:100]))).all()
+        others = connection.execute(select(BenchmarkRun.target, BenchmarkRun.drafter).distinct()
+                                    .where(BenchmarkRun.target.in_(targets[100:1000]))).all()
+    stop = False
+
+    def on_term(_signum: int, _frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    rng = random.Random(2)
+    costs: list[float] = []
+    n = 0
+    while not stop:
+        hot_turn = n % 2 == 0 and kind != "unread runs"
+        target, drafter = rng.choice(hot if hot_turn or not others else others)
+        started = time.perf_counter()
+        if kind == "events":
+            store.events.record_event(EventSpec(type="bench", subject=target, dedupe_key=f"bench-writer-{n}"))
+        else:
+            record_run(store, Run(
+                target=target, drafter=drafter, engine="pytorch", method="dflash", draft_length=15,
+                settings=RunSettings(max_new_tokens=64, repeats=3, dtype="bfloat16", seed=n),
+                overall=SetMeasurement(name="overall", digest="bench-writer", prompts=10, acceptance=Acceptance(
+                    rounds=100, drafted=500, accepted=300 + n % 100, tau=4.0, acceptance_rate=0.6,
+                    histogram=(5, 10, 15, 20, 20, 30), marginal=(0.95, 0.85, 0.7, 0.55, 0.45),
+                    conditional=(0.95, 0.89, 0.82, 0.79, 0.82), uniform_draft_length=True, identity_gap=0.0)),
+                hardware="bench writer GPU", lossless=True, run_id=f"writer-{n:06d}",
+                created_at=datetime.now(UTC) - timedelta(days=rng.randint(1, 30))))  # measured, then recorded
+        costs.append((time.perf_counter() - started) * 1000)
+        n += 1
+        time.sleep(max(0.0, interval_s - costs[-1] / 1000))
+    costs.sort()
+    print(f"writer: {n} {kind} recorded, median {costs[len(costs) // 2] if costs else float('nan'):.0f} ms each",
+          flush=True)
+
+
 def start_server(url: str, home: Path, workers: int, *, hello: bool = False) -> tuple[subprocess.Popen[str], str]:
     """`drafters serve --workers N`, or (hello) the floor: the same server settings around a trivial app."""
     env = {**os.environ, "DRAFTERS_DATABASE_URL": url, "DRAFTERS_HOME": str(home)}
@@ -288,6 +364,16 @@ def measure(url: str, home: Path, copied: list[str], workers: int, args: argpars
         done(timed(closed_loop(base, f"targets 304 ×{workers}", hot[:1], args.requests, {"If-None-Match": etag})))
         done(timed(burst(base, hot, args.rate, args.burst_s),
                    f"burst {args.rate:.0f}/s × {args.burst_s:g} s ×{workers}"))
+        for kind in ("unread runs", "runs", "events") if args.write_interval > 0 else ():
+            writer = start_writer(url, [p.removeprefix("/v1/targets/").removesuffix("/drafters") for p in cold],
+                                  args.write_interval, home.parent, kind)
+            try:
+                time.sleep(3.0)  # the writer has opened its store and recorded its first writes
+                for _ in range(1 if workers == 1 else 12):
+                    timed(closed_loop(base, "warm-up", hot, len(hot)))
+                done(timed(closed_loop(base, f"targets warm + {kind} writer ×{workers}", hot, args.writer_requests)))
+            finally:
+                print(f"  {stop_writer(writer)}", flush=True)
     finally:
         stop_server(process)
     return results
@@ -310,8 +396,17 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1000.0)
     parser.add_argument("--workers", default=f"1,{default_workers()}",
                         help="comma-separated server process counts to measure, each in turn")
+    parser.add_argument("--write-interval", type=float, default=0.2,
+                        help="seconds between the writer's runs in the last round (0: no writer round)")
+    parser.add_argument("--writer-requests", type=int, default=20_000, help="requests of each writer round")
     parser.add_argument("--hello", action="store_true", help=argparse.SUPPRESS)  # the floor server itself
+    parser.add_argument("--writer", help=argparse.SUPPRESS)  # the writer process itself: its database URL
+    parser.add_argument("--writer-targets", help=argparse.SUPPRESS)
+    parser.add_argument("--writer-kind", default="runs", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.writer:
+        run_writer(args.writer, Path(args.writer_targets), args.write_interval, args.writer_kind)
+        return
     counts = [int(n) for n in dict.fromkeys(args.workers.split(","))]
     if args.hello:
         serve_hello(counts[0])
@@ -334,7 +429,7 @@ def main() -> None:
             floor = r.pct(0.99)
         print(f"{r.name:<32}{r.requests:>9}{r.errors:>8}{r.requests / r.seconds:>9.0f}{r.pct(0.5):>9.1f}"
               f"{r.pct(0.99):>9.1f}{r.pct(0.99) / floor:>8.1f}{r.client_cpu:>12.0%}")
-    print("\ngoal: p99 ≤ 50 ms for /v1/targets/{id}/drafters; burst with no error")
+    print("\ngoal: p99 ≤ 50 ms for /v1/targets/{id}/drafters (warm, and warm with the writer); burst with no error")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date
 
@@ -185,52 +186,64 @@ class _LagInputs:
         return tuple(methods)
 
 
+def lag_row(checkpoint: CheckpointRecord, drafters: Mapping[str, DrafterRecord], relied: Iterable[str],
+            today: date, *, verdicts: Mapping[str, CompatRecord] | None = None, not_counted: tuple[str, ...] = (),
+            by_method: tuple[MethodLag, ...] = ()) -> LagRow:
+    """The lag of one target: the one computation `drafters lag`, `/v1/lag` and `/v1/targets/{id}/drafters` share.
+    `relied`: the target's drafters a user can rely on (registry.domain.reliance), whose records `drafters` holds;
+    `verdicts` (by drafter) tells the exact ones from the declared ones (without it every relied one is exact)."""
+    built_in = checkpoint.built_in
+    released = checkpoint_release_date(checkpoint)
+    ordered = sorted(relied, key=lambda r: _release_order(drafters[r], released))
+    dated = [d for d in (drafter_release_date(drafters[r]) for r in ordered) if d is not None]
+    first = ordered[0] if ordered and not built_in else None
+    if built_in and released is not None and released <= today:
+        # A drafter inside the checkpoint is there the day the checkpoint is: nothing to wait for.
+        measured: lag.Lag | None = lag.target_lag(released, [released], today)
+    else:
+        # Relied-on drafters that all lack a date close the lag without telling how long it was.
+        measurable = released is not None and (dated or not ordered) and not built_in
+        measured = lag.target_lag(released, dated, today) if measurable else None
+
+    def level(repo_id: str) -> str:
+        return verdicts[repo_id].verdict if verdicts is not None and repo_id in verdicts else "exact"
+
+    return LagRow(
+        target_repo_id=checkpoint.repo_id,
+        org=checkpoint.org,
+        family=checkpoint.family,
+        released=released,
+        released_precision=checkpoint.released_precision,
+        first_drafter_repo_id=first,
+        first_drafter_released=(released if built_in else drafter_release_date(drafters[first]) if first else None),
+        lag_days=measured.days if measured else None,
+        open=first is None and not built_in,
+        exact_drafters=tuple(r for r in ordered if level(r) == "exact"),
+        hub_notes=_hub_notes(checkpoint, [drafters[r] for r in ordered]),
+        built_in=built_in,
+        declared_drafters=tuple(f"{r} ({level(r)})" for r in ordered if level(r) != "exact"),
+        not_counted=not_counted,
+        by_method=by_method,
+    )
+
+
 def lag_table(store: Store, today: date, inputs: _LagInputs | None = None) -> list[LagRow]:
     """One row per target some drafter declares, worst (longest) lag first. A lag closes on a drafter a user can
     rely on (registry.domain.reliance): exact, or declared (or named after it) by the target's publisher or a
     trusted one."""
     inputs = inputs or _LagInputs.load(store)
-    drafters, exact = inputs.drafters, inputs.exact
     rows = []
     for checkpoint in inputs.checkpoints:
-        built_in = checkpoint.built_in
-        if checkpoint.repo_id not in inputs.by_target and checkpoint.repo_id not in exact and not built_in:
+        if checkpoint.repo_id not in inputs.by_target and checkpoint.repo_id not in inputs.exact \
+                and not checkpoint.built_in:
             continue
         released = checkpoint_release_date(checkpoint)
-        relied = sorted(
-            exact.get(checkpoint.repo_id, ()), key=lambda r: _release_order(drafters[r], released)
-        )
-        pair_verdicts = inputs.verdicts.get(checkpoint.repo_id, {})
-        dated = [d for d in (drafter_release_date(drafters[r]) for r in relied) if d is not None]
-        first = relied[0] if relied and not built_in else None
-        if built_in and released is not None and released <= today:
-            # A drafter inside the checkpoint is there the day the checkpoint is: nothing to wait for.
-            measured: lag.Lag | None = lag.target_lag(released, [released], today)
-        else:
-            # Relied-on drafters that all lack a date close the lag without telling how long it was.
-            measurable = released is not None and (dated or not relied) and not built_in
-            measured = lag.target_lag(released, dated, today) if measurable else None
-        rows.append(
-            LagRow(
-                target_repo_id=checkpoint.repo_id,
-                org=checkpoint.org,
-                family=checkpoint.family,
-                released=released,
-                released_precision=checkpoint.released_precision,
-                first_drafter_repo_id=first,
-                first_drafter_released=(released if built_in else
-                                        drafter_release_date(drafters[first]) if first else None),
-                lag_days=measured.days if measured else None,
-                open=first is None and not built_in,
-                exact_drafters=tuple(r for r in relied if pair_verdicts[r].verdict == "exact"),
-                hub_notes=_hub_notes(checkpoint, [drafters[r] for r in relied]),
-                built_in=built_in,
-                declared_drafters=tuple(f"{r} ({pair_verdicts[r].verdict})" for r in relied
-                                        if pair_verdicts[r].verdict != "exact"),
-                not_counted=inputs.not_counted(checkpoint.repo_id),
-                by_method=inputs.by_method(checkpoint, released, relied),
-            )
-        )
+        relied = sorted(inputs.exact.get(checkpoint.repo_id, ()),
+                        key=lambda r: _release_order(inputs.drafters[r], released))
+        rows.append(lag_row(checkpoint, inputs.drafters, relied, today,
+                            verdicts=inputs.verdicts.get(checkpoint.repo_id, {}),
+                            not_counted=inputs.not_counted(checkpoint.repo_id),
+                            by_method=inputs.by_method(checkpoint, released, relied)))
     rows.sort(key=lambda r: (-(r.lag_days if r.lag_days is not None else -1), r.target_repo_id))
     return rows
 

@@ -73,7 +73,7 @@ ALLOWED = {
                                             "of COMMANDS), so `drafters --help` and a light command start fast",
     ("bench/watch_history.py", "orm"): "seeds 100,000 events, 10,000 checkpoints and their verdicts straight into "
                                        "the tables, as bench/api.py",
-    ("drafters/api/app.py", "engine"): "the API holds the read-only Engine; registry.store.read_queries."
+    ("drafters/api/reader.py", "engine"): "the API holds the read-only Engine; registry.store.read_queries."
                                        "ReadOnlyQueries (the dashboard's) can replace it (issue 25 item 2)",
 }
 MAX_LINES = 400

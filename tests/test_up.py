@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from registry.domain.json_shapes import SCHEMA_VERSION
 from registry.store.runs import list_runs
 from registry.store import Store
 from tests.conftest import REPO_ROOT
@@ -77,7 +78,7 @@ def test_up_shows_drafters_lag_speedups_and_alerts(tmp_path: Path, hub: FakeHub,
         url = output.wait_for(r"dashboard: (http://127\.0\.0\.1:\d+/)", 120).group(1)
         output.wait_for(r"watching 3 orgs", 120)
         api_url = output.wait_for(r"API: (http://127\.0\.0\.1:\d+)/", 60).group(1)
-        assert httpx.get(f"{api_url}/v1/lag", timeout=30).json()["schema_version"] == 2  # `up` serves the API
+        assert httpx.get(f"{api_url}/v1/lag", timeout=30).json()["schema_version"] == SCHEMA_VERSION  # `up` serves the API
         # Catalog targets are known before the Hub shows them; what changes after the baseline poll is news.
         scenario.advance_through("weights_replaced")
         output.wait_for(r"\[drafter_released\] .*z-lab/Qwen3\.5-27B-DFlash", 60)

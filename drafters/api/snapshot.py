@@ -2,9 +2,9 @@
 
 Every target's answer reads its drafters and their head revisions, and a few hundred drafters serve ten
 thousand targets, so reading them per answer was most of a cold answer's queries (bench/api.py: 20 queries
-per `/v1/targets/{id}/drafters` body, 12 of them for drafters). A drafter or revision change moves the data
-version (the watcher records an event for each; registry/store/read_only.py: data_version), and the app then
-builds bodies from a new SnapshotStore, so nothing read here outlives the version it was read at.
+per `/v1/targets/{id}/drafters` body, 12 of them for drafters). A drafter or revision change moves the events
+part of the data version (the watcher records an event for each; registry/store/read_only.py: data_parts), and
+the app then builds bodies from a new SnapshotStore, so nothing read here outlives the catalog it was read from.
 """
 
 from __future__ import annotations

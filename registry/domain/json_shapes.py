@@ -3,8 +3,9 @@
 One number for all of them, bumped whenever any shape changes (docs/api.md lists the shapes and their history):
 a consumer checks `schema_version` and refuses a shape it does not know instead of misreading it.
 
-Version 2 (this one) put `schema_version` into every body: an object carries it beside its own keys; a list
-became `{"schema_version": 2, "items": [...]}`. Version 1 is the unversioned shape before it.
+Version 2 put `schema_version` into every body: an object carries it beside its own keys; a list became
+`{"schema_version": 2, "items": [...]}`. Version 1 is the unversioned shape before it. Version 3 (this one):
+the API's errors are RFC 9457 problem details and its pages keyset cursors (docs/api.md).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 from datetime import date, datetime
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def versioned(value: Any) -> dict[str, Any]:

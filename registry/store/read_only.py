@@ -11,9 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Engine, Select, event, func, select
+from sqlalchemy import Connection, Engine, Select, event, func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from registry.store.db import (
@@ -26,7 +29,6 @@ from registry.store.db import (
     parse_url,
 )
 from registry.redact import mask_url
-from registry.store.core import aware
 from registry.store.models import BenchmarkRun, Checkpoint, Compatibility, Drafter, Event, Job
 
 FILL_COMMANDS = "`drafters catalog load`, `drafters watch --once` or `drafters verify …`"
@@ -96,25 +98,102 @@ def fetch_one(engine: Engine, query: Select[Any]) -> dict[str, Any] | None:
     return None if row is None else dict(row._mapping)
 
 
-def data_version(engine: Engine) -> tuple[tuple[object, ...], datetime | None]:
-    """A cheap fingerprint of what the API shows, and the newest time any of it changed.
+@dataclass(frozen=True)
+class DataParts:
+    """A cheap fingerprint of what the API shows, one part per kind of change, so that the API can tell what
+    moved: new runs alone invalidate only the answers about their targets and drafters (drafters/api/cache.py).
 
-    Maxima and counts over the tables the API reads: a new event, run, verdict or job, or a job that starts or
-    ends, changes it (the watcher records an event for every checkpoint or drafter change), so the API can
-    answer a repeated request from its cache or with 304 Not Modified."""
-    queries = (
-        select(func.max(Event.id), func.max(Event.created_at)),
+    Counts and maxima over the tables the API reads. The watcher records an event for every checkpoint or
+    drafter change (a new head, a rename, a move), so `events` moving covers what the catalog parts miss."""
+
+    runs: tuple[object, ...]  # (count, max id): a run is inserted once and never updated in place
+    events: tuple[object, ...]
+    verdicts: tuple[object, ...]
+    jobs: tuple[object, ...]
+    catalog: tuple[object, ...]
+
+    @property
+    def runs_count(self) -> int:
+        return int(self.runs[0] or 0)
+
+    @property
+    def runs_max_id(self) -> int:
+        return int(self.runs[1] or 0)
+
+
+@contextmanager
+def _one_snapshot(engine: Engine) -> Iterator[Connection]:
+    """A connection whose statements all read one snapshot (SQLite WAL: one read transaction; PostgreSQL:
+    REPEATABLE READ), so that a count and a maximum read apart agree with each other."""
+    with engine.connect() as connection:
+        if engine.dialect.name == "postgresql":
+            connection = connection.execution_options(isolation_level="REPEATABLE READ")
+        with connection.begin():
+            yield connection
+
+
+def data_parts(engine: Engine) -> DataParts:
+    """The data version, in parts (see DataParts), from one snapshot."""
+    with _one_snapshot(engine) as connection:
+        def one(query: Select[Any]) -> tuple[object, ...]:
+            row = connection.execute(query).one()
+            return tuple(v.isoformat() if isinstance(v, datetime) else v for v in row)
         # A count and a maximum in one SELECT make SQLite scan one index for both (11 ms at 100,000 runs, a
         # stall of the API's event loop every second under load); apart, the count scans the narrowest index
-        # and the maximum is one index lookup (2.5 ms).
-        select(func.count(BenchmarkRun.id)), select(func.max(BenchmarkRun.created_at)),
-        select(func.count(Compatibility.id)), select(func.max(Compatibility.checked_at)),
-        select(func.max(Job.id), func.count(Job.started_at), func.count(Job.finished_at), func.max(Job.started_at),
-               func.max(Job.finished_at)),
-        select(func.count(Checkpoint.id)),
-        select(func.count(Drafter.id)),
-    )
+        # and the maximum is one index lookup.
+        return DataParts(
+            runs=one(select(func.count(BenchmarkRun.id))) + one(select(func.max(BenchmarkRun.id))),
+            events=one(select(func.max(Event.id), func.count(Event.id))),
+            verdicts=one(select(func.count(Compatibility.id))) + one(select(func.max(Compatibility.checked_at))),
+            jobs=one(select(func.max(Job.id), func.count(Job.started_at), func.count(Job.finished_at))),
+            catalog=one(select(func.count(Checkpoint.id))) + one(select(func.count(Drafter.id))),
+        )
+
+
+@dataclass(frozen=True)
+class RunsAdded:
+    """What one snapshot says about the runs: their count and newest row id, and the (target, drafter) pairs and
+    number of the runs above a given row id."""
+
+    count: int
+    max_id: int
+    added: int
+    pairs: set[tuple[str, str | None]]
+
+
+def runs_after(engine: Engine, run_id: int) -> RunsAdded:
+    """The runs above row id `run_id`, with the count and newest id of the same snapshot: when the count grew by
+    exactly `added`, those runs are the whole change since a version whose newest id was `run_id`."""
+    with _one_snapshot(engine) as connection:
+        rows = connection.execute(select(BenchmarkRun.target, BenchmarkRun.drafter)
+                                  .where(BenchmarkRun.id > run_id)).all()
+        count = int(connection.execute(select(func.count(BenchmarkRun.id))).scalar() or 0)
+        max_id = int(connection.execute(select(func.max(BenchmarkRun.id))).scalar() or 0)
+    return RunsAdded(count, max_id, len(rows), {(target, drafter) for target, drafter in rows})
+
+
+@dataclass(frozen=True)
+class EventWatermark:
+    """The newest event id one snapshot saw, and (PostgreSQL) which transactions that snapshot could not see yet."""
+
+    max_id: int
+    snapshot_xmax: int | None  # PostgreSQL: every transaction id below it had started when the snapshot was taken
+
+
+def event_watermark(engine: Engine) -> EventWatermark:
+    """The newest visible event id and, on PostgreSQL, the snapshot's xmax, in one statement (one snapshot)."""
     with engine.connect() as connection:
-        flat = tuple(value for query in queries for value in connection.execute(query).one())
-    times = [aware(v) for v in flat if isinstance(v, datetime)]
-    return tuple(v.isoformat() if isinstance(v, datetime) else v for v in flat), max(times, default=None)
+        if engine.dialect.name == "postgresql":
+            row = connection.execute(text(
+                "SELECT max(id), pg_snapshot_xmax(pg_current_snapshot())::text::bigint FROM event")).one()
+            return EventWatermark(int(row[0] or 0), int(row[1]))
+        return EventWatermark(int(connection.execute(select(func.max(Event.id))).scalar() or 0), None)
+
+
+def oldest_running_transaction(engine: Engine) -> int | None:
+    """PostgreSQL: the xmin of a fresh snapshot (every transaction id below it has committed or aborted); None
+    elsewhere."""
+    if engine.dialect.name != "postgresql":
+        return None
+    with engine.connect() as connection:
+        return int(connection.execute(text("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")).scalar())

@@ -13,7 +13,7 @@ from registry.domain.records import EventSpec
 from registry.domain.regression import regression
 from registry.domain.run import Run, RunPrediction
 from registry.domain.stored_json import from_json, to_json
-from registry.store import Store
+from registry.store import NotFound, Store
 from registry.store.core import aware, utcnow
 from registry.store.mappers import prediction_row, run_record, run_values, set_values
 from registry.store.models import BenchmarkRun, RunSetResult
@@ -67,17 +67,19 @@ def list_runs(
     method: str | None = None,
     limit: int | None = None,
     offset: int = 0,
+    before_run_id: str | None = None,
 ) -> list[Run]:
-    """Newest first; a drafter's or target's old id (before a rename) finds its runs too. `offset` skips that many
-    (the API's pages)."""
+    """Newest first; a drafter's or target's old id (before a rename) finds its runs too. `offset` skips that many;
+    `before_run_id`: only the runs after that one in this order (the API's keyset pages; NotFound when no run has
+    that id)."""
     return _runs(store, target=store.checkpoints.canonical_repo_id(target) if target is not None else None,
                  drafter=_current_drafter_id(store, drafter), status=status, engine=engine, hardware=hardware,
-                 method=method, limit=limit, offset=offset)
+                 method=method, limit=limit, offset=offset, before_run_id=before_run_id)
 
 
 def _runs(store: Store, *, target: str | None, drafter: str | None, status: str | None = None,
           engine: str | None = None, hardware: str | None = None, method: str | None = None,
-          limit: int | None = None, offset: int = 0) -> list[Run]:
+          limit: int | None = None, offset: int = 0, before_run_id: str | None = None) -> list[Run]:
     """list_runs for ids already as the registry records them (no rename lookups)."""
     with store.session() as session:
         query = (
@@ -97,6 +99,13 @@ def _runs(store: Store, *, target: str | None, drafter: str | None, status: str 
             query = query.where(BenchmarkRun.status == status)
         if engine is not None:
             query = query.where(BenchmarkRun.engine == engine)
+        if before_run_id is not None:
+            last = session.execute(select(BenchmarkRun.created_at, BenchmarkRun.id)
+                                   .where(BenchmarkRun.run_id == before_run_id)).first()
+            if last is None:
+                raise NotFound(f"no run {before_run_id}")
+            query = query.where(or_(BenchmarkRun.created_at < last.created_at,
+                                    and_(BenchmarkRun.created_at == last.created_at, BenchmarkRun.id < last.id)))
         if offset:
             query = query.offset(offset)
         if limit is not None:

@@ -9,6 +9,7 @@ from datetime import date
 from typing import Any
 
 from registry.domain.catalog import parse_catalog
+from registry.domain.json_shapes import SCHEMA_VERSION
 from registry.domain.records import DrafterSpec, RevisionSpec
 from registry.reports import find_for_checkpoint, lag_by, lag_table, upgrade_table
 from registry.store import Store
@@ -131,14 +132,14 @@ def test_find_check_and_lag_say_built_in_and_license(db_env: dict[str, str]) -> 
     assert "license: cc-by-nc-nd-4.0" in table.stdout and "license: unknown" in table.stdout
 
     found = json.loads(drafters("find", V4_FLASH, "--json", env=db_env).stdout)
-    assert found["schema_version"] == 2 and found["built_in"] == ["mtp"]
+    assert found["schema_version"] == SCHEMA_VERSION and found["built_in"] == ["mtp"]
     assert V4_FLASH_DSPARK not in {r["drafter_repo_id"] for r in found["drafters"]}
     assert all("license" in r and "replaced_in_place" in r for r in found["drafters"])
     dspark = drafters("find", V4_FLASH_DSPARK, env=db_env).stdout
     assert "built-in DSpark" in dspark
 
     checked = json.loads(drafters("check", NON_COMMERCIAL, GLM_FLASH, "--json", env=db_env).stdout)
-    assert (checked["schema_version"], checked["drafter_license"]) == (2, "cc-by-nc-nd-4.0")
+    assert (checked["schema_version"], checked["drafter_license"]) == (SCHEMA_VERSION, "cc-by-nc-nd-4.0")
 
     lag = drafters("lag", env=db_env)
     assert lag.returncode == 0, lag.stderr

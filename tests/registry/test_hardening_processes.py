@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from drafters.api import workers as workers_module
+from registry.domain.json_shapes import SCHEMA_VERSION
 from tests.support.cli import drafters, popen, start
 
 REPO = Path(__file__).resolve().parents[2]
@@ -200,7 +201,7 @@ def test_sigkill_of_up_stops_the_api_and_its_workers(tmp_path: Path) -> None:
     url = line.split("API: ", 1)[1].split("/ ", 1)[0]
     descendants: list[int] = []
     try:
-        assert httpx.get(f"{url}/v1/lag", timeout=30).json()["schema_version"] == 2
+        assert httpx.get(f"{url}/v1/lag", timeout=30).json()["schema_version"] == SCHEMA_VERSION
         deadline = time.monotonic() + 30
         # the dashboard, `drafters serve` and its (at least one) worker: the API runs as processes of its own
         while len(descendants := [p for p in _descendants(process.pid) if _alive(p)]) < 3 \

@@ -17,6 +17,7 @@ import pytest
 
 from registry.calibration.launch_inputs import built_in_pairs, exact_pairs, measured_draft_length, pick_gpu, \
     side_parameters
+from registry.domain.json_shapes import SCHEMA_VERSION
 from registry.domain.launch import ENGINES, DraftLength, Launch, PairFacts, launch_command
 from registry.domain.llama_commands import BUILT_IN_EXPORT_ARCHITECTURES, CONVERTER_COMMAND, EAGLE3_CONVERTER_KEY, \
     eagle3_converter_layers
@@ -339,7 +340,7 @@ def test_launch_cli(database_url: str) -> None:
                       "--json")
     assert result.returncode == 0, result.stderr
     body = json.loads(result.stdout)
-    assert body["schema_version"] == 2 and body["engine"] == "vllm"
+    assert body["schema_version"] == SCHEMA_VERSION and body["engine"] == "vllm"
     (launch,) = body["launches"]
     assert launch["shell"].startswith("vllm serve Qwen/Qwen3-8B")
     assert launch["draft_length"] == 15 and launch["minimum_version"] == "0.20.1"

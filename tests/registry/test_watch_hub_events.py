@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from registry.domain import hub_presence
+from registry.domain.json_shapes import SCHEMA_VERSION
 from registry.hub import HubClient
 from drafters.api.server import ApiServer, push_endpoint
 from registry.domain.records import DrafterSpec
@@ -235,7 +236,7 @@ def cli_json(database_url: str, *args: str) -> Any:
     done = drafters_cli(database_url, *args, "--json")
     assert done.returncode == 0, done.stderr
     body = json.loads(done.stdout)
-    assert body["schema_version"] == 2
+    assert body["schema_version"] == SCHEMA_VERSION
     return body.get("items", body)  # a list comes as {"schema_version": 2, "items": [...]}
 
 
