@@ -291,7 +291,7 @@ def _engine_run(engine: str, hardware: str, marginal: tuple[float, ...], **chang
     overall = measured(marginal=marginal, speedup=2.0)
     values: dict[str, object] = dict(target="Qwen/Qwen3-8B", drafter="z-lab/Qwen3-8B-DFlash-b16", engine=engine,
                                      hardware=hardware, overall=overall, per_set=(overall,), draft_length=len(marginal),
-                                     target_weight_bytes=16_000_000_000, run_id=None, prediction=None)
+                                     target_weight_bytes=16_000_000_000, run_id=None, prediction=None, lossless=True)
     values.update(changes)
     return full_run(**values)
 
@@ -312,6 +312,9 @@ def test_a_measured_length_comes_only_from_the_same_engine_on_the_same_hardware(
     record_run(store, _engine_run("vllm", "NVIDIA H100 80GB HBM3", (1.0, 1.0, 1.0, 0.01, 0.01, 0.01, 0.01, 0.01)
                                   + (0.0,) * 7, run_id="tiny-vllm", target_weight_bytes=1_000_000))
     assert measured_draft_length(store, pair, h100, "vllm") is None  # a 1 MB "Qwen3-8B" is a stand-in
+    record_run(store, _engine_run("vllm", "NVIDIA H100 80GB HBM3", (1.0, 1.0, 1.0) + (0.0,) * 12, run_id="lossy",
+                                  lossless=False))
+    assert measured_draft_length(store, pair, h100, "vllm") is None  # a lossy run says nothing of the pair
     record_run(store, _engine_run("vllm", "NVIDIA H100 80GB HBM3", (1.0, 1.0, 1.0) + (0.0,) * 12, run_id="real"))
     length = measured_draft_length(store, pair, h100, "vllm")
     assert length is not None and length.value == 3 and "vllm on NVIDIA H100" in length.source
