@@ -12,7 +12,7 @@ import pytest
 
 from dashboard import queries
 from registry.calibration import PricingInputError, measured_acceptance
-from registry.calibration.launch_inputs import _acceptance
+from registry.calibration.launch_inputs import _acceptance, pick_gpu
 from registry.domain.conditions import comparable, conditions_of, pricing_problem, series_key
 from registry.domain.launch import PairFacts
 from registry.domain.measurement import RunSettings
@@ -84,17 +84,19 @@ def test_a_regression_alert_compares_within_the_conditions_only(store: Store) ->
     ({"provenance": {"machine_load": {"contended": True, "cpus": 2, "load_average": [9.0, 9.0]}}}, "overloaded"),
 ])
 def test_a_lossy_or_overloaded_run_never_feeds_pricing_or_launch(store: Store, flaw: dict, reason: str) -> None:
-    good = record_run(store, _run(tau=3.0, minutes_ago=10))
-    bad = record_run(store, replace(_run(tau=3.4, minutes_ago=1, **flaw)))
+    good = record_run(store, replace(_run(tau=3.0, minutes_ago=10), engine="vllm"))
+    bad = record_run(store, replace(_run(tau=3.4, minutes_ago=1, **flaw), engine="vllm"))
     assert pricing_problem(good) is None and reason in (pricing_problem(bad) or "")
     # The newest run is the flawed one; pricing and launch take the older sound one.
     assert measured_acceptance(store, TARGET, DRAFTER).run_id == good.run_id
     pair = PairFacts(target=TARGET, target_sha=None, drafter=DRAFTER, drafter_sha=None, method="draft-lm",
                      block_size=None, built_in=False, gguf=False, target_family=None, eagle3_layers=None,
                      drafter_config_read=False, layout=None)
-    chosen = _acceptance(store, pair, list_runs(store, target=TARGET))
+    h200 = pick_gpu("H200")
+    chosen = _acceptance(store, pair, "vllm", h200, list_runs(store, target=TARGET), None)
     assert chosen is not None and chosen.run_id == good.run_id
-    assert _acceptance(store, pair, [r for r in list_runs(store, target=TARGET) if r.run_id == bad.run_id]) is None
+    assert _acceptance(store, pair, "vllm", h200,
+                       [r for r in list_runs(store, target=TARGET) if r.run_id == bad.run_id], None) is None
 
 
 def test_pricing_says_why_when_every_run_is_flawed(store: Store) -> None:
