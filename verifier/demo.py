@@ -38,7 +38,7 @@ def build_demo_models(cache_root: Path, say: Callable[[str], None] = lambda _lin
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()  # the service's output is one line per fact
-    say(f"the tiny demo models: built once into {cache_root} (a few minutes each on a CPU), then reused")
+    say(f"building the tiny demo models in {cache_root} (once: a few minutes each on a CPU, then reused)")
     built: dict[str, Path] = {}
     steps: list[tuple[str, str, Callable[[], Path]]] = [
         ("qwen3_target", "Qwen3 target", lambda: cached_target(cache_root)),
