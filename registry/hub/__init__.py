@@ -72,7 +72,7 @@ logger = logging.getLogger(__name__)
 RETRYABLE_STATUSES = frozenset({408, 500, 502, 503, 504})
 # A refused or unanswered connection attempt: nothing reached the Hub.
 CONNECT_FAILURES = (httpx.ConnectError, httpx.ConnectTimeout)
-# Fields a listing needs; requesting them explicitly keeps each page small (hub-protocol.md §7 budget). No
+# Fields a listing needs; requesting them explicitly keeps each page small (the request budget). No
 # cardData: the Hub turns a card's `base_model` into `base_model:<relation>:<id>` tags, which say the same.
 LIST_EXPAND = ["sha", "lastModified", "createdAt", "tags", "gated", "pipeline_tag", "library_name", "config", "private"]
 # The cheap listing of every repo of an org: enough to tell what changed, appeared or went public.

@@ -53,7 +53,7 @@ def nesting_depth(body: bytes, limit: int = MAX_DEPTH) -> int:
 
 
 # Scopes that can change what the registry records about a model; `repo.content.*`-style narrower scopes the
-# Hub may add count as their parent (hub-protocol.md §8).
+# Hub may add count as their parent.
 REPO_SCOPES = ("repo", "repo.content", "repo.config")
 MAIN_REF = "refs/heads/main"
 
