@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 
 from registry.calibration import published_tau_band
-from registry.calibration.recording import record_measurement
+from registry.calibration.recording import record_events, record_measurement
 from registry.domain import pair
 from registry.domain.doctor import NOT_ENGAGED, Diagnosis, Expectation, ProbeFacts, diagnose
 from registry.domain.drafter_facts import drafter_facts
@@ -176,10 +176,8 @@ def run_doctor(store: Store, url: str, *, kind: str | None = None, target: str |
     kinds = diagnosis.event_types if raise_events is None else raise_events(diagnosis.event_types)
     raised: list[str] = []
     if record:
-        for spec in _events(diagnosis, served, expected, facts, url, run, checked_at):
-            if spec.type in kinds:
-                store.events.record_event(spec)
-                raised.append(spec.type)
+        raised = record_events(store, [spec for spec in _events(diagnosis, served, expected, facts, url, run, checked_at)
+                                       if spec.type in kinds])
     return DoctorReport(served, measured, facts, expected, diagnosis, run, tuple(raised))
 
 

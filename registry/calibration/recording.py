@@ -8,11 +8,13 @@ group, its target's and drafter's sizes); the store's `unit()` makes every read 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from sqlalchemy.exc import IntegrityError
 
 from registry import calibration
+from registry.domain.records import EventSpec
 from registry.domain.run import Run
 from registry.store import Store
 from registry.store.runs import get_run, record_run, regression_event, set_predictions
@@ -57,3 +59,9 @@ def _failed(run: Run, step: str, error: Exception) -> RecordingFailed:
     pair = f"{run.drafter} on {run.target}" if run.drafter else run.target
     return RecordingFailed(f"run {run.run_id or '(new)'} of {pair} was not stored, nothing of it was written: "
                            f"{step} failed ({type(error).__name__}: {first_line})")
+
+
+def record_events(store: Store, specs: Sequence[EventSpec]) -> list[str]:
+    """Events a runner raised without a run of their own (a server probe that drafted nothing), each once per dedupe
+    key; returns the types recorded now."""
+    return [spec.type for spec in specs if store.events.record_event(spec) is not None]

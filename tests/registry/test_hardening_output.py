@@ -29,7 +29,13 @@ def test_find_fits_80_columns_and_folds_reasons_under_each_row(env: dict[str, st
     assert all(len(line) <= 80 for line in lines), max(lines, key=len)
     row = next(i for i, line in enumerate(lines) if line.endswith("z-lab/Qwen3-8B-DFlash-b16"))
     assert lines[row].startswith("exact") and "dflash" in lines[row] and "2026-01-05" in lines[row]
-    assert lines[row + 1].startswith("    declared for Qwen/Qwen3-8B")  # its reasons, indented under it
+    # Its catalog note and its reasons, folded and indented under it.
+    folded = []
+    for line in lines[row + 1:]:
+        if not line.startswith("    "):
+            break
+        folded.append(line.strip())
+    assert folded and folded[0].startswith("note: ") and "declared for Qwen/Qwen3-8B" in " ".join(folded), folded
     # One line per drafter plus its folded reasons, not a cell wrapped over four lines.
     assert sum(1 for line in lines if line.endswith("-DFlash-b16")) == 1
 

@@ -169,4 +169,4 @@ def test_the_runners_record_runs_only_through_record_measurement() -> None:
     assert found == []
     uses = [path.name for path in (REPO_ROOT / "verifier").glob("*.py")
             if "record_measurement(" in path.read_text(encoding="utf-8")]
-    assert sorted(uses) == ["ingest.py", "jobs.py"]
+    assert sorted(uses) == ["doctor.py", "ingest.py", "jobs.py"]
