@@ -15,7 +15,7 @@ from sqlalchemy import update
 
 from registry import calibration
 from registry.calibration.recording import RecordingFailed
-from registry.domain.measurement import ForwardCosts
+from registry.domain.measurement import METRIC_VERSION, ForwardCosts
 from registry.domain.run import Run, RunPrediction
 from registry.domain.stored_json import from_json, to_json
 from registry.store import jobs as queue
@@ -46,7 +46,7 @@ def test_verify_now_stores_a_lossless_run_with_provenance(store: Store, tiny_tar
         assert provenance.get(key) is not None, key
     assert stored.target_revision == provenance["target_files_digest"]
     # Metric definitions, with the forward costs a stored run's efficiency is recomputed from.
-    assert stored.metric_version == 2 and provenance["metric_version"] == 2
+    assert stored.metric_version == METRIC_VERSION and provenance["metric_version"] == METRIC_VERSION
     costs = stored.forward_costs
     assert isinstance(costs, ForwardCosts)
     assert costs.target_step_s > 0 and costs.verify_step_s > 0 and costs.draft_step_s > 0 and costs.repeats > 0
@@ -183,7 +183,7 @@ def test_cli_verify_json(database_url: str, tiny_target_dir: Path, tiny_draft_lm
     assert payload["lossless"] is True
     tau = overall["acceptance"]["tau"]
     assert abs(tau - (1 + sum(overall["acceptance"]["marginal"]))) < 0.05
-    assert payload["metric_version"] == 2 and payload["forward_costs"]["gamma"] == 4
+    assert payload["metric_version"] == METRIC_VERSION and payload["forward_costs"]["gamma"] == 4
     assert overall["speedup"]["n"] == 1 and overall["tau_emitted"] <= tau
 
 
