@@ -46,7 +46,7 @@ sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve(
 import torch  # noqa: E402
 
 from registry.domain.gpus import find_gpu, load_gpus  # noqa: E402
-from registry.domain.measurement import TIE, RunSettings  # noqa: E402
+from registry.domain.measurement import RunSettings  # noqa: E402
 from verifier.decode import TESTED_TRANSFORMERS, decode, synchronize, transformers_problem  # noqa: E402
 from verifier.engines.pytorch import run_pair  # noqa: E402
 from verifier.loading import load_causal_lm, load_target  # noqa: E402

@@ -21,6 +21,7 @@ from registry.domain.engines import SERVER_KINDS
 from verifier.doctor import DEFAULT_MAX_NEW_TOKENS, DoctorReport, run_doctor
 from verifier.ingest import public_url
 from verifier.sweep import DEFAULT_CONCURRENCY, run_sweep
+from verifier.sweep import DEFAULT_MAX_NEW_TOKENS as SWEEP_MAX_NEW_TOKENS
 from verifier.prompts import ALL_SET_NAMES, PromptSet, bundled_set, load_prompt_file
 
 
@@ -132,7 +133,8 @@ def sweep_command(
         help=f"A bundled prompt set ({', '.join(ALL_SET_NAMES)}) or a JSONL file (default: 3 code and 3 chat "
              "prompts).")] = None,
     max_new_tokens: Annotated[str, typer.Option(
-        help="Tokens generated per request; several (128,512,2048) sweep each length, one curve per length.")] = "128",
+        help="Tokens generated per request; several (128,512,2048) sweep each length, one curve per length.")
+    ] = str(SWEEP_MAX_NEW_TOKENS),
     requests_per_level: Annotated[int | None, typer.Option(
         help="Requests per level (default: 2 per client, at least 8).")] = None,
     target: Annotated[str | None, typer.Option(help="The target's repo id (default: what the server names).")] = None,

@@ -34,9 +34,8 @@ from tests.conftest import REPO_ROOT
 from tests.registry.run_fixtures import measured
 from tests.dashboard.conftest import (
     CONFIGS,
-    DRAFTER_SHA,
-    TARGET_SHA_1,
     DFLASH_8B,
+    DRAFTER_SHA,
     EAGLE_8B,
     EAGLE_LLAMA,
     LLAMA,

@@ -22,7 +22,6 @@ from drafters.api.server import ApiServer, push_endpoint
 from registry.hub import HubClient
 from registry.store import Store
 from registry.watch.poller import Watcher
-from tests.fakehub.scenario import Scenario
 from tests.fakehub.server import FakeHub
 
 SECRET = "push-secret-0123456789"

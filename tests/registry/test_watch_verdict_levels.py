@@ -23,7 +23,7 @@ from registry.reports import lag_table, upgrade_table
 from registry.store import Store
 from registry.watch.classify import DRAFTER_QUERIES
 from registry.watch.poller import Watcher
-from tests.fakehub.scenario import QWEN35_27B_CONFIG, QWEN35_27B_DFLASH_CONFIG, QWEN36_27B_CONFIG, Scenario
+from tests.fakehub.scenario import QWEN35_27B_DFLASH_CONFIG, QWEN36_27B_CONFIG, Scenario
 from tests.fakehub.server import FakeHub
 from tests.fakehub.state import dflash_drafter_files, target_files, tiny_safetensors
 from tests.support.cli import drafters

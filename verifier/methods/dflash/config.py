@@ -215,7 +215,7 @@ def parse_dflash_config(raw: Mapping[str, Any]) -> DFlashConfig:
 
 
 def expected_weight_shapes(config: DFlashConfig, num_fused_layers: int) -> dict[str, tuple[int, ...]]:
-    """z-lab's tensor names and shapes (dflash-format.md); biases only with `attention_bias`."""
+    """z-lab's tensor names and shapes (z-lab/dflash's model code); biases only with `attention_bias`."""
     hidden, head_dim = config.hidden_size, config.head_dim
     q_width = config.num_attention_heads * head_dim
     kv_width = config.num_key_value_heads * head_dim
