@@ -48,6 +48,14 @@ class SweepConditions:
     requests_per_level: int
     url: str  # the speculative server, without credentials
     baseline_url: str
+    # "raw": each prompt sent as text through the engine's completion route (no chat template); "chat": as a
+    # conversation through its chat route, rendered by the served chat template.
+    prompt_format: str = "raw"
+    # Thinking on or off, only where the served template was seen to read `enable_thinking` (the same prompt
+    # renders to a different number of tokens with it on and off); None: unknown or not applicable, said in
+    # thinking_note. Never the switch as asked for when the template ignores it.
+    thinking: bool | None = None
+    thinking_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,7 @@ class SpeedupCurve:
     conditions: SweepConditions
     points: tuple[CurvePoint, ...]
     provenance: dict[str, Any] = field(default_factory=dict)
+    job_id: int | None = None  # the verifier's curve job that measured it; None: a `drafters sweep`
     curve_id: int | None = None
     created_at: datetime | None = None
 
