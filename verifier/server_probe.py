@@ -195,6 +195,20 @@ class Completion:
     output_tokens: int
     verify_steps: int  # SGLang's per-request count of verify steps; 0 elsewhere (their counters are in /metrics)
     seconds: float
+    # llama.cpp: this request's own draft counts from the slot that served it (`timings.draft_n` /
+    # `draft_n_accepted`); None where the engine reports none per request.
+    drafted: int | None = None
+    accepted: int | None = None
+
+
+def _slot_counts(answer: Any) -> tuple[int | None, int | None]:
+    timings = answer.get("timings") if isinstance(answer, dict) else None
+    if not isinstance(timings, dict):
+        return None, None
+    drafted, accepted = timings.get("draft_n"), timings.get("draft_n_accepted")
+    if isinstance(drafted, int) and isinstance(accepted, int) and not isinstance(drafted, bool):
+        return drafted, accepted
+    return None, None
 
 
 def complete(client: httpx.Client, url: str, served: Served, text: str, max_new_tokens: int) -> Completion:
@@ -203,7 +217,8 @@ def complete(client: httpx.Client, url: str, served: Served, text: str, max_new_
     if served.kind == "llamacpp":
         answer = _post_json(client, url, "/completion", {
             "prompt": text, "n_predict": max_new_tokens, "temperature": 0.0, "cache_prompt": False, "stream": False})
-        return Completion(int((answer.get("timings") or {}).get("predicted_n") or 0), 0, time.perf_counter() - started)
+        return Completion(int((answer.get("timings") or {}).get("predicted_n") or 0), 0, time.perf_counter() - started,
+                          *_slot_counts(answer))
     if served.kind == "vllm":
         answer = _post_json(client, url, "/v1/completions", {
             "model": served.model, "prompt": text, "max_tokens": max_new_tokens, "temperature": 0.0})
@@ -246,7 +261,8 @@ def chat_complete(client: httpx.Client, url: str, served: Served, prompt: Prompt
     steps, so an SGLang chat sweep has no τ)."""
     started = time.perf_counter()
     answer = _chat(client, url, served, prompt, max_new_tokens, thinking)
-    return Completion(int(answer["usage"].get("completion_tokens") or 0), 0, time.perf_counter() - started)
+    return Completion(int(answer["usage"].get("completion_tokens") or 0), 0, time.perf_counter() - started,
+                      *_slot_counts(answer))
 
 
 def thinking_switch(client: httpx.Client, url: str, served: Served, prompt: Prompt) -> tuple[bool, str]:

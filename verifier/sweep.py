@@ -101,6 +101,14 @@ def closed_loop(url: str, served: Served, prompts: Sequence[Prompt], *, concurre
     return LevelLoad(tuple(done), seconds)
 
 
+def _per_request(completions: Sequence[Completion]) -> dict[str, int | None]:
+    """The requests' own draft counts summed (every request must report them, or none counts)."""
+    if not completions or any(c.drafted is None or c.accepted is None for c in completions):
+        return {"request_drafted": None, "request_accepted": None}
+    return {"request_drafted": sum(c.drafted or 0 for c in completions),
+            "request_accepted": sum(c.accepted or 0 for c in completions)}
+
+
 def run_sweep(store: Store, url: str, baseline_url: str, **options: Any) -> SpeedupCurve:
     """Measure both servers at each concurrency (`measure_sweep`) and store the curve."""
     return store.curves.record_curve(measure_sweep(store, url, baseline_url, **options))
@@ -145,7 +153,7 @@ def measure_sweep(store: Store, url: str, baseline_url: str, *, concurrency: Seq
                 concurrency=level, requests=requests, output_tokens=counted.output_tokens, seconds=spec.seconds,
                 tokens_per_s=spec.tokens_per_s, baseline_tokens_per_s=base.tokens_per_s,
                 latency_per_token_s=spec.latency_per_token_s, baseline_latency_per_token_s=base.latency_per_token_s,
-                tau=counted.tau, drafts=counted.drafts)
+                tau=counted.tau, drafts=counted.drafts, **_per_request(spec.completions))
             points.append(point)
             if on_level is not None:
                 on_level(number, len(levels), point)

@@ -33,6 +33,10 @@ class CurvePoint:
     baseline_latency_per_token_s: float
     tau: float | None  # from the speculative server's counters over this level; None when it counts no drafts
     drafts: int | None
+    # Each request's own draft counts summed, as the slot that served it answered them (llama.cpp `timings`), beside
+    # the server-wide counters τ is read from; None where the engine reports none per request.
+    request_drafted: int | None = None
+    request_accepted: int | None = None
 
     @property
     def speedup(self) -> float:

@@ -59,6 +59,8 @@ def test_a_curve_job_measures_the_pair_per_length_and_thinking_mode(llama_env: N
         assert [p.concurrency for p in curve.points] == [1, 2]
         for point in curve.points:
             assert point.requests == 8 and point.drafts and point.tau and point.tau > 1.0
+            # Each slot's own counts, request by request, beside the server's counters.
+            assert point.request_drafted and point.request_drafted >= (point.request_accepted or 0) > 0
             assert 0 < point.output_tokens <= 8 * curve.conditions.max_new_tokens
         assert curve.crossover == crossover(curve.points)
 
