@@ -2,6 +2,7 @@
 sweep itself costs, so it never limits what it measures.
 
     .venv/bin/python bench/sweep.py [--concurrency 1,2,4,8] [--max-new-tokens 48] [--slots 8] [--threads 1]
+    .venv/bin/python bench/sweep.py --job [--concurrency 1,2,4,8] [--max-new-tokens 32,128,512]
 
 Starts two llama-servers on loopback (the tiny target with its draft LM, and the target alone), each with `--slots`
 parallel slots, and runs `verifier.sweep.run_sweep` against them into a scratch SQLite registry. On a CPU with tiny
@@ -9,11 +10,16 @@ models a forward costs about a millisecond, so read the curve's shape (how the s
 crossover) and the ratios, not the speedups. The sweep's own cost is its client CPU time per request (this
 process's CPU seconds during the sweep ÷ requests), printed against the mean request latency measured in the same
 run: the ratio is the share of a request the client spends; well under 1 means the sweep does not limit the servers.
+
+`--job` measures the same pair through the verifier's curve job instead (`drafters verify --engine llamacpp
+--concurrency`: it starts both servers itself, with one slot per client of the highest level), at each length of
+`--max-new-tokens`, and prints the speedup against length at each concurrency.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -30,6 +36,8 @@ from registry.store import Store  # noqa: E402
 from verifier.engines.llamacpp.convert import cached_gguf  # noqa: E402
 from verifier.engines.llamacpp.install import fetch_llama_cpp_source, find_server  # noqa: E402
 from verifier.engines.llamacpp.server import Draft, LlamaCppOptions, LlamaServer  # noqa: E402
+from verifier.curve_job import CurveRequest  # noqa: E402
+from verifier.jobs import curve_now  # noqa: E402
 from verifier.sweep import run_sweep  # noqa: E402
 from verifier.tiny.qwen3 import cached_draft_lm, cached_target  # noqa: E402
 
@@ -37,12 +45,14 @@ from verifier.tiny.qwen3 import cached_draft_lm, cached_target  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--concurrency", default="1,2,4,8")
-    parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--max-new-tokens", default="48", help="one length; with --job several, e.g. 32,128,512")
+    parser.add_argument("--job", action="store_true", help="measure through the curve job (verifier.curve_job)")
     parser.add_argument("--slots", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--cache", type=Path, default=REPO_ROOT / ".cache" / "test-models")
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
+    lengths = [int(n) for n in args.max_new_tokens.split(",")]
     console = Console()
     console.print("building (or reusing) the tiny Qwen3 target and draft LM, and their GGUF conversions")
     binary = find_server()
@@ -51,6 +61,9 @@ def main() -> None:
     draft_dir = cached_draft_lm(args.cache, target_dir, trained=True)
     options = LlamaCppOptions(threads=args.threads, gguf_cache=args.cache / "gguf", source_dir=source,
                               extra_args=("-np", str(args.slots)))
+    if args.job:
+        job_path(console, args, source, target_dir, draft_dir, levels, lengths)
+        return
     target = cached_gguf(target_dir, options.gguf_cache, source=source, build=binary.build).path
     draft = cached_gguf(draft_dir, options.gguf_cache, source=source, build=binary.build).path
     ctx = 256 * args.slots
@@ -59,7 +72,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch, spec, base:
         store = Store.open(f"sqlite:///{Path(scratch) / 'registry.db'}")
         cpu, wall = time.process_time(), time.perf_counter()
-        curve = run_sweep(store, spec.url, base.url, concurrency=levels, max_new_tokens=args.max_new_tokens,
+        curve = run_sweep(store, spec.url, base.url, concurrency=levels, max_new_tokens=lengths[0],
                           hardware=f"this machine (CPU, {args.threads} thread per server)", drafter="tiny draft LM",
                           api_key=_key(spec), baseline_api_key=_key(base))
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
@@ -81,7 +94,34 @@ def main() -> None:
 
 
 def _key(server: LlamaServer) -> str:
-    return server._client.headers["Authorization"].removeprefix("Bearer ")
+    return server.api_key or ""
+
+
+def job_path(console: Console, args: argparse.Namespace, source: Path, target_dir: Path, draft_dir: Path,
+             levels: list[int], lengths: list[int]) -> None:
+    """The curve job on the same pair: one curve per length, then the speedup against length at each level."""
+    os.environ.update(DRAFTERS_LLAMA_CPP_DIR=str(source), DRAFTERS_MODELS_DIR=str(args.cache),
+                      DRAFTERS_LLAMACPP_THREADS=str(args.threads))
+    request = CurveRequest(target=str(target_dir), drafter=str(draft_dir), concurrency=tuple(levels),
+                           lengths=tuple(lengths), prompt_sets=("code", "chat"))
+    with tempfile.TemporaryDirectory() as scratch:
+        store = Store.open(f"sqlite:///{Path(scratch) / 'registry.db'}")
+        wall = time.perf_counter()
+        curves = curve_now(store, request)
+        wall = time.perf_counter() - wall
+    table = Table("new tokens", *(f"c={c}" for c in levels), "τ (c=1)",
+                  title=f"curve job: tiny Qwen3 + draft LM on llama.cpp {curves[0].engine_version}, "
+                        f"{max(levels)} slots, chat prompts")
+    for curve in curves:
+        table.add_row(str(curve.conditions.max_new_tokens), *(f"{p.speedup:.2f}×" for p in curve.points),
+                      f"{curve.points[0].tau:.2f}" if curve.points[0].tau else "—")
+    console.print(table)
+    first = curves[0]
+    for curve in curves:
+        console.print(f"{curve.conditions.max_new_tokens} tokens: " + ", ".join(
+            f"c={p.concurrency} {p.speedup / q.speedup:.2f}" for p, q in zip(curve.points, first.points))
+            + f" of the {first.conditions.max_new_tokens}-token speedup; {describe(curve)}")
+    console.print(f"{len(curves)} curves in {wall:.1f} s wall")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, str, int], ...] = (
     ("verifier.doctor", "verifier runner", 5),
     ("verifier.server_probe", "verifier runner", 5),
     ("verifier.sweep", "verifier runner", 5),
+    ("verifier.curve_job", "verifier runner", 5),
     ("verifier.engines", "verifier engines", 4),
     ("verifier.tiny", "verifier tiny models", 4),
     ("verifier.methods", "verifier methods", 3),

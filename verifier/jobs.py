@@ -2,6 +2,8 @@
 
 `verify_now` runs one request in this process; `Worker` claims queued requests (a lease kept alive by heartbeats
 while the engine runs), so a worker that dies leaves a lease that expires and another worker retries the job.
+Two kinds of job: `verify` (one run, batch 1) and `curve` (a speedup curve over concurrency on llama.cpp,
+`verifier.curve_job`), which lands in the store as curves, not as a run.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from typing import Any
 from registry.calibration.recording import record_measurement
 from registry.domain.engines import VERIFIER_ENGINES
 from registry.domain.measurement import RunSettings
+from registry.domain.curve import SpeedupCurve
 from registry.domain.run import Run
 from registry.domain.stored_json import from_json, to_json
 from registry.store import Store
 from registry.store import jobs as queue
+from verifier.curve_job import CURVE, CurveFailed, CurveRequest, curve_engine, run_curve
 from verifier.engines.llamacpp.engine import run_llamacpp_pair
 from verifier.folders import LoadError, cached_snapshot
 from verifier.harness.record import failed_run, named_run
@@ -137,6 +141,37 @@ def _prompt_sets(request: VerifyRequest) -> list[Any]:
     return sets
 
 
+def _drafter_path(ref: str, revision: str | None) -> Path:
+    """A drafter folder, a repo id from the local cache, or (llama.cpp also takes one) a .gguf file."""
+    gguf = Path(ref).expanduser()
+    return gguf if gguf.is_file() and gguf.suffix == ".gguf" else resolve_folder(ref, revision)
+
+
+def curve_now(store: Store, request: CurveRequest, *, job_id: int | None = None, lease: Lease | None = None,
+              progress: Callable[[int, int, str], None] | None = None) -> list[SpeedupCurve]:
+    """Measure (and store) a curve request in this process. A failure is raised as one line (`CurveFailed`): a
+    curve has no failed-run form; a failed job keeps its reason."""
+    check = lease.check if lease is not None else (lambda: None)
+    confirm = lease.confirm if lease is not None else (lambda: None)
+    try:
+        target_dir = resolve_folder(request.target, request.target_revision)
+        drafter = _drafter_path(request.drafter, request.drafter_revision)
+        return run_curve(store, request, target_dir, drafter, job_id=job_id, check=check, confirm=confirm,
+                         progress=progress)
+    except (LeaseLost, CurveFailed):
+        raise
+    except Exception as error:  # noqa: BLE001 - one line for the job's error and the command's
+        if isinstance(error, CRASHES):
+            log.exception("curve job %s crashed", job_id)
+        raise CurveFailed(_one_line(error), retry=getattr(error, "retry", False) is True) from error
+
+
+def enqueue_curve(store: Store, request: CurveRequest) -> queue.JobRecord | None:
+    """Queue a curve; only a worker with llama.cpp claims it."""
+    gpus = 1 if str(request.settings.get("device", "auto")).startswith("cuda") else 0
+    return queue.enqueue(store, CURVE, request.to_payload(), num_gpus=gpus, engine=curve_engine())
+
+
 def run_engine(request: VerifyRequest, progress: Callable[[int, int, str], None] | None = None,
                folders: tuple[Path, Path | None] | None = None) -> Run:
     """Either engine, driven by the one harness (`verifier.harness.run`): the same result type from both.
@@ -146,10 +181,8 @@ def run_engine(request: VerifyRequest, progress: Callable[[int, int, str], None]
     settings = RunSettings(**request.settings)
     target_dir = folders[0] if folders else resolve_folder(request.target, request.target_revision)
     if request.engine == "llamacpp":
-        # llama.cpp also takes a drafter that is already a .gguf file.
-        gguf = Path(request.drafter).expanduser() if request.drafter else None
-        drafter = folders[1] if folders else gguf if gguf is not None and gguf.is_file() and gguf.suffix == ".gguf" else (
-            resolve_folder(request.drafter, request.drafter_revision) if request.drafter else None)
+        drafter = folders[1] if folders else (
+            _drafter_path(request.drafter, request.drafter_revision) if request.drafter else None)
         return run_llamacpp_pair(target_dir, drafter, _prompt_sets(request), settings, progress)
     drafter_dir = folders[1] if folders else (
         resolve_folder(request.drafter, request.drafter_revision) if request.drafter else None)
@@ -259,7 +292,7 @@ class Worker:
 
     def run_job(self, job: queue.JobRecord) -> Run:
         request = VerifyRequest.from_payload(job.payload)
-        lease = self.lease if self.lease is not None and self.lease.job_id == job.id else None
+        lease = self._lease_of(job)
         if request.download:
             if self.fetch is None:
                 raise RuntimeError("this worker does not download; the job needs a worker that does")
@@ -270,11 +303,21 @@ class Worker:
                               provenance=provenance, lease=lease)
         return verify_now(self.store, request, job_id=job.id, run_id=job_run_id(job.id), lease=lease)
 
+    def _lease_of(self, job: queue.JobRecord) -> Lease | None:
+        return self.lease if self.lease is not None and self.lease.job_id == job.id else None
+
+    def _run(self, job: queue.JobRecord) -> Run | list[SpeedupCurve]:
+        """A curve job runs here, beside the llama-servers it starts; a verify job through the executor."""
+        if job.kind == CURVE:
+            return curve_now(self.store, CurveRequest.from_payload(job.payload), job_id=job.id,
+                             lease=self._lease_of(job))
+        return (self.executor or (lambda _store, j: self.run_job(j)))(self.store, job)
+
     def work_once(self) -> queue.JobRecord | None:
         """Claim and finish one job that fits this worker; None when there is none. A job whose lease another
         worker took meanwhile is left to that worker: nothing is recorded, the job is not touched."""
-        job = queue.claim(self.store, self.worker_id, lease_s=self.lease_s, memory_bytes=self.memory_bytes,
-                          engines=self.engines)
+        job = queue.claim(self.store, self.worker_id, lease_s=self.lease_s, kinds=(VERIFY, CURVE),
+                          memory_bytes=self.memory_bytes, engines=self.engines)
         if job is None:
             return None
         stop = threading.Event()
@@ -282,7 +325,7 @@ class Worker:
         beat = threading.Thread(target=self._heartbeat, args=(self.lease, stop), daemon=True)
         beat.start()
         try:
-            record = (self.executor or (lambda _store, j: self.run_job(j)))(self.store, job)
+            record = self._run(job)
         except LeaseLost as lost:
             log.warning("%s", lost)
             return queue.get_job(self.store, job.id)
@@ -295,7 +338,9 @@ class Worker:
             stop.set()
             beat.join()
             self.lease = None
-        if record.status == "ok":
+        if isinstance(record, list):  # a curve job: its curves are stored (they name the job)
+            queue.finish(self.store, job.id, self.worker_id, run_id=None)
+        elif record.status == "ok":
             queue.finish(self.store, job.id, self.worker_id, run_id=record.run_id)
         else:
             # A run that fails on its own (bad weights, no fit, out of memory) fails the same way again.

@@ -195,6 +195,20 @@ class Completion:
     output_tokens: int
     verify_steps: int  # SGLang's per-request count of verify steps; 0 elsewhere (their counters are in /metrics)
     seconds: float
+    # llama.cpp: this request's own draft counts from the slot that served it (`timings.draft_n` /
+    # `draft_n_accepted`); None where the engine reports none per request.
+    drafted: int | None = None
+    accepted: int | None = None
+
+
+def _slot_counts(answer: Any) -> tuple[int | None, int | None]:
+    timings = answer.get("timings") if isinstance(answer, dict) else None
+    if not isinstance(timings, dict):
+        return None, None
+    drafted, accepted = timings.get("draft_n"), timings.get("draft_n_accepted")
+    if isinstance(drafted, int) and isinstance(accepted, int) and not isinstance(drafted, bool):
+        return drafted, accepted
+    return None, None
 
 
 def complete(client: httpx.Client, url: str, served: Served, text: str, max_new_tokens: int) -> Completion:
@@ -203,7 +217,8 @@ def complete(client: httpx.Client, url: str, served: Served, text: str, max_new_
     if served.kind == "llamacpp":
         answer = _post_json(client, url, "/completion", {
             "prompt": text, "n_predict": max_new_tokens, "temperature": 0.0, "cache_prompt": False, "stream": False})
-        return Completion(int((answer.get("timings") or {}).get("predicted_n") or 0), 0, time.perf_counter() - started)
+        return Completion(int((answer.get("timings") or {}).get("predicted_n") or 0), 0, time.perf_counter() - started,
+                          *_slot_counts(answer))
     if served.kind == "vllm":
         answer = _post_json(client, url, "/v1/completions", {
             "model": served.model, "prompt": text, "max_tokens": max_new_tokens, "temperature": 0.0})
@@ -214,6 +229,55 @@ def complete(client: httpx.Client, url: str, served: Served, text: str, max_new_
     meta = answer.get("meta_info") or {}
     return Completion(int(meta.get("completion_tokens") or 0), int(meta.get("spec_verify_ct") or 0),
                       time.perf_counter() - started)
+
+
+def chat_messages(prompt: Prompt) -> list[dict[str, str]]:
+    """The prompt as a conversation: its messages, or a raw `prompt` line as one user message."""
+    if prompt.messages is not None:
+        return [{"role": m.role, "content": m.content} for m in prompt.messages]
+    return [{"role": "user", "content": prompt.text or ""}]
+
+
+def _chat(client: httpx.Client, url: str, served: Served, prompt: Prompt, max_new_tokens: int,
+          thinking: bool) -> dict[str, Any]:
+    """One chat request at temperature 0 through the OpenAI-compatible chat route; the switch reaches the served
+    template as `chat_template_kwargs.enable_thinking`, which llama-server (`--chat-template-kwargs`, per request
+    in ggml-org/llama.cpp tools/server/README.md), vLLM and SGLang all pass to the template."""
+    body: dict[str, Any] = {"messages": chat_messages(prompt), "max_tokens": max_new_tokens, "temperature": 0.0,
+                            "stream": False, "chat_template_kwargs": {"enable_thinking": thinking}}
+    if served.model is not None and served.kind != "llamacpp":
+        body["model"] = served.model
+    if served.kind == "llamacpp":
+        body["cache_prompt"] = False  # every request prefills its whole prompt, as on the raw route
+    answer = _post_json(client, url, "/v1/chat/completions", body)
+    if not isinstance(answer, dict) or not isinstance(answer.get("usage"), dict):
+        raise ServerReadError(f"{public_url(url)}/v1/chat/completions answered no usage: its tokens cannot be counted")
+    return answer
+
+
+def chat_complete(client: httpx.Client, url: str, served: Served, prompt: Prompt, max_new_tokens: int,
+                  thinking: bool) -> Completion:
+    """One chat request; its output tokens from `usage.completion_tokens` (the chat route reports no SGLang verify
+    steps, so an SGLang chat sweep has no τ)."""
+    started = time.perf_counter()
+    answer = _chat(client, url, served, prompt, max_new_tokens, thinking)
+    return Completion(int(answer["usage"].get("completion_tokens") or 0), 0, time.perf_counter() - started,
+                      *_slot_counts(answer))
+
+
+def thinking_switch(client: httpx.Client, url: str, served: Served, prompt: Prompt) -> tuple[bool, str]:
+    """Whether the served chat template reads `enable_thinking`: the same prompt sent with it on and off (one
+    token each) must render to different prompt token counts. (True, how it was seen) or (False, why unknown)."""
+    counts = []
+    for thinking in (True, False):
+        usage = _chat(client, url, served, prompt, 1, thinking)["usage"]
+        counts.append(usage.get("prompt_tokens"))
+    if not all(isinstance(c, int) for c in counts):
+        return False, "thinking unknown: the server reports no usage.prompt_tokens to see the switch by"
+    if counts[0] == counts[1]:
+        return False, (f"thinking unknown: the served chat template ignores enable_thinking (the same {counts[0]} "
+                       "prompt tokens with it on and off)")
+    return True, f"enable_thinking read by the served template ({counts[0]} prompt tokens on, {counts[1]} off)"
 
 
 def read_counters(client: httpx.Client, url: str, served: Served) -> SpecCounters | None:

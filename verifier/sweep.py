@@ -6,6 +6,10 @@ requests are done. Output tokens per second of all clients together, with ÷ wit
 speculative server's counters read around the level give its τ there. The servers run as the user configured them
 (llama.cpp needs `-np c` parallel slots to serve `c` requests at once; fewer slots queue them, which the curve then
 shows). The PyTorch engine of `drafters verify` decodes one request at a time: it measures batch 1 only.
+
+Prompts go as raw text through the engine's completion route by default. With `thinking` on or off they go as
+conversations through its chat route with `chat_template_kwargs.enable_thinking`; whether the served template reads
+the switch is seen, not assumed (`server_probe.thinking_switch`), and a curve records `thinking` only then.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from registry.domain.curve import CurvePoint, SpeedupCurve, SweepConditions
 from registry.domain.engines import SERVER_ENGINE_NAMES
@@ -26,6 +31,7 @@ from verifier.prompts import Prompt, PromptSet
 from verifier.server_probe import (
     Completion,
     Served,
+    chat_complete,
     complete,
     identify,
     llamacpp_method,
@@ -34,6 +40,7 @@ from verifier.server_probe import (
     probe_prompts,
     prompt_text,
     read_counters,
+    thinking_switch,
 )
 
 DEFAULT_CONCURRENCY = (1, 2, 4, 8, 16, 32, 64)
@@ -56,7 +63,7 @@ class LevelLoad:
 
 
 def closed_loop(url: str, served: Served, prompts: Sequence[Prompt], *, concurrency: int, requests: int,
-                max_new_tokens: int, api_key: str | None, timeout_s: float) -> LevelLoad:
+                max_new_tokens: int, api_key: str | None, timeout_s: float, thinking: bool | None = None) -> LevelLoad:
     """`requests` completions from `concurrency` clients, each sending its next one when its last one answered."""
     lock = threading.Lock()
     taken = 0
@@ -71,8 +78,10 @@ def closed_loop(url: str, served: Served, prompts: Sequence[Prompt], *, concurre
                     if taken >= requests or failures:
                         return
                     index, taken = taken, taken + 1
+                prompt = prompts[index % len(prompts)]
                 try:
-                    result = complete(http, url, served, prompt_text(prompts[index % len(prompts)]), max_new_tokens)
+                    result = (complete(http, url, served, prompt_text(prompt), max_new_tokens) if thinking is None
+                              else chat_complete(http, url, served, prompt, max_new_tokens, thinking))
                 except BaseException as error:  # noqa: BLE001 - handed to the caller below
                     with lock:
                         failures.append(error)
@@ -92,14 +101,31 @@ def closed_loop(url: str, served: Served, prompts: Sequence[Prompt], *, concurre
     return LevelLoad(tuple(done), seconds)
 
 
-def run_sweep(store: Store, url: str, baseline_url: str, *, concurrency: Sequence[int] = DEFAULT_CONCURRENCY,
-              prompt_set: PromptSet | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-              requests_per_level: int | None = None, target: str | None = None, drafter: str | None = None,
-              hardware: str | None = None, kind: str | None = None, api_key: str | None = None,
-              baseline_api_key: str | None = None, timeout_s: float = 600.0,
-              on_level: Callable[[int, int, CurvePoint], None] | None = None) -> SpeedupCurve:
-    """Measure both servers at each concurrency and store the curve. `requests_per_level` defaults to 2 per client
-    (at least 8), so each client sends more than one request and the level is a steady load, not one burst."""
+def _per_request(completions: Sequence[Completion]) -> dict[str, int | None]:
+    """The requests' own draft counts summed (every request must report them, or none counts)."""
+    if not completions or any(c.drafted is None or c.accepted is None for c in completions):
+        return {"request_drafted": None, "request_accepted": None}
+    return {"request_drafted": sum(c.drafted or 0 for c in completions),
+            "request_accepted": sum(c.accepted or 0 for c in completions)}
+
+
+def run_sweep(store: Store, url: str, baseline_url: str, **options: Any) -> SpeedupCurve:
+    """Measure both servers at each concurrency (`measure_sweep`) and store the curve."""
+    return store.curves.record_curve(measure_sweep(store, url, baseline_url, **options))
+
+
+def measure_sweep(store: Store, url: str, baseline_url: str, *, concurrency: Sequence[int] = DEFAULT_CONCURRENCY,
+                  prompt_set: PromptSet | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+                  requests_per_level: int | None = None, target: str | None = None, drafter: str | None = None,
+                  hardware: str | None = None, kind: str | None = None, api_key: str | None = None,
+                  baseline_api_key: str | None = None, timeout_s: float = 600.0, thinking: bool | None = None,
+                  engine_version: str | None = None, provenance: dict[str, Any] | None = None,
+                  job_id: int | None = None,
+                  on_level: Callable[[int, int, CurvePoint], None] | None = None) -> SpeedupCurve:
+    """Both servers at each concurrency, the curve returned unstored. `requests_per_level` defaults to 2 per client
+    (at least 8), so each client sends more than one request and the level is a steady load, not one burst.
+    `thinking`: None sends raw text; True or False sends chats with that switch (recorded where the template reads
+    it). `engine_version`, `provenance`, `job_id`: what a curve job knows of the servers it started."""
     levels = sorted(set(concurrency))
     if not levels or levels[0] < 1:
         raise ServerReadError("--concurrency takes positive numbers, e.g. 1,4,16,64")
@@ -110,11 +136,15 @@ def run_sweep(store: Store, url: str, baseline_url: str, *, concurrency: Sequenc
             raise ServerReadError(f"the baseline server is {baseline.kind}, the speculative one {served.kind}: "
                                   "compare the same engine with and without the drafter")
         prompts = probe_prompts(prompt_set)
+        recorded_thinking, thinking_note = None, None
+        if thinking is not None:
+            switch, thinking_note = thinking_switch(http, url, served, prompts[0])
+            recorded_thinking = thinking if switch else None
         points = []
         for number, level in enumerate(levels, start=1):
             requests = requests_per_level or max(8, 2 * level)
             common = {"prompts": prompts, "concurrency": level, "requests": requests,
-                      "max_new_tokens": max_new_tokens, "timeout_s": timeout_s}
+                      "max_new_tokens": max_new_tokens, "timeout_s": timeout_s, "thinking": thinking}
             base = closed_loop(baseline_url, baseline, api_key=baseline_api_key, **common)
             before = read_counters(http, url, served)
             spec = closed_loop(url, served, api_key=api_key, **common)
@@ -123,7 +153,7 @@ def run_sweep(store: Store, url: str, baseline_url: str, *, concurrency: Sequenc
                 concurrency=level, requests=requests, output_tokens=counted.output_tokens, seconds=spec.seconds,
                 tokens_per_s=spec.tokens_per_s, baseline_tokens_per_s=base.tokens_per_s,
                 latency_per_token_s=spec.latency_per_token_s, baseline_latency_per_token_s=base.latency_per_token_s,
-                tau=counted.tau, drafts=counted.drafts)
+                tau=counted.tau, drafts=counted.drafts, **_per_request(spec.completions))
             points.append(point)
             if on_level is not None:
                 on_level(number, len(levels), point)
@@ -134,10 +164,11 @@ def run_sweep(store: Store, url: str, baseline_url: str, *, concurrency: Sequenc
         max_new_tokens=max_new_tokens, temperature=0.0,
         prompt_set=prompt_set.name if prompt_set is not None else PROBE_SET,
         prompt_digest=prompt_set.digest if prompt_set is not None else PROBE_SET,
-        requests_per_level=requests_per_level or 0, url=public_url(url), baseline_url=public_url(baseline_url))
-    curve = SpeedupCurve(
-        target=target or by_bytes_target or served.model or public_url(url), drafter=drafter or by_bytes_drafter, engine=SERVER_ENGINE_NAMES[served.kind],
-        engine_version=served.engine_version, hardware=hardware, conditions=conditions, points=tuple(points),
+        requests_per_level=requests_per_level or 0, url=public_url(url), baseline_url=public_url(baseline_url),
+        prompt_format="raw" if thinking is None else "chat", thinking=recorded_thinking, thinking_note=thinking_note)
+    return SpeedupCurve(
+        target=target or by_bytes_target or served.model or public_url(url), drafter=drafter or by_bytes_drafter,
+        engine=SERVER_ENGINE_NAMES[served.kind], engine_version=engine_version or served.engine_version,
+        hardware=hardware, conditions=conditions, points=tuple(points), job_id=job_id,
         provenance={"source": "sweep", "method": served.method, "model_sha256": served.model_sha256,
-                    "baseline_engine_version": baseline.engine_version})
-    return store.curves.record_curve(curve)
+                    "baseline_engine_version": baseline.engine_version, **(provenance or {})})

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+from rich.table import Table
 
 from drafters.cli import render
 from registry import calibration
 from registry.calibration.run_view import run_json  # noqa: F401 - the shape `--json` prints, shared with the API
+from registry.domain.curve import SpeedupCurve, describe
+from registry.domain.json_shapes import versioned
 from registry.domain.measurement import SetMeasurement
 from registry.domain.run import Run, RunPrediction
+from registry.domain.stored_json import to_json
 from registry.local import looks_like_folder
 
 
@@ -129,3 +135,50 @@ def _set_speedup_cell(result: SetMeasurement) -> str:
     if result.speedup is None:
         return "-"
     return f"{result.speedup.median:.2f} (±{result.speedup.maximum - result.speedup.minimum:.2f})"
+
+
+def curves_json(curves: list[SpeedupCurve]) -> dict[str, Any]:
+    """`drafters sweep --json` and `drafters verify --concurrency --json`: the curves as stored, with their
+    crossover, the highest level that pays, and each level's speedup."""
+    bodies = []
+    for curve in curves:
+        body = to_json(curve)
+        body.update(crossover=curve.crossover, pays_up_to=curve.pays_up_to,
+                    speedups=[round(p.speedup, 4) for p in curve.points])
+        bodies.append(body)
+    return versioned({"curves": bodies})
+
+
+def print_curves(curves: list[SpeedupCurve]) -> None:
+    """One table per curve, what it pays up to, and (several lengths) the speedup against length."""
+    for curve in curves:
+        thinking = _thinking_label(curve)
+        table = Table("concurrency", "tok/s with drafter", "tok/s without", "speedup", "s/token (req.)", "τ",
+                      title=render.strip_control(f"{curve.drafter or 'drafter'} on {curve.target}, "
+                                                 f"{curve.conditions.max_new_tokens} new tokens{thinking}"))
+        for point in curve.points:
+            speedup = f"{point.speedup:.2f}×" + ("  slower" if point.speedup <= 1.0 else "")
+            table.add_row(str(point.concurrency), f"{point.tokens_per_s:.1f}", f"{point.baseline_tokens_per_s:.1f}",
+                          speedup, f"{point.latency_per_token_s:.4f}", f"{point.tau:.2f}" if point.tau else "—")
+        render.console.print(table)
+        render.console.print(render.strip_control(describe(curve) + f" (curve {curve.curve_id})"), markup=False,
+                             highlight=False)
+        if curve.conditions.thinking_note:
+            render.console.print(render.strip_control(curve.conditions.thinking_note), markup=False, highlight=False)
+    by_mode: dict[Any, list[SpeedupCurve]] = {}
+    for curve in curves:
+        by_mode.setdefault(curve.provenance.get("thinking_asked"), []).append(curve)
+    for same_mode in by_mode.values():
+        if len(same_mode) > 1:
+            lowest = min(same_mode[0].points, key=lambda p: p.concurrency).concurrency
+            render.console.print(f"speedup against length at c={lowest}{_thinking_label(same_mode[0])}: " + ", ".join(
+                f"{c.conditions.max_new_tokens} tokens "
+                f"{next(p.speedup for p in c.points if p.concurrency == lowest):.2f}×" for c in same_mode))
+
+
+def _thinking_label(curve: SpeedupCurve) -> str:
+    """', thinking on' where the template read the switch; ', thinking off asked (unknown)' where it did not."""
+    if curve.conditions.thinking is not None:
+        return ", thinking on" if curve.conditions.thinking else ", thinking off"
+    asked = curve.provenance.get("thinking_asked")
+    return "" if asked is None else f", thinking {'on' if asked else 'off'} asked (unknown)"

@@ -9,14 +9,12 @@ from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-from rich.table import Table
 
 from drafters.cli import render
 from drafters.cli.common import JsonOption, UserError, app, open_store
-from registry.domain.curve import CurvePoint, describe
+from drafters.cli.runs_view import curves_json, print_curves
+from registry.domain.curve import CurvePoint
 from registry.domain.doctor import diagnosis_json
-from registry.domain.json_shapes import versioned
-from registry.domain.stored_json import to_json
 from registry.domain.engines import SERVER_KINDS
 from verifier.doctor import DEFAULT_MAX_NEW_TOKENS, DoctorReport, run_doctor
 from verifier.ingest import public_url
@@ -113,6 +111,16 @@ def _api_key(variable: str | None) -> str | None:
     return value
 
 
+def thinking_modes(text: str | None) -> list[bool | None]:
+    """`--thinking`: None (raw text), or the modes asked for, in order."""
+    if text is None:
+        return [None]
+    words = [w.strip().lower() for w in text.split(",") if w.strip()]
+    if not words or any(w not in ("on", "off") for w in words):
+        raise UserError(f"--thinking takes on, off or on,off; got {text!r}")
+    return [w == "on" for w in dict.fromkeys(words)]
+
+
 def _levels(text: str, option: str, limit: int = 1024) -> list[int]:
     try:
         levels = [int(part) for part in text.split(",") if part.strip()]
@@ -143,6 +151,10 @@ def sweep_command(
     engine: Annotated[str | None, typer.Option(help="llamacpp, vllm or sglang (default: found from the server).")] = None,
     api_key_env: Annotated[str | None, typer.Option(help="Variable holding the speculative server's API key.")] = None,
     baseline_api_key_env: Annotated[str | None, typer.Option(help="Variable holding the baseline's API key.")] = None,
+    thinking: Annotated[str | None, typer.Option(
+        help="on, off or on,off: send chats through the server's chat template with enable_thinking so, one curve "
+             "per mode (thinking recorded only where the template reads it). Default: raw text, no template.")
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """The speedup at each concurrency: both servers under the same closed-loop load, the crossover where the
@@ -153,42 +165,27 @@ def sweep_command(
         raise UserError("--requests-per-level must be at least 1")
     levels = _levels(concurrency, "--concurrency")
     lengths = _levels(max_new_tokens, "--max-new-tokens", limit=1 << 20)
+    modes = thinking_modes(thinking)
     keys = _api_key(api_key_env), _api_key(baseline_api_key_env)
     prompt_set = probe_set(prompts)
     store = open_store()
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[now]}"), console=render.error_console, transient=True) as progress:
-        task = progress.add_task("sweep", total=len(levels) * len(lengths), now=f"c={levels[0]}")
+        task = progress.add_task("sweep", total=len(levels) * len(lengths) * len(modes), now=f"c={levels[0]}")
         curves = []
-        for length in lengths:
-            def on_level(done: int, total: int, point: CurvePoint, length: int = length) -> None:
-                progress.update(task, advance=1, now=f"{length} tokens, c={point.concurrency}: {point.speedup:.2f}×")
+        for mode in modes:
+            for length in lengths:
+                def on_level(done: int, total: int, point: CurvePoint, length: int = length) -> None:
+                    progress.update(task, advance=1,
+                                    now=f"{length} tokens, c={point.concurrency}: {point.speedup:.2f}×")
 
-            curves.append(run_sweep(store, url, baseline_url, concurrency=levels, prompt_set=prompt_set,
-                                    max_new_tokens=length, requests_per_level=requests_per_level, target=target,
-                                    drafter=drafter, hardware=hardware, kind=engine, api_key=keys[0],
-                                    baseline_api_key=keys[1], on_level=on_level))
+                curve = run_sweep(store, url, baseline_url, concurrency=levels, prompt_set=prompt_set,
+                                  max_new_tokens=length, requests_per_level=requests_per_level, target=target,
+                                  drafter=drafter, hardware=hardware, kind=engine, api_key=keys[0],
+                                  baseline_api_key=keys[1], thinking=mode, on_level=on_level,
+                                  provenance={"thinking_asked": mode})
+                curves.append(curve)
     if as_json:
-        bodies = []
-        for curve in curves:
-            body = to_json(curve)
-            body.update(crossover=curve.crossover, pays_up_to=curve.pays_up_to,
-                        speedups=[round(p.speedup, 4) for p in curve.points])
-            bodies.append(body)
-        render.print_json(versioned({"curves": bodies}))
+        render.print_json(curves_json(curves))
         return
-    for curve in curves:
-        table = Table("concurrency", "tok/s with drafter", "tok/s without", "speedup", "s/token (req.)", "τ",
-                      title=render.strip_control(f"{curve.drafter or 'drafter'} on {curve.target}, "
-                                                 f"{curve.conditions.max_new_tokens} new tokens"))
-        for point in curve.points:
-            speedup = f"{point.speedup:.2f}×" + ("  slower" if point.speedup <= 1.0 else "")
-            table.add_row(str(point.concurrency), f"{point.tokens_per_s:.1f}", f"{point.baseline_tokens_per_s:.1f}",
-                          speedup, f"{point.latency_per_token_s:.4f}", f"{point.tau:.2f}" if point.tau else "—")
-        render.console.print(table)
-        render.console.print(render.strip_control(describe(curve) + f" (curve {curve.curve_id})"), markup=False,
-                             highlight=False)
-    if len(curves) > 1:
-        lowest = levels[0]
-        render.console.print("speedup against length at c=" + str(lowest) + ": " + ", ".join(
-            f"{c.conditions.max_new_tokens} tokens {c.points[0].speedup:.2f}×" for c in curves))
+    print_curves(curves)

@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from drafters.cli import render
 from drafters.cli.common import Failed, JsonOption, UserError, app, open_store
-from drafters.cli.runs_view import fmt, print_runs, run_json
+from drafters.cli.runs_view import curves_json, fmt, print_curves, print_runs, run_json
 from registry import calibration
 from registry.domain.engines import SERVER_KINDS, VERIFIER_ENGINES as ENGINES
 from registry.domain.measurement import AUTO_DTYPE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPEATS
@@ -24,10 +24,12 @@ from registry.store import Store
 from registry.store.jobs import JobRecord
 from registry.store.runs import list_runs
 from verifier.engines.llamacpp.convert import convert_pair, run_converter
+from verifier.curve_job import BATCH_ONE_ONLY, CurveFailed, CurveRequest
 from verifier.ingest import ingest_server
-from verifier.jobs import VerifyRequest, Worker, enqueue as enqueue_job, verify_now
+from verifier.jobs import VerifyRequest, Worker, curve_now, enqueue as enqueue_job, enqueue_curve, verify_now
 from verifier.prompts import ALL_SET_NAMES, BUNDLED_SET_NAMES, load_prompt_file
 from verifier.ray_executor import RayExecutor
+from verifier.sweep import DEFAULT_MAX_NEW_TOKENS as SWEEP_MAX_NEW_TOKENS
 
 # Every import above stays free of torch (tests/test_layers.py checks that the command line starts without it).
 
@@ -85,7 +87,9 @@ def verify_command(
     prompts: PromptsOption = None,
     sets: SetsOption = None,
     method: Annotated[str | None, typer.Option(help="Override the method read from the drafter's config.")] = None,
-    max_new_tokens: Annotated[int, typer.Option()] = DEFAULT_MAX_NEW_TOKENS,
+    max_new_tokens: Annotated[str | None, typer.Option(help=(
+        f"Tokens generated per prompt (default {DEFAULT_MAX_NEW_TOKENS}); with --concurrency several, e.g. "
+        f"128,512,2048: one curve per length (default {SWEEP_MAX_NEW_TOKENS})."))] = None,
     temperature: Annotated[float, typer.Option()] = 0.0,
     seed: Annotated[int, typer.Option()] = 0,
     repeats: Annotated[int, typer.Option(help="Measured repeats (speed spread is over them).")] = DEFAULT_REPEATS,
@@ -94,15 +98,33 @@ def verify_command(
     draft_length: Annotated[int | None, typer.Option(help="Drafted tokens per round (default: the method's).")] = None,
     thinking: Annotated[bool, typer.Option(help="Render chat prompts with thinking on.")] = False,
     engine: Annotated[str, typer.Option(help=EngineHelp)] = "pytorch",
+    concurrency: Annotated[str | None, typer.Option(help=(
+        "Measure the speedup curve instead, at these concurrencies (e.g. 1,2,4,8): llama.cpp only, two "
+        "llama-servers with one parallel slot per client; the PyTorch engine is batch 1 only."))] = None,
+    thinking_both: Annotated[bool, typer.Option("--thinking-both", help=(
+        "With --concurrency: each curve with thinking on and off (recorded only where the chat template reads "
+        "enable_thinking)."))] = False,
+    requests_per_level: Annotated[int | None, typer.Option(help=(
+        "With --concurrency: requests per level (default: 2 per client, at least 8)."), min=1)] = None,
     enqueue: Annotated[bool, typer.Option("--enqueue", help="Queue it for `drafters worker` instead.")] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Run real speculative decoding for one (target, drafter) pair: lossless check, τ, speedup, memory."""
+    """Run real speculative decoding for one (target, drafter) pair: lossless check, τ, speedup, memory; with
+    --concurrency, its speedup curve over concurrent requests on llama.cpp."""
+    lengths = _lengths(max_new_tokens, curve=concurrency is not None)
     store = open_store()
     request = _verify_request(target, drafter, prompts=prompts, sets=sets, method=method,
-                              max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, repeats=repeats,
+                              max_new_tokens=lengths[0], temperature=temperature, seed=seed, repeats=repeats,
                               device=device, dtype=dtype, draft_length=draft_length, thinking=thinking,
                               engine=engine)
+    if concurrency is not None:
+        if temperature != 0.0:
+            raise UserError("a speedup curve is measured at temperature 0 (greedy, as the sweep sends)")
+        curve_request = _curve_request(request, concurrency, lengths, thinking_both, requests_per_level)
+        _verify_curve(store, curve_request, enqueue=enqueue, as_json=as_json)
+        return
+    if thinking_both or requests_per_level is not None:
+        raise UserError("--thinking-both and --requests-per-level go with --concurrency (a speedup curve)")
     if enqueue:
         job = enqueue_job(store, request)
         if as_json:
@@ -117,6 +139,65 @@ def verify_command(
         print_runs([record])
     if record.status != "ok":
         raise Failed(f"the run failed: {record.failure_reason or 'no reason recorded'}")
+
+
+def _lengths(text: str | None, *, curve: bool) -> list[int]:
+    if text is None:
+        return [SWEEP_MAX_NEW_TOKENS if curve else DEFAULT_MAX_NEW_TOKENS]
+    try:
+        lengths = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise UserError(f"--max-new-tokens takes a number (with --concurrency, numbers like 128,512); got {text!r}") from None
+    if not lengths or lengths[0] < 1:
+        raise UserError("--max-new-tokens must be at least 1")
+    if len(lengths) > 1 and not curve:
+        raise UserError("several --max-new-tokens go with --concurrency (one curve per length); a run takes one")
+    return lengths
+
+
+def _curve_request(request: VerifyRequest, concurrency: str, lengths: list[int], thinking_both: bool,
+                   requests_per_level: int | None) -> CurveRequest:
+    if request.engine != "llamacpp":
+        raise UserError(BATCH_ONE_ONLY)
+    try:
+        levels = sorted({int(part) for part in concurrency.split(",") if part.strip()})
+    except ValueError:
+        raise UserError(f"--concurrency takes numbers separated by commas, e.g. 1,2,4,8; got {concurrency!r}") from None
+    if not levels or levels[0] < 1 or levels[-1] > 256:
+        raise UserError("--concurrency takes values from 1 to 256 (one llama-server slot per client)")
+    if request.drafter is None:
+        raise UserError("a curve needs a drafter")
+    modes = (True, False) if thinking_both else (bool(request.settings["enable_thinking"]),)
+    settings = {k: request.settings[k] for k in ("device", "dtype", "draft_length", "method", "seed")}
+    return CurveRequest(target=request.target, drafter=request.drafter, concurrency=tuple(levels),
+                        lengths=tuple(lengths), thinking=modes, prompt_sets=request.prompt_sets,
+                        prompt_files=request.prompt_files, requests_per_level=requests_per_level, settings=settings)
+
+
+def _verify_curve(store: Store, request: CurveRequest, *, enqueue: bool, as_json: bool) -> None:
+    slots = f"llama.cpp, {max(request.concurrency)} parallel slots per server; the PyTorch engine is batch 1 only"
+    if enqueue:
+        job = enqueue_curve(store, request)
+        if as_json:
+            render.print_json({"job_id": job.id if job else None})
+        else:
+            render.console.print(f"queued curve job {job.id if job else '?'} ({slots}); run `drafters worker` "
+                                 "to process it")
+        return
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[now]}"), TimeElapsedColumn(), console=render.error_console,
+                  transient=True) as progress:
+        task = progress.add_task("curve", total=None, now="loading")
+        try:
+            curves = curve_now(store, request, progress=lambda done, total, now: progress.update(
+                task, completed=done, total=total, now=now))
+        except CurveFailed as error:
+            raise Failed(f"the curve failed: {error}") from None
+    if as_json:
+        render.print_json(curves_json(curves))
+        return
+    render.console.print(f"measured on {slots}")
+    print_curves(curves)
 
 
 @app.command("compare")

@@ -33,6 +33,10 @@ class CurvePoint:
     baseline_latency_per_token_s: float
     tau: float | None  # from the speculative server's counters over this level; None when it counts no drafts
     drafts: int | None
+    # Each request's own draft counts summed, as the slot that served it answered them (llama.cpp `timings`), beside
+    # the server-wide counters τ is read from; None where the engine reports none per request.
+    request_drafted: int | None = None
+    request_accepted: int | None = None
 
     @property
     def speedup(self) -> float:
@@ -48,6 +52,14 @@ class SweepConditions:
     requests_per_level: int
     url: str  # the speculative server, without credentials
     baseline_url: str
+    # "raw": each prompt sent as text through the engine's completion route (no chat template); "chat": as a
+    # conversation through its chat route, rendered by the served chat template.
+    prompt_format: str = "raw"
+    # Thinking on or off, only where the served template was seen to read `enable_thinking` (the same prompt
+    # renders to a different number of tokens with it on and off); None: unknown or not applicable, said in
+    # thinking_note. Never the switch as asked for when the template ignores it.
+    thinking: bool | None = None
+    thinking_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,7 @@ class SpeedupCurve:
     conditions: SweepConditions
     points: tuple[CurvePoint, ...]
     provenance: dict[str, Any] = field(default_factory=dict)
+    job_id: int | None = None  # the verifier's curve job that measured it; None: a `drafters sweep`
     curve_id: int | None = None
     created_at: datetime | None = None
 

@@ -22,13 +22,17 @@ class Curves:
             row = SpeedupCurveRow(
                 target=curve.target, drafter=curve.drafter, engine=curve.engine, engine_version=curve.engine_version,
                 hardware=curve.hardware, crossover=curve.crossover, conditions=to_json(curve.conditions),
-                points=[to_json(p) for p in points], provenance=dict(curve.provenance), created_at=utcnow())
+                points=[to_json(p) for p in points], provenance=dict(curve.provenance), created_at=utcnow(),
+                job_id=curve.job_id)
             session.add(row)
             session.flush()
             return _curve(row)
 
-    def curves(self, *, target: str | None = None, drafter: str | None = None, limit: int = 100) -> list[SpeedupCurve]:
+    def curves(self, *, target: str | None = None, drafter: str | None = None, job_id: int | None = None,
+               limit: int = 100) -> list[SpeedupCurve]:
         query = select(SpeedupCurveRow).order_by(SpeedupCurveRow.created_at.desc(), SpeedupCurveRow.id.desc())
+        if job_id is not None:
+            query = query.where(SpeedupCurveRow.job_id == job_id)
         if target is not None:
             query = query.where(SpeedupCurveRow.target == target)
         if drafter is not None:
@@ -42,4 +46,4 @@ def _curve(row: SpeedupCurveRow) -> SpeedupCurve:
         target=row.target, drafter=row.drafter, engine=row.engine, engine_version=row.engine_version,
         hardware=row.hardware, conditions=from_json(SweepConditions, row.conditions),
         points=tuple(from_json(CurvePoint, p) for p in row.points), provenance=dict(row.provenance),
-        curve_id=row.id, created_at=aware(row.created_at))
+        job_id=row.job_id, curve_id=row.id, created_at=aware(row.created_at))

@@ -483,3 +483,5 @@ class SpeedupCurveRow(Base):
     points: Mapped[list[Any]] = mapped_column(JSON)  # [CurvePoint], lowest concurrency first
     provenance: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    # The curve job that measured it (migration 0015); NULL: a `drafters sweep` against a user's servers.
+    job_id: Mapped[int | None] = mapped_column(Integer, index=True)

@@ -91,6 +91,17 @@ def test_a_sweep_against_llama_server_records_a_curve_that_reads_back(servers, t
     assert "speedup against length at c=2: 8 tokens" in table.stdout
     assert sorted(c.conditions.max_new_tokens for c in store.curves.curves()) == [8, 16, 24]
 
+    # Thinking on and off: chats through the served template, which (the tiny one) ignores the switch.
+    chats = drafters("sweep", "--url", spec.url, "--baseline-url", base.url, "--concurrency", "1",
+                     "--max-new-tokens", "4", "--requests-per-level", "2", "--thinking", "on,off", "--api-key-env",
+                     "SPEC_KEY", "--baseline-api-key-env", "BASE_KEY", "--json", env=env, timeout=300)
+    assert chats.returncode == 0, chats.stderr
+    modes = [c for c in store.curves.curves() if c.conditions.prompt_format == "chat"]
+    assert sorted(c.provenance["thinking_asked"] for c in modes) == [False, True]
+    for curve in modes:
+        assert curve.conditions.thinking is None and "ignores enable_thinking" in curve.conditions.thinking_note
+        assert curve.points[0].tau and curve.points[0].output_tokens > 0
+
 
 def test_sweep_refuses_what_it_cannot_measure(tmp_path: Path) -> None:
     env = {**os.environ, "DRAFTERS_HOME": str(tmp_path / "home")}
@@ -99,3 +110,6 @@ def test_sweep_refuses_what_it_cannot_measure(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "--concurrency takes values from 1 to 1024" in bad.stderr
     down = drafters("sweep", "--url", "http://127.0.0.1:9", "--baseline-url", "http://127.0.0.1:9", env=env, timeout=60)
     assert down.returncode == 2 and "cannot reach" in down.stderr
+    thinking = drafters("sweep", "--url", "http://127.0.0.1:9", "--baseline-url", "http://127.0.0.1:9",
+                        "--thinking", "maybe", env=env, timeout=60)
+    assert thinking.returncode == 2 and "--thinking takes on, off or on,off" in thinking.stderr

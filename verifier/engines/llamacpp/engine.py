@@ -95,6 +95,10 @@ class LlamaCppEngine:
             for server in self._servers.values():
                 server.stop()
 
+    def server(self, *, speculative: bool) -> LlamaServer:
+        """The running server of the target alone (False) or of the pair (True), inside `serving`."""
+        return self._servers[speculative and self.draft is not None]
+
     def generate(self, prompt_ids: Sequence[int], *, speculative: bool, seed: int) -> Generation:
         server = self._servers[speculative and self.draft is not None]
         before = server.counters() if server.draft else NO_COUNTS

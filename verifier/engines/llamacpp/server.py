@@ -143,6 +143,12 @@ class LlamaServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def api_key(self) -> str | None:
+        """The key this server was started with (a fresh one per start), for a client of ours such as the sweep."""
+        header = self._client.headers.get("Authorization") if self._client is not None else None
+        return header.removeprefix("Bearer ") if header else None
+
     def arguments(self, port: int, api_key_file: Path | None = None) -> list[str]:
         args = [str(self.binary.path), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(port),
                 "-np", "1", "-c", str(self.ctx_size), "--metrics", "--no-warmup", "--no-webui", "--log-colors", "off"]
