@@ -762,7 +762,7 @@ def test_launch_command_runs_the_installed_app_on_loopback() -> None:
     flags = dict(zip(argv[5::2], argv[6::2]))
     assert flags == {
         "--server.headless": "true", "--server.port": "8765", "--server.address": "127.0.0.1",
-        "--browser.gatherUsageStats": "false",
+        "--browser.gatherUsageStats": "false", "--client.toolbarMode": "viewer",  # no Deploy button
     }
     assert not any("s3cret" in part for part in argv)  # the URL travels in the environment
 
