@@ -76,10 +76,10 @@ def test_a_local_pair_has_a_short_name_a_verdict_and_a_memory_budget(tmp_path: P
     assert not app.error and not app.exception, [e.value for e in app.error]
     assert app.selectbox(key="target").value == str(target)
     shown = [app.selectbox(key=key).format_func(app.selectbox(key=key).value) for key in ("target", "drafter")]
-    assert shown == ["tiny-qwen3-target-aa11", "tiny-dflash-bb22"]
+    assert shown == ["tiny Qwen3 target (demo)", "tiny DFlash drafter (demo)"]  # labels, not paths
     assert any(c.proto.help == md(str(target)) for c in app.caption)  # the full path on hover, as text
     markdown = " ".join(m.value for m in app.markdown)
-    assert "**structural** between tiny\\-qwen3\\-target\\-aa11" in markdown, markdown
+    assert f"**structural** between {md('tiny Qwen3 target (demo)')}" in markdown, markdown
     captions = " ".join(c.value for c in app.caption)
     expected = memory.estimate_parameters(parameter_count=None, weight_bytes=2_000_000_000, config=None,
                                           size_label=None).parameters
