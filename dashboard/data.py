@@ -31,7 +31,6 @@ from registry.redact import mask_url
 from registry.settings import get_settings
 from registry.store.db import DatabaseError
 from registry.store import Store
-from registry.store.read_only import open_read_only
 from registry.store.read_queries import ReadOnlyQueries
 from registry.store.runs import list_runs
 
@@ -422,10 +421,10 @@ def search_checkpoints(url: str, text: str) -> list[str]:
     return _reader(url).search_checkpoints(text)
 
 
-@st.cache_resource(show_spinner=False)
 def _store(url: str) -> Store:
-    """A store on a read-only engine: the ranking reads through the same functions as `find` and the API."""
-    return Store(open_read_only(url))
+    """The reader's store on its read-only engine (one pool per database, closed with the reader): the ranking and
+    the pricing read through the same functions as `find`, `drafters price` and the API."""
+    return _reader(url).store
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
