@@ -175,11 +175,12 @@ def dataframe(frame: pd.DataFrame, *, styled: Sequence[str] = (), **kwargs: obje
     """st.dataframe over `shown(frame)`; every speedup column formatted as "0.41×" unless the caller configures it;
     the `styled` columns coloured by the verdict each cell starts with."""
     config = dict(kwargs.pop("column_config", None) or {})  # type: ignore[call-overload]
-    for column in frame.columns:
-        if column in SPEEDUP_COLUMNS and column not in config:
+    grid = shown(frame)
+    for column in grid.columns:
+        # A column with gaps is already text ("0.41×", "-"); a full one stays a number, formatted by the grid.
+        if column in SPEEDUP_COLUMNS and column not in config and pd.api.types.is_numeric_dtype(grid[column]):
             config[column] = st.column_config.NumberColumn(column, format=SPEEDUP_FORMAT,
                                                            help="tok/s with ÷ without the drafter; 1× is break-even")
-    grid = shown(frame)
     body: object = grid.style.map(verdict_style, subset=list(styled)) if styled else grid
     return st.dataframe(body, column_config=config or None, **kwargs)  # type: ignore[arg-type]
 

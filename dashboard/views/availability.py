@@ -38,8 +38,8 @@ with data.guard("Availability"):
         st.caption(
             f"{shown_of}. Each method's cell: the best verdict (its colour: green exact, blue declared, yellow "
             "structural, grey unknown, red incompatible, pale none) · the drafter holding it · its lag in days after "
-            "the checkpoint's release. `pair` opens the best pair's page; `measured speedup` is the best measured on "
-            "any hardware, `published τ` the pair's published band, `engines` the engines this registry measures it on."
+            "the checkpoint's release. `pair` opens the best pair's page; `measured speedup` is the best of the "
+            "newest run of each series (hardware, engine, conditions), `published τ` the pair's published band, `engines` the engines this registry measures it on."
         )
         matrix = data.availability_matrix(url, tuple(orgs), tuple(families), tuple(sizes))
         data.dataframe(matrix, hide_index=True, width="stretch", key="matrix",
