@@ -17,7 +17,7 @@ from registry.store.runs import Run, record_run
 from dashboard.data import md
 from registry.domain import memory
 from tests.registry.run_fixtures import measured
-from tests.dashboard.conftest import PAGE_NAMES, local_pair_db, point_dashboard_at, run_page, served
+from tests.dashboard.conftest import PAGE_NAMES, SCREENSHOTS, local_pair_db, point_dashboard_at, run_page, served
 
 MODELS = "/home/someone/.drafters/models"
 # (target folder, drafter folder, method, job id): what the demo's worker jobs record, one run per pair.
@@ -122,3 +122,6 @@ def test_every_page_over_the_demo_database_in_chromium(demo_server: str, browser
     assert page.locator('[data-testid="stException"]').count() == 0, text[:2000]
     assert page.locator('[data-testid="stAlertContentError"]').count() == 0, text[:2000]
     assert not any(marker in text for marker in ERROR_MARKERS), text[:2000]
+    assert MODELS not in text  # local folders read as "tiny Qwen3 target (demo)", never by their path
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"demo-{path}.png"), full_page=True)
