@@ -176,6 +176,10 @@ def dataframe(frame: pd.DataFrame, *, styled: Sequence[str] = (), **kwargs: obje
     the `styled` columns coloured by the verdict each cell starts with."""
     config = dict(kwargs.pop("column_config", None) or {})  # type: ignore[call-overload]
     grid = shown(frame)
+    for column, setting in config.items():
+        # A link column keeps its gaps: a dash would read as a link to "-".
+        if column in frame.columns and isinstance(setting, dict) and setting.get("type_config", {}).get("type") == "link":
+            grid[column] = frame[column].astype(object).where(frame[column].notna(), None)
     for column in grid.columns:
         # A column with gaps is already text ("0.41×", "-"); a full one stays a number, formatted by the grid.
         if column in SPEEDUP_COLUMNS and column not in config and pd.api.types.is_numeric_dtype(grid[column]):

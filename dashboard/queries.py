@@ -302,6 +302,7 @@ def _cell_text(verdict: str, drafter: Any, lag: Any, gone: Any) -> str:
 
 MATRIX_FACTS = ["checkpoint", "pair", "best", "measured speedup", "published τ", "license", "engines", "org",
                 "family", "size", "hub"]
+MATRIX_HEAD = 3  # checkpoint, pair, best: then the coloured method columns, then the facts
 
 
 def availability_matrix(cells: pd.DataFrame, measured: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -311,7 +312,7 @@ def availability_matrix(cells: pd.DataFrame, measured: pd.DataFrame | None = Non
     measures that drafter on. A drafter gone from the Hub reads "name (gone from the Hub since …)", and `hub` says
     the same of the checkpoint."""
     if cells.empty:
-        return pd.DataFrame(columns=[*MATRIX_FACTS, *METHOD_LABELS.values()])
+        return pd.DataFrame(columns=[*MATRIX_FACTS[:MATRIX_HEAD], *METHOD_LABELS.values(), *MATRIX_FACTS[MATRIX_HEAD:]])
     text = [_cell_text(*values) for values in zip(cells["verdict"], cells["drafter"], cells["lag_days"],
                                                   cells["drafter_gone"])]
     shaped = cells.assign(cell=text, label=cells["method"].map(METHOD_LABELS), hub=cells["checkpoint_gone"])
@@ -340,7 +341,7 @@ def availability_matrix(cells: pd.DataFrame, measured: pd.DataFrame | None = Non
             "engines": ", ".join(coverage(pick["method"], None, drafter).engines) or "none yet" if drafter else None,
         })
     frame = pd.DataFrame(rows).set_index("checkpoint").join(facts).join(matrix).reset_index()
-    return frame[[*MATRIX_FACTS, *METHOD_LABELS.values()]]
+    return frame[[*MATRIX_FACTS[:MATRIX_HEAD], *METHOD_LABELS.values(), *MATRIX_FACTS[MATRIX_HEAD:]]]
 
 
 FIT_COLUMNS = ["rank", "drafter", "method", "publisher", "verdict", "why", "hub", "reasons", "drafter_released",

@@ -81,7 +81,8 @@ with data.guard("Benchmarks"):
             x=axis, color=alt.Color("side:N", title=None, scale=alt.Scale(
                 domain=list(data.SPEEDUP_SIDES), range=list(data.SPEEDUP_SIDES.values()))))
         spread = bars.mark_errorbar().encode(x=alt.X("speedup_low:Q", title=axis_title), x2="speedup_high:Q")
-        even = alt.Chart(bars_data.head(1)).mark_rule(strokeDash=[4, 3], color="#555").encode(x=alt.datum(1.0))
+        even = alt.Chart(bars_data.head(1)).mark_rule(strokeDash=[4, 3], color="#212121", strokeWidth=2).encode(
+            x=alt.datum(1.0))
         st.altair_chart(speedup + spread + even, width="stretch")
         st.caption("Dashed rule: 1×, break-even. A bar left of it (red) is a slowdown: the drafter costs more than "
                    "it saves.")
@@ -114,7 +115,7 @@ with data.guard("Benchmarks"):
         layers = lines + rules
         if metric == "speedup":
             layers += alt.Chart(history.head(1)).mark_rule(strokeDash=[2, 2], color="#555").encode(y=alt.datum(1.0))
-        st.altair_chart(layers, width="stretch")
+        st.altair_chart(layers.properties(height=320), width="stretch")  # the legend below takes no plot height
         if not changes.empty:
             st.caption("Red dashed rules: a run whose target or drafter revision differs from the run before it.")
             data.dataframe(changes, hide_index=True, width="stretch", key="changes")

@@ -50,7 +50,7 @@ def test_page_renders_in_chromium(server: str, browser_page, path: str) -> None:
         expect(page.get_by_text(text, exact=False).first).to_be_visible(timeout=PAGE_TIMEOUT_MS)
     # The script has finished once the status widget no longer says it is running.
     expect(page.get_by_test_id("stStatusWidget").filter(has_text="Running")).to_have_count(0, timeout=PAGE_TIMEOUT_MS)
-    page.wait_for_timeout(500)  # let Vega draw the charts before the screenshot
+    page.wait_for_timeout(1500)  # let Vega draw the charts before the screenshot
     assert page.get_by_text("Page not found").count() == 0
     assert page.get_by_test_id("stAppDeployButton").count() == 0  # client.toolbarMode viewer: no Deploy button
     assert page.locator('[data-testid="stException"]').count() == 0, page.locator(

@@ -117,7 +117,7 @@ def test_every_page_over_the_demo_database_in_chromium(demo_server: str, browser
     expect(page.get_by_test_id("stMain")).to_be_visible(timeout=60_000)
     page.wait_for_timeout(1000)
     expect(page.get_by_test_id("stStatusWidget").filter(has_text="Running")).to_have_count(0, timeout=60_000)
-    page.wait_for_timeout(500)
+    page.wait_for_timeout(1500)  # let Vega draw the charts before the screenshot
     text = page.get_by_test_id("stMain").inner_text()
     assert page.locator('[data-testid="stException"]').count() == 0, text[:2000]
     assert page.locator('[data-testid="stAlertContentError"]').count() == 0, text[:2000]
