@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data
+from dashboard import data, panels
 
 st.title("Alerts")
 url = data.require_database()
@@ -18,7 +18,7 @@ with data.guard("Events"):
     since = columns[3].date_input("Since", value=None, key="alert_since")
     shown = data.events(url, tuple(types), tuple(orgs), tuple(families), since)
     if shown.empty and not (types or orgs or families or since):
-        data.no_events(url)
+        panels.no_events(url)
     elif shown.empty:
         st.info("No event matches these filters.")
     else:

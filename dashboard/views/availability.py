@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 import streamlit as st
 
-from dashboard import data
+from dashboard import data, panels
 from dashboard.queries import METHOD_LABELS, NO_VERDICT
 from dashboard.search import checkpoint_search
 
@@ -28,7 +28,7 @@ with data.guard("Availability"):
     sizes = columns[2].multiselect("Size", options.sizes, key="sizes")
     cells = data.availability(url, tuple(orgs), tuple(families), tuple(sizes))
     if cells.empty and not (orgs or families or sizes):
-        data.empty_hint("No checkpoints tracked yet.", url)
+        panels.empty_hint("No checkpoints tracked yet.", url)
     elif cells.empty:
         st.info("No checkpoint matches these filters.")
     else:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import altair as alt
 import streamlit as st
 
-from dashboard import data
+from dashboard import data, panels
 from dashboard.queries import revision_changes
 
 st.title("Benchmarks")
@@ -48,7 +48,7 @@ def pair_label(target: str, drafter: str | None) -> str:
 with data.guard("Benchmarks"):
     pairs = data.benchmark_pairs(url)
     if pairs.empty:
-        data.no_measurements(url)
+        panels.no_measurements(url)
         st.stop()
 
     labels = [pair_label(t, d) for t, d in zip(pairs["target"], pairs["drafter"])]
@@ -66,9 +66,9 @@ with data.guard("Benchmarks"):
         # or bar with these; `conditions` says what each number holds for.
         summary = summary.assign(series=summary["hardware"].fillna("?") + " · " + summary["engine"].fillna("?")
                                  + " · " + summary["prompt_set"] + " · " + summary["conditions"])
-        data.slowdown_warning(summary.rename(columns={"speedup_mean": "speedup"}), what="series of this pair")
-        data.dataframe(summary, hide_index=True, width="stretch", key="summary")
-        bars_data = data.speedup_bars(summary)
+        panels.slowdown_warning(summary.rename(columns={"speedup_mean": "speedup"}), what="series of this pair")
+        data.dataframe(data.labelled(summary), hide_index=True, width="stretch", key="summary")
+        bars_data = panels.speedup_bars(summary)
         bars = alt.Chart(bars_data).encode(
             y=alt.Y("series:N", title=None, axis=alt.Axis(labelLimit=400)),
             tooltip=["series", "runs", alt.Tooltip("speedup_mean:Q", format=".2g", title="speedup ×"),
@@ -76,10 +76,10 @@ with data.guard("Benchmarks"):
         )
         # The axis always reaches past 1.0× and starts at 0, so a slowdown reads as one next to the break-even rule.
         axis_title = "speedup × (mean ± std over runs; 1× = break-even)"
-        axis = alt.X("speedup_mean:Q", title=axis_title, scale=alt.Scale(domain=[0, data.speedup_axis_top(bars_data)]))
+        axis = alt.X("speedup_mean:Q", title=axis_title, scale=alt.Scale(domain=[0, panels.speedup_axis_top(bars_data)]))
         speedup = bars.mark_bar().encode(
             x=axis, color=alt.Color("side:N", title=None, scale=alt.Scale(
-                domain=list(data.SPEEDUP_SIDES), range=list(data.SPEEDUP_SIDES.values()))))
+                domain=list(panels.SPEEDUP_SIDES), range=list(panels.SPEEDUP_SIDES.values()))))
         spread = bars.mark_errorbar().encode(x=alt.X("speedup_low:Q", title=axis_title), x2="speedup_high:Q")
         even = alt.Chart(bars_data.head(1)).mark_rule(strokeDash=[4, 3], color="#212121", strokeWidth=2).encode(
             x=alt.datum(1.0))
@@ -91,7 +91,7 @@ with data.guard("Benchmarks"):
         history = data.benchmark_history(url, target, drafter)
         changes = revision_changes(history)
         metric = st.radio("Metric", ["speedup", "tau"], horizontal=True, key="metric")
-        start, end = data.time_domain(history["created_at"])
+        start, end = panels.time_domain(history["created_at"])
         lines = (
             alt.Chart(history)
             .mark_line(point=True)
@@ -124,7 +124,7 @@ with data.guard("Benchmarks"):
         measured = data.runs(url, target, drafter, status="ok")
         predicted = measured[["run_id", "created_at", "hardware", "engine", "tokens_per_s", "speedup"]].merge(
             data.run_predictions(url, target, drafter), on="run_id", how="left")
-        st.markdown(data.prediction_sentence(predicted))
+        st.markdown(panels.prediction_sentence(predicted))
         data.dataframe(predicted[["run_id", "created_at", "hardware", "engine", "tokens_per_s",
                                   "predicted_tokens_per_s", "tokens_per_s_error", "speedup", "predicted_speedup",
                                   "speedup_error", "prediction_note", "prediction_basis", "prediction_source"]],
@@ -160,4 +160,4 @@ with data.guard("All pairs"):
     st.subheader("All pairs")
     # Summarising every run of every pair is the costliest read on a big registry: only on request.
     if st.toggle("Summarise every pair", key="all_pairs"):
-        data.dataframe(data.benchmark_summary(url), hide_index=True, width="stretch")
+        data.dataframe(data.labelled(data.benchmark_summary(url)), hide_index=True, width="stretch")

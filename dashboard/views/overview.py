@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data
+from dashboard import data, panels
 from dashboard.search import checkpoint_search
 
 st.title("Drafter Registry")
@@ -19,19 +19,19 @@ with data.guard("Search"):
 with data.guard("Counts"):
     counts = data.counts(url)
     columns = st.columns(6)
-    columns[0].metric("Targets tracked", counts.targets, help=data.TARGETS_HELP)
+    columns[0].metric("Targets tracked", counts.targets, help=panels.TARGETS_HELP)
     columns[1].metric("Drafters", counts.drafters)
     columns[5].metric("DFlash v1 drafters", counts.dflash_v1, help="z-lab's published list: 21 checkpoints, 10 families")
     columns[2].metric("Exact pairs", counts.exact_pairs, help="Drafter and checkpoint head revisions that match exactly")
     columns[3].metric("Open lags", counts.open_lags, help="Declared targets with no exact drafter yet")
     columns[4].metric("Benchmark runs", counts.runs, help=f"{counts.failed_runs} of them failed")
     if counts.targets == 0 and counts.drafters == 0:
-        data.empty_hint("The registry is empty.", url)
+        panels.empty_hint("The registry is empty.", url)
 
 st.subheader("The service")
 with data.guard("The service"):
     parts = data.service_state(url)
-    state = data.service(url)
+    state = panels.service(url)
     if parts.empty:
         st.info("No `drafters up` has recorded its state in this database yet: it watches the Hub, measures and "
                 "serves this dashboard.")
@@ -56,9 +56,9 @@ st.subheader("Measured speedups")
 with data.guard("Measured speedups"):
     speedups = data.latest_speedups(url)
     if speedups.empty:
-        data.no_measurements(url)
+        panels.no_measurements(url)
     else:
-        data.slowdown_warning(speedups)
+        panels.slowdown_warning(speedups)
         data.dataframe(speedups, hide_index=True, width="stretch", column_config={
             "tau": st.column_config.NumberColumn("τ", format="%.2f")})
 
@@ -74,7 +74,7 @@ st.subheader("Latest events")
 with data.guard("Latest events"):
     latest = data.events(url, limit=20)
     if latest.empty:
-        data.no_events(url)
+        panels.no_events(url)
     else:
         data.dataframe(latest, hide_index=True, width="stretch")
 

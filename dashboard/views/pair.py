@@ -7,7 +7,8 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import data
+from dashboard import data, panels
+from registry.calibration.fit import SideFacts
 from registry.domain import gpus, memory, pricing
 
 st.title("Pair")
@@ -17,7 +18,7 @@ url = data.require_database()
 def choose_pair() -> tuple[str, str] | None:
     choices = data.pair_choices(url)
     if choices.empty:
-        data.empty_hint("No pair has a verdict or a run yet.", url)
+        panels.empty_hint("No pair has a verdict or a run yet.", url)
         return None
     targets = sorted(choices["target"].unique())
     wanted = st.query_params.get("target")
@@ -98,7 +99,7 @@ with data.guard("Memory budget"):
         values = measured[column].dropna() if column in measured.columns else []
         return round(int(values.iloc[0]) * 8 / memory.BF16.bits_per_weight) if len(values) else None
 
-    def size(side: data.SideFacts, column: str) -> tuple[int | None, str]:
+    def size(side: SideFacts, column: str) -> tuple[int | None, str]:
         if side.parameters is not None:
             return side.parameters, side.basis
         from_run = run_parameters(column)
@@ -119,7 +120,7 @@ with data.guard("Memory budget"):
     if shape is not None:
         context = st.number_input("Context length (tokens)", min_value=0, max_value=10_000_000,
                                   value=memory.DEFAULT_CONTEXT_TOKENS, step=1024, key="context")
-        budget = data.memory_budget(shape, int(context))
+        budget = panels.memory_budget(shape, int(context))
         assumptions = pricing.Assumptions()
         st.caption(
             f"target ≈ {shape.target.parameters / 1e9:.2f} B parameters ({data.md(target_basis)}); drafter ≈ "
@@ -127,7 +128,7 @@ with data.guard("Memory budget"):
             f"({data.md(drafter_basis)}); KV cache of both at fp16 for {int(context)} tokens"
             + "".join(f"; {data.md(note)}" for note in shape.target.notes)
             + f". A card's budget is its memory less {assumptions.runtime_reserve_gib:g} GiB for the runtime; the "
-            f"same model as `drafters price` (default quantization {data.DEFAULT_QUANT}).")
+            f"same model as `drafters price` (default quantization {panels.DEFAULT_QUANT}).")
         table = budget.pivot(index="quantization", columns="card", values="cell")
         order = [q.name for q in pricing.QUANTIZATIONS]
         table = table.loc[order, [f"{gib} GiB" for gib in memory.CARD_SIZES_GB]]
@@ -162,7 +163,7 @@ with data.guard("Price across GPU classes"):
         st.info(f"Cannot price this pair: {data.md(why_not or 'its size is unknown (above)')}.")
     else:
         quant_names = [q.name for q in pricing.QUANTIZATIONS]
-        chosen_quant = st.selectbox("Target quantization", quant_names, index=quant_names.index(data.DEFAULT_QUANT),
+        chosen_quant = st.selectbox("Target quantization", quant_names, index=quant_names.index(panels.DEFAULT_QUANT),
                                     key="price_quant")
         context_tokens = int(st.session_state.get("context", memory.DEFAULT_CONTEXT_TOKENS))
         priced = [pricing.price(shape, acceptance, pricing.device_for(card), quant=pricing.quantization(chosen_quant),
@@ -189,7 +190,7 @@ with data.guard("Price across GPU classes"):
         )
         st.altair_chart(bars, width="stretch")
         table = points[points["series"] == "with drafter"].drop(columns=["series"])
-        data.slowdown_warning(table.assign(hardware=table["GPU"]), what="GPU classes (predicted)")
+        panels.slowdown_warning(table.assign(hardware=table["GPU"]), what="GPU classes (predicted)")
         data.dataframe(table, hide_index=True, width="stretch", key="price")
         st.caption(f"Acceptance from {data.md(acceptance.source)} ({data.md(', '.join(acceptance.prompt_sets))}); "
                    f"context {context_tokens} tokens; pale bars do not fit the card. A memory-bound model at assumed "

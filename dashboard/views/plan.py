@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data
+from dashboard import data, panels
 
 st.title("Plan")
 url = data.require_database()
@@ -13,7 +13,7 @@ url = data.require_database()
 with data.guard("Plan"):
     view = data.plan(url)
     if view.worker is None:
-        state = data.service(url)
+        state = panels.service(url)
         st.info("No live worker: `drafters up` states this machine's device, memory and engines, then plans"
                 + (f" (the service is running: {data.md(state.watcher or 'started')})." if state.running else "."))
     else:
@@ -25,7 +25,7 @@ with data.guard("Plan"):
         for column, (state, count) in zip(columns, view.counts.items()):
             column.metric(state, count)
         if view.pairs.empty:
-            data.empty_hint("No exact pair recorded yet.", url)
+            panels.empty_hint("No exact pair recorded yet.", url)
         else:
             data.dataframe(view.pairs, hide_index=True, width="stretch",
                            column_config={"link": st.column_config.LinkColumn("link")})

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import streamlit as st
 
-from dashboard import data
+from dashboard import cells, data
 from registry.domain.records import CheckpointSpec
 from registry.store.jobs import enqueue
 from registry.store.runs import Run, record_run
@@ -29,7 +29,7 @@ def _column_config(app, column: str) -> dict:  # type: ignore[no-untyped-def]
 
 def _shown_as_ratio(app, column: str) -> bool:  # type: ignore[no-untyped-def]
     """Formatted "%.2g×" by the grid, or (a column with gaps, turned into text) every value written "0.41×"."""
-    if _column_config(app, column).get("type_config", {}).get("format") == data.SPEEDUP_FORMAT:
+    if _column_config(app, column).get("type_config", {}).get("format") == cells.SPEEDUP_FORMAT:
         return True
     values = [v for v in frame_with(app, column)[column] if v != data.EMPTY]
     return bool(values) and all(isinstance(v, str) and v.endswith("×") for v in values)
@@ -40,11 +40,11 @@ def _layers(spec: dict) -> list[dict]:
 
 
 def test_every_speedup_table_shows_two_significant_digits_and_x(dashboard_db: Seeded) -> None:
-    assert data.speedup_text(0.4066) == "0.41×" and data.speedup_text(4.2) == "4.2×" and data.speedup_text(12.3) == "12×"
+    assert cells.speedup_text(0.4066) == "0.41×" and cells.speedup_text(4.2) == "4.2×" and cells.speedup_text(12.3) == "12×"
     app = run_page("benchmarks")
     assert_clean(app)
     for column in ("speedup_mean", "speedup_min", "speedup_max"):
-        assert _column_config(app, column)["type_config"]["format"] == data.SPEEDUP_FORMAT
+        assert _column_config(app, column)["type_config"]["format"] == cells.SPEEDUP_FORMAT
     assert "format" not in _column_config(app, "speedup_std").get("type_config", {})  # a spread is no ratio
     app = run_page("pair", query_params={"target": QWEN3_8B, "drafter": DFLASH_8B})
     assert_clean(app)
@@ -65,6 +65,7 @@ def test_the_benchmarks_speedup_chart_reaches_past_break_even_and_marks_a_slowdo
     app.selectbox(key="pair").set_value(labels.index(next(l for l in labels if "tiny" in l))).run()
     assert_clean(app)
     assert any("slower with their drafter" in w.value and "On a CPU" in w.value for w in app.warning)
+    assert list(frame_with(app, "speedup_std")["target"]) == ["tiny Qwen3 target (demo)"]
     bars = next(s for s in chart_specs(app) if any(layer.get("mark", {}) == "bar" or
                                                    layer.get("mark", {}).get("type") == "bar" for layer in _layers(s)))
     axis = _layers(bars)[0]["encoding"]["x"]
@@ -127,12 +128,12 @@ def test_the_availability_matrix_is_coloured_and_links_each_row_to_its_pair(dash
     assert matrix.loc[QWEN3_8B, "pair"].startswith("pair?target=Qwen%2FQwen3-8B&drafter=")
     assert matrix.loc[QWEN3_8B, "best"] == "exact"
     # The best of each series' newest run (H200 regressed to 2.1 after the weights changed; RTX 3090's is 2.7), as "×".
-    assert matrix.loc[QWEN3_8B, "measured speedup"] == data.speedup_text(2.7)
+    assert matrix.loc[QWEN3_8B, "measured speedup"] == cells.speedup_text(2.7)
     assert matrix.loc[QWEN3_4B, "published τ"] == "3.2–7.9" or "–" in matrix.loc[QWEN3_4B, "published τ"]
     element = next(e for e in app.dataframe if "pair" in e.value.columns)
-    assert data.VERDICT_TINTS["exact"] in element.proto.arrow_data.styler.styles
+    assert cells.VERDICT_TINTS["exact"] in element.proto.arrow_data.styler.styles
     assert json.loads(element.proto.columns)["pair"]["type_config"]["type"] == "link"
-    assert data.verdict_style("exact · z-lab/x · 3 d") == f"background-color: {data.VERDICT_TINTS['exact']}; color: #212121"
+    assert cells.verdict_style("exact · z-lab/x · 3 d") == f"background-color: {cells.VERDICT_TINTS['exact']}; color: #212121"
     # The Pair page opens on the linked pair.
     target, drafter = QWEN3_8B, matrix.loc[QWEN3_8B, "pair"].split("drafter=")[1].replace("%2F", "/")
     pair = run_page("pair", query_params={"target": target, "drafter": drafter})
