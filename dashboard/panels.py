@@ -35,6 +35,11 @@ def empty_hint(what: str, url: str) -> None:
 DEFAULT_QUANT = pricing.DEFAULT_QUANTIZATION.name
 
 
+def parameter_count(parameters: int) -> str:
+    """A parameter count as `drafters price` writes it: "8.19 B", or "2.02 M" for a tiny model."""
+    return f"{parameters / 1e9:.2f} B" if parameters >= 10**8 else f"{parameters / 1e6:.2f} M"
+
+
 def memory_budget(shape: pricing.PairShape, context: int) -> pd.DataFrame:
     """One row per (target quantization, card size): `pricing.fit`, the check `drafters price` makes, on a card of
     each size; `cell` says "fits, N GiB free" or "short by N GiB"."""

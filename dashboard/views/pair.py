@@ -123,8 +123,8 @@ with data.guard("Memory budget"):
         budget = panels.memory_budget(shape, int(context))
         assumptions = pricing.Assumptions()
         st.caption(
-            f"target ≈ {shape.target.parameters / 1e9:.2f} B parameters ({data.md(target_basis)}); drafter ≈ "
-            f"{shape.drafter.parameters / 1e9:.2f} B parameters at {assumptions.drafter_quantization.name} "
+            f"target ≈ {panels.parameter_count(shape.target.parameters)} parameters ({data.md(target_basis)}); "
+            f"drafter ≈ {panels.parameter_count(shape.drafter.parameters)} parameters at {assumptions.drafter_quantization.name} "
             f"({data.md(drafter_basis)}); KV cache of both at fp16 for {int(context)} tokens"
             + "".join(f"; {data.md(note)}" for note in shape.target.notes)
             + f". A card's budget is its memory less {assumptions.runtime_reserve_gib:g} GiB for the runtime; the "
