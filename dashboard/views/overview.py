@@ -59,6 +59,10 @@ with data.guard("Measured speedups"):
         panels.no_measurements(url)
     else:
         panels.slowdown_warning(speedups)
+        # The answer first: the pair and its speedup, then what it holds for.
+        first = ["target", "drafter", "speedup", "tau", "hardware", "engine"]
+        speedups = speedups[[c for c in first if c in speedups.columns]
+                            + [c for c in speedups.columns if c not in first]]
         data.dataframe(speedups, hide_index=True, width="stretch", column_config={
             "tau": st.column_config.NumberColumn("τ", format="%.2f")})
 
