@@ -13,22 +13,25 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
 from sqlalchemy.exc import SQLAlchemyError
 
 from dashboard import plan_queries, queries
+from dashboard.cells import SPEEDUP_COLUMNS, SPEEDUP_FORMAT, speedup_text, verdict_style
+from registry import calibration
+from registry.calibration.fit import SideFacts
 from registry.calibration.launch_inputs import pick_gpu, side_parameters
 from registry.calibration.ranking import rank
 from registry.calibration.recommend import launchable_pairs
-from registry.domain import pair
+from registry.domain import pair, pricing
 from registry.local import LocalRepoError, read_local_repo
 from registry.redact import mask_url
 from registry.settings import get_settings
 from registry.store.db import DatabaseError
 from registry.store import Store
-from registry.store.read_only import open_read_only
 from registry.store.read_queries import ReadOnlyQueries
 from registry.store.runs import list_runs
 
@@ -123,7 +126,9 @@ def guard(what: str) -> Iterator[None]:
         st.error(f"{what} failed: {type(exc).__name__}: {md(_one_line(exc))}")
 
 
-def _cell_text(value: object) -> str:
+def _cell_text(value: object, column: object = None) -> str:
+    if isinstance(value, float) and column in SPEEDUP_COLUMNS:
+        return speedup_text(value)
     if isinstance(value, float):
         return str(int(value)) if value.is_integer() else f"{value:.4g}"
     if isinstance(value, pd.Timestamp):
@@ -139,13 +144,39 @@ def shown(frame: pd.DataFrame) -> pd.DataFrame:
         values = frame[column]
         missing = values.isna()
         if missing.any():
-            frame[column] = [EMPTY if gap else _cell_text(value) for value, gap in zip(values, missing)]
+            frame[column] = [EMPTY if gap else _cell_text(value, column) for value, gap in zip(values, missing)]
     return frame
 
 
-def dataframe(frame: pd.DataFrame, **kwargs: object) -> object:
-    """st.dataframe over `shown(frame)`."""
-    return st.dataframe(shown(frame), **kwargs)  # type: ignore[arg-type]
+def dataframe(frame: pd.DataFrame, *, styled: Sequence[str] = (), **kwargs: object) -> object:
+    """st.dataframe over `shown(frame)`; every speedup column formatted as "0.41×" unless the caller configures it;
+    the `styled` columns coloured by the verdict each cell starts with."""
+    config = dict(kwargs.pop("column_config", None) or {})  # type: ignore[call-overload]
+    grid = shown(frame)
+    for column, setting in config.items():
+        # A link column keeps its gaps: a dash would read as a link to "-".
+        if column in frame.columns and isinstance(setting, dict) and setting.get("type_config", {}).get("type") == "link":
+            grid[column] = frame[column].astype(object).where(frame[column].notna(), None)
+    for column in grid.columns:
+        # A column with gaps is already text ("0.41×", "-"); a full one stays a number, formatted by the grid.
+        if column in SPEEDUP_COLUMNS and column not in config and pd.api.types.is_numeric_dtype(grid[column]):
+            config[column] = st.column_config.NumberColumn(column, format=SPEEDUP_FORMAT,
+                                                           help="tok/s with ÷ without the drafter; 1× is break-even")
+    body: object = grid.style.map(verdict_style, subset=list(styled)) if styled else grid
+    return st.dataframe(body, column_config=config or None, **kwargs)  # type: ignore[arg-type]
+
+
+def labelled(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table's `target` and `drafter` columns as people read them: local folders by their label, not their path."""
+    return frame.assign(**{column: [short_name(v) if isinstance(v, str) else v for v in frame[column]]
+                           for column in ("target", "drafter") if column in frame.columns})
+
+
+def pair_link(target: str, drafter: str | None) -> str | None:
+    """The Pair page of (target, drafter), as a relative link a grid's LinkColumn opens in this app."""
+    if not isinstance(drafter, str):
+        return None
+    return f"pair?{urlencode({'target': target, 'drafter': drafter})}"
 
 
 def is_local(ref: str) -> bool:
@@ -154,8 +185,9 @@ def is_local(ref: str) -> bool:
 
 
 def short_name(ref: str) -> str:
-    """A repo id as it is; a local folder by its last path part (the full path goes in a tooltip)."""
-    return Path(ref).name if is_local(ref) else ref
+    """A repo id as it is; a local folder by a readable label, "tiny Qwen3 target (demo)" (the full path goes in a
+    tooltip)."""
+    return queries.ref_label(ref)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -170,10 +202,6 @@ def local_verdict(target: str, drafter: str) -> queries.PairVerdict | None:
     return queries.PairVerdict(verdict=result.verdict, reasons=result.reasons,
                                checks=tuple(pair.checks_json(result)),
                                checkpoint_sha="local folder", drafter_sha="local folder", checked_at=datetime.now(UTC))
-
-
-def empty_hint(what: str) -> None:
-    st.info(f"{what} Fill the registry with {queries.FILL_COMMANDS}.")
 
 
 # ---- cached reads ---------------------------------------------------------------------------------
@@ -238,6 +266,14 @@ def availability(url: str, orgs: Sequence[str] = (), families: Sequence[str] = (
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
+def availability_matrix(url: str, orgs: Sequence[str] = (), families: Sequence[str] = (),
+                        sizes: Sequence[str] = ()) -> pd.DataFrame:
+    db = _reader(url)
+    cells = queries.availability(db, orgs=orgs, families=families, sizes=sizes)
+    return queries.availability_matrix(cells, queries.latest_speedups(db, limit=1000))
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
 def resolve_checkpoint(url: str, repo_id: str) -> str | None:
     return _reader(url).resolve_checkpoint(repo_id)
 
@@ -247,10 +283,27 @@ def search_checkpoints(url: str, text: str) -> list[str]:
     return _reader(url).search_checkpoints(text)
 
 
-@st.cache_resource(show_spinner=False)
 def _store(url: str) -> Store:
-    """A store on a read-only engine: the ranking reads through the same functions as `find` and the API."""
-    return Store(open_read_only(url))
+    """The reader's store on its read-only engine (one pool per database, closed with the reader): the ranking and
+    the pricing read through the same functions as `find`, `drafters price` and the API."""
+    return _reader(url).store
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def side_facts(url: str, ref: str, drafter: bool) -> SideFacts:
+    """One side's size and config as `drafters price` reads it (registry.calibration.side_facts)."""
+    return calibration.side_facts(_store(url), ref, drafter=drafter)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def pair_acceptance(url: str, target: str, drafter: str) -> tuple[pricing.Acceptance | None, str | None]:
+    """What prices the pair, as `drafters price` chooses it: the newest measured run's per-position acceptance, else
+    a published τ (labelled "published, not measured"); else None and why."""
+    try:
+        return calibration.measured_acceptance(_store(url), target, drafter), None
+    except calibration.PricingInputError as missing:
+        published = calibration.published_acceptance(target, drafter)
+        return (published, None) if published is not None else (None, str(missing))
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -328,13 +381,3 @@ def checkpoint_revisions(url: str, repo_id: str) -> pd.DataFrame:
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def drafter_revisions(url: str, repo_id: str) -> pd.DataFrame:
     return queries.drafter_revisions(_reader(url), repo_id)
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def checkpoint_weights(url: str, repo_id: str) -> queries.WeightFacts | None:
-    return queries.checkpoint_weights(_reader(url), repo_id)
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def drafter_weights(url: str, repo_id: str) -> queries.WeightFacts | None:
-    return queries.drafter_weights(_reader(url), repo_id)

@@ -67,6 +67,8 @@ def command(port: int, database_url: str | None = None) -> list[str]:
         "--server.port", str(port),
         "--server.address", "127.0.0.1",
         "--browser.gatherUsageStats", "false",
+        # A read-only registry for its users: no "Deploy" button, no developer menu (rerun, clear cache).
+        "--client.toolbarMode", "viewer",
     ]
 
 

@@ -1,5 +1,5 @@
 """The plan page's DataFrames: every exact pair as the live workers see it (measured, queued, downloading, needs N
-GB, gated, no engine — with the reason), and the service's downloads. Read-only: the store's reads over the
+GiB, gated, no engine — with the reason), and the service's downloads. Read-only: the store's reads over the
 dashboard's read-only queries, planned with the pure `registry.domain.plan`."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from registry.store.downloads import list_downloads
 from registry.store.plan_facts import live_plan
 from registry.store.read_queries import ReadOnlyQueries
 
-PLAN_COLUMNS = ["state", "drafter", "target", "reason", "link", "memory_gb", "download_gb", "engine",
+PLAN_COLUMNS = ["state", "drafter", "target", "reason", "link", "memory_gib", "download_gib", "engine",
                 "drafter_sha", "target_sha", "source"]
-DOWNLOAD_COLUMNS = ["repo_id", "revision", "status", "done_gb", "total_gb", "seconds", "error", "last_used_at"]
+DOWNLOAD_COLUMNS = ["repo_id", "revision", "status", "done_gib", "total_gib", "seconds", "error", "last_used_at"]
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class PlanView:
     downloads: pd.DataFrame
 
 
-def _gb(value: object) -> float | None:
+def _gib(value: object) -> float | None:
     return None if value is None else round(float(value) / 2**30, 2)  # type: ignore[arg-type]
 
 
@@ -35,13 +35,13 @@ def plan_view(db: ReadOnlyQueries, *, structural: bool = False) -> PlanView:
     store = db.store
     workers, rows = live_plan(store, structural=structural)
     downloads = pd.DataFrame(
-        [{"repo_id": d.repo_id, "revision": d.revision[:12], "status": d.status, "done_gb": _gb(d.bytes_done),
-          "total_gb": _gb(d.bytes_total), "seconds": d.seconds, "error": d.error, "last_used_at": d.last_used_at}
+        [{"repo_id": d.repo_id, "revision": d.revision[:12], "status": d.status, "done_gib": _gib(d.bytes_done),
+          "total_gib": _gib(d.bytes_total), "seconds": d.seconds, "error": d.error, "last_used_at": d.last_used_at}
          for d in reversed(list_downloads(store))], columns=DOWNLOAD_COLUMNS)
     if not workers:
         return PlanView(None, 0, {}, pd.DataFrame(columns=PLAN_COLUMNS), downloads)
     worker = workers[0]
-    pairs = pd.DataFrame([{**row.to_json(), "memory_gb": _gb(row.memory_bytes), "download_gb": _gb(row.download_bytes),
+    pairs = pd.DataFrame([{**row.to_json(), "memory_gib": _gib(row.memory_bytes), "download_gib": _gib(row.download_bytes),
                            "drafter_sha": (row.drafter_sha or "")[:12], "target_sha": (row.target_sha or "")[:12]}
                           for row in rows], columns=PLAN_COLUMNS)
     return PlanView(worker, len(workers), counts(rows), pairs, downloads)

@@ -9,16 +9,19 @@ function per table, the frame shaping and labels that go with it.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pandas as pd
 
 from registry import calibration, reports
 from registry.domain import hub_presence, pair
+from registry.domain.coverage import coverage
 from registry.domain.curve import describe
 from registry.domain.conditions import conditions_label, model_kind
 from registry.store import aware
@@ -65,6 +68,29 @@ def _drafter_release(released: Any, source: Any, first_seen: Any) -> date | None
     return pair.drafter_released(_as_date(released), source, _as_date(first_seen))
 
 
+# ---- labels -------------------------------------------------------------------------------------
+
+# The words of the tiny models' folder names (verifier/tiny: `tiny-qwen3-target-<hash>`, `tiny-dflash-trained-<hash>`)
+# as a person reads them.
+_TINY_WORDS = {"qwen3": "Qwen3", "gemma4": "Gemma-4", "dflash": "DFlash drafter", "eagle3": "EAGLE-3 head",
+               "draft": "draft", "lm": "LM", "assistant": "assistant drafter", "target": "target",
+               "random": "(untrained)", "arch": "architecture"}
+_HASH_TAIL = re.compile(r"-[0-9a-f]{4,}$")
+
+
+def ref_label(ref: str) -> str:
+    """A repo id as it is; a local folder by a readable name, never its path: the project's tiny models as
+    "tiny Qwen3 target (demo)", any other folder by its last path part and "(local folder)"."""
+    if not ref.startswith(("/", "~", "./", "../")):
+        return ref
+    name = Path(ref).name
+    stem = _HASH_TAIL.sub("", name)
+    if stem.startswith("tiny-"):
+        words = [_TINY_WORDS.get(word, word) for word in stem.split("-")[1:] if word != "trained"]
+        return f"tiny {' '.join(words)} (demo)"
+    return f"{name} (local folder)"
+
+
 # ---- overview -----------------------------------------------------------------------------------
 
 
@@ -86,14 +112,58 @@ def counts(db: ReadOnlyQueries) -> Counts:
 
 # ---- the service ----------------------------------------------------------------------------------
 
-SERVICE_COLUMNS = ["part", "state", "detail", "heartbeat", "last success", "last error", "host"]
+SERVICE_COLUMNS = ["part", "state", "detail", "heartbeat", "last success", "last error", "host", "last error at"]
+# A part whose heartbeat is older than this is not running now (every loop of `drafters up` beats within minutes).
+ALIVE_WITHIN = timedelta(minutes=15)
 
 
 def service_state(db: ReadOnlyQueries) -> pd.DataFrame:
     """Each part of `drafters up` as it last said (a server the canary checks is a `canary N` part), by name."""
     frame = _frame(db.service_rows())
     frame.columns = SERVICE_COLUMNS
-    return _utc(frame, "heartbeat", "last success")
+    return _utc(frame, "heartbeat", "last success", "last error at")
+
+
+@dataclass(frozen=True)
+class ServiceSummary:
+    """What `drafters up` is doing about an empty table, read before any page tells the user to do it by hand."""
+
+    running: bool  # some part beat within ALIVE_WITHIN: a `drafters up` works on this database now
+    watcher: str | None  # the watcher's state in words; None: no watcher ever recorded one
+    watcher_trouble: bool  # its last poll failed (the Hub unreachable, a refused token)
+    queue: str | None  # "5 queued, 1 running"; None: nothing waits or runs
+    last_run: str | None  # "job 3: done" as the worker last said it
+
+
+def _when(value: Any) -> str:
+    return "never" if value is None or pd.isna(value) else pd.Timestamp(value).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def service_summary(parts: pd.DataFrame, jobs: Mapping[str, int], now: datetime) -> ServiceSummary:
+    """The service's state from its parts (`service_state`) and the job queue (`job_states`), in words."""
+    beats = pd.to_datetime(parts["heartbeat"], utc=True) if not parts.empty else pd.Series(dtype="datetime64[ns, UTC]")
+    running = bool(len(beats)) and bool((pd.Timestamp(now) - beats.max()) <= ALIVE_WITHIN)
+    watcher, trouble = None, False
+    rows = parts[parts["part"] == "watcher"] if not parts.empty else parts
+    if not rows.empty:
+        row = rows.sort_values("heartbeat").iloc[-1]
+        failed_at, succeeded_at = row["last error at"], row["last success"]
+        trouble = bool(row["state"] == "stopped" or (
+            not pd.isna(failed_at) and (pd.isna(succeeded_at) or failed_at > succeeded_at)))
+        if trouble:
+            since = (f"since {_when(succeeded_at)}, its last successful poll" if not pd.isna(succeeded_at)
+                     else "since it started")
+            watcher = (f"the watcher has not reached the Hub {since} (last try {_when(failed_at)}: "
+                       f"{row['last error'] or row['state']})")
+        else:
+            watcher = f"the watcher is {row['state']} (last successful poll {_when(succeeded_at)})"
+            if row["detail"]:
+                watcher += f": {row['detail']}"
+    waiting = {state: jobs.get(state, 0) for state in ("queued", "running") if jobs.get(state)}
+    queue = ", ".join(f"{n} {state}" for state, n in waiting.items()) or None
+    workers = parts[parts["part"] == "worker"] if not parts.empty else parts
+    last_run = None if workers.empty else workers.sort_values("heartbeat").iloc[-1]["detail"]
+    return ServiceSummary(running, watcher, trouble, queue, last_run if isinstance(last_run, str) else None)
 
 
 CURVE_COLUMNS = ["curve", "concurrency", "speedup", "tokens_per_s", "baseline_tokens_per_s", "latency_per_token_s",
@@ -176,7 +246,7 @@ def checkpoint_options(db: ReadOnlyQueries) -> CheckpointOptions:
 
 AVAILABILITY_COLUMNS = [
     "checkpoint", "org", "family", "size", "method", "verdict", "drafter", "drafter_released", "released", "lag_days",
-    "drafter_gone", "checkpoint_gone",
+    "drafter_gone", "checkpoint_gone", "drafter_license",
 ]
 
 
@@ -222,25 +292,56 @@ def _lag_days(drafter_released: Any, target_released: Any) -> Any:
     )
 
 
-def availability_matrix(cells: pd.DataFrame) -> pd.DataFrame:
-    """Checkpoints × method labels, each cell "verdict · drafter · N d" (or "none"); a drafter gone from the Hub
-    reads "drafter (gone from the Hub since …)", and `hub` says the same of the checkpoint."""
+def _cell_text(verdict: str, drafter: Any, lag: Any, gone: Any) -> str:
+    if verdict == NO_VERDICT:
+        return NO_VERDICT
+    name = drafter if isinstance(drafter, str) else None
+    parts = (verdict, f"{name} ({gone})" if gone else name, f"{lag} d" if not pd.isna(lag) else None)
+    return " · ".join(part for part in parts if part is not None)
+
+
+MATRIX_FACTS = ["checkpoint", "pair", "best", "measured speedup", "published τ", "license", "engines", "org",
+                "family", "size", "hub"]
+MATRIX_HEAD = 3  # checkpoint, pair, best: then the coloured method columns, then the facts
+
+
+def availability_matrix(cells: pd.DataFrame, measured: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Checkpoints × method labels, each cell "verdict · drafter name · N d" (or "none"), and per checkpoint its best
+    pair (`pair`: the Pair page's link, `best`: its verdict), the best measured speedup of any of its drafters (from
+    `measured`: latest_speedups), the published τ of that pair, its drafter's license and the engines this registry
+    measures that drafter on. A drafter gone from the Hub reads "name (gone from the Hub since …)", and `hub` says
+    the same of the checkpoint."""
     if cells.empty:
-        return pd.DataFrame(columns=["checkpoint", "org", "family", "size", "hub", *METHOD_LABELS.values()])
-    text = [
-        NO_VERDICT
-        if verdict == NO_VERDICT
-        else " · ".join(
-            part for part in (verdict, f"{drafter} ({gone})" if gone else drafter,
-                              f"{lag} d" if not pd.isna(lag) else None) if part is not None
-        )
-        for verdict, drafter, lag, gone in zip(cells["verdict"], cells["drafter"], cells["lag_days"],
-                                               cells["drafter_gone"])
-    ]
-    shaped = cells.assign(cell=text, method=cells["method"].map(METHOD_LABELS), hub=cells["checkpoint_gone"])
-    matrix = shaped.pivot(index="checkpoint", columns="method", values="cell")[list(METHOD_LABELS.values())]
+        return pd.DataFrame(columns=[*MATRIX_FACTS[:MATRIX_HEAD], *METHOD_LABELS.values(), *MATRIX_FACTS[MATRIX_HEAD:]])
+    text = [_cell_text(*values) for values in zip(cells["verdict"], cells["drafter"], cells["lag_days"],
+                                                  cells["drafter_gone"])]
+    shaped = cells.assign(cell=text, label=cells["method"].map(METHOD_LABELS), hub=cells["checkpoint_gone"])
+    matrix = shaped.pivot(index="checkpoint", columns="label", values="cell")[list(METHOD_LABELS.values())]
+    ranked = shaped[shaped["verdict"] != NO_VERDICT].assign(_order=lambda f: f["verdict"].map(reports.VERDICT_ORDER))
+    best = ranked.sort_values(["_order", "drafter_gone", "lag_days"], na_position="first", kind="stable")
+    best = best.drop_duplicates("checkpoint").set_index("checkpoint")
+    speedups: dict[str, float] = {}
+    if measured is not None and not measured.empty:
+        for target, value in zip(measured["target"], pd.to_numeric(measured["speedup"], errors="coerce")):
+            if not pd.isna(value):
+                speedups[target] = max(value, speedups.get(target, value))
     facts = shaped.drop_duplicates("checkpoint").set_index("checkpoint")[["org", "family", "size", "hub"]]
-    return facts.join(matrix).reset_index()
+    rows = []
+    for checkpoint in facts.index:
+        pick = best.loc[checkpoint] if checkpoint in best.index else None
+        drafter = pick["drafter"] if pick is not None else None
+        band, _ = calibration.published_tau_band(checkpoint, drafter) if drafter else (None, None)
+        rows.append({
+            "checkpoint": checkpoint,
+            "pair": f"pair?{urlencode({'target': checkpoint, 'drafter': drafter})}" if drafter else None,
+            "best": pick["verdict"] if pick is not None else NO_VERDICT,
+            "measured speedup": speedups.get(checkpoint),
+            "published τ": (f"{band[0]:.1f}–{band[1]:.1f}" if band[0] != band[1] else f"{band[0]:.1f}") if band else None,
+            "license": pick["drafter_license"] if pick is not None else None,
+            "engines": ", ".join(coverage(pick["method"], None, drafter).engines) or "none yet" if drafter else None,
+        })
+    frame = pd.DataFrame(rows).set_index("checkpoint").join(facts).join(matrix).reset_index()
+    return frame[[*MATRIX_FACTS[:MATRIX_HEAD], *METHOD_LABELS.values(), *MATRIX_FACTS[MATRIX_HEAD:]]]
 
 
 FIT_COLUMNS = ["rank", "drafter", "method", "publisher", "verdict", "why", "hub", "reasons", "drafter_released",
@@ -363,7 +464,7 @@ def latest_speedups(db: ReadOnlyQueries, limit: int = 20) -> pd.DataFrame:
     frame["conditions"] = _conditions(frame)
     frame = frame.drop_duplicates(["target", "drafter", "method", "engine", "hardware", "conditions"]).head(limit)
     for column in ("target", "drafter"):
-        frame[column] = [Path(v).name if isinstance(v, str) and v.startswith("/") else v for v in frame[column]]
+        frame[column] = [ref_label(v) if isinstance(v, str) else v for v in frame[column]]
     return frame.reset_index(drop=True)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data
+from dashboard import data, panels
 
 st.title("Alerts")
 url = data.require_database()
@@ -18,7 +18,7 @@ with data.guard("Events"):
     since = columns[3].date_input("Since", value=None, key="alert_since")
     shown = data.events(url, tuple(types), tuple(orgs), tuple(families), since)
     if shown.empty and not (types or orgs or families or since):
-        st.info("No events yet: `drafters watch --once` records them.")
+        panels.no_events(url)
     elif shown.empty:
         st.info("No event matches these filters.")
     else:
@@ -29,7 +29,11 @@ st.subheader("Atom feed")
 with data.guard("Feed"):
     path = data.feed_path()
     if path.is_file():
-        st.markdown(f"The feed is at `{path}` ([open]({path.as_uri()})); subscribe to it in a feed reader.")
+        # No file:// link: a browser refuses one from an http page. The button serves the file over http; a feed
+        # reader on this machine subscribes to the path.
+        st.markdown(f"`drafters up` keeps the feed at `{path}`: a feed reader on this machine subscribes to "
+                    "that file; the button below downloads it.")
         st.download_button("Download feed.atom", path.read_bytes(), file_name="feed.atom", mime="application/atom+xml")
     else:
-        st.info(f"No feed at `{path}` yet: `drafters feed` writes it there.")
+        st.info(f"No feed at `{path}` yet: `drafters up` writes it as alerts are delivered "
+                "(`drafters feed` by hand).")

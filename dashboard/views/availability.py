@@ -5,8 +5,9 @@ from __future__ import annotations
 import altair as alt
 import streamlit as st
 
-from dashboard import data
-from dashboard.queries import METHOD_LABELS, NO_VERDICT, availability_matrix
+from dashboard import data, panels
+from dashboard.queries import METHOD_LABELS, NO_VERDICT
+from dashboard.search import checkpoint_search
 
 VERDICT_COLORS = {"exact": "#2e7d32", "declared": "#1565c0", "structural": "#f9a825", "unknown": "#9e9e9e", "incompatible": "#c62828",
                   NO_VERDICT: "#e0e0e0"}
@@ -16,27 +17,7 @@ url = data.require_database()
 
 st.subheader("What can I use with this checkpoint?")
 with data.guard("Search"):
-    query = st.text_input("Checkpoint repo id", key="search", placeholder="Qwen/Qwen3-8B").strip()
-    if query:
-        found = data.resolve_checkpoint(url, query)
-        if found is None:
-            matches = data.search_checkpoints(url, query)
-            if len(matches) == 1:
-                found = matches[0]
-            elif matches:
-                found = st.selectbox("Matching checkpoints", matches, key="search_match")
-            else:
-                st.warning(
-                    f"{data.md(query)} is not in the registry: `drafters watch --once` picks up new checkpoints of watched "
-                    "orgs, `drafters catalog load` loads the bundled catalog."
-                )
-        if found is not None:
-            fits = data.drafters_for(url, found)
-            if fits.empty:
-                st.info(f"No drafter in the registry has a verdict for {data.md(found)}.")
-            else:
-                st.markdown(f"**{data.md(found)}**: {len(fits)} drafters with a verdict, best first")
-                data.dataframe(fits, hide_index=True, width="stretch", key="search_result")
+    checkpoint_search(url, key="search")
 
 st.subheader("Checkpoints × drafter methods")
 with data.guard("Availability"):
@@ -47,16 +28,23 @@ with data.guard("Availability"):
     sizes = columns[2].multiselect("Size", options.sizes, key="sizes")
     cells = data.availability(url, tuple(orgs), tuple(families), tuple(sizes))
     if cells.empty and not (orgs or families or sizes):
-        data.empty_hint("No checkpoints tracked yet.")
+        panels.empty_hint("No checkpoints tracked yet.", url)
     elif cells.empty:
         st.info("No checkpoint matches these filters.")
     else:
         checkpoints = cells["checkpoint"].nunique()
+        total = data.counts(url).targets
+        shown_of = f"{checkpoints} of the {total} targets tracked" if checkpoints != total else f"{total} targets tracked"
         st.caption(
-            f"{checkpoints} checkpoints; each cell: best verdict (exact, declared, structural, unknown, incompatible, or "
-            "none) · the drafter holding it · its lag in days after the checkpoint's release"
+            f"{shown_of}. Each method's cell: the best verdict (its colour: green exact, blue declared, yellow "
+            "structural, grey unknown, red incompatible, pale none) · the drafter holding it · its lag in days after "
+            "the checkpoint's release. `pair` opens the best pair's page; `measured speedup` is the best of the "
+            "newest run of each series (hardware, engine, conditions), `published τ` the pair's published band, `engines` the engines this registry measures it on."
         )
-        data.dataframe(availability_matrix(cells), hide_index=True, width="stretch", key="matrix")
+        matrix = data.availability_matrix(url, tuple(orgs), tuple(families), tuple(sizes))
+        data.dataframe(matrix, hide_index=True, width="stretch", key="matrix",
+                       styled=["best", *METHOD_LABELS.values()],
+                       column_config={"pair": st.column_config.LinkColumn("pair", display_text="open")})
         tally = cells.assign(method=cells["method"].map(METHOD_LABELS)).groupby(["method", "verdict"]).size()
         tally = tally.rename("checkpoints").reset_index()
         chart = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import altair as alt
 import streamlit as st
 
-from dashboard import data
+from dashboard import data, panels
 from dashboard.queries import revision_changes
 
 st.title("Benchmarks")
@@ -42,13 +42,13 @@ with data.guard("Speedup vs concurrency"):
 
 
 def pair_label(target: str, drafter: str | None) -> str:
-    return f"{target} ← {drafter or 'no drafter (baseline)'}"
+    return f"{data.short_name(target)} ← {data.short_name(drafter) if drafter else 'no drafter (baseline)'}"
 
 
 with data.guard("Benchmarks"):
     pairs = data.benchmark_pairs(url)
     if pairs.empty:
-        st.info("No benchmark runs yet: `drafters verify <target> <drafter>` measures a pair and stores the run.")
+        panels.no_measurements(url)
         st.stop()
 
     labels = [pair_label(t, d) for t, d in zip(pairs["target"], pairs["drafter"])]
@@ -66,31 +66,43 @@ with data.guard("Benchmarks"):
         # or bar with these; `conditions` says what each number holds for.
         summary = summary.assign(series=summary["hardware"].fillna("?") + " · " + summary["engine"].fillna("?")
                                  + " · " + summary["prompt_set"] + " · " + summary["conditions"])
-        data.dataframe(summary, hide_index=True, width="stretch", key="summary")
-        bars = alt.Chart(summary).encode(
+        panels.slowdown_warning(summary.rename(columns={"speedup_mean": "speedup"}), what="series of this pair")
+        data.dataframe(data.labelled(summary), hide_index=True, width="stretch", key="summary")
+        bars_data = panels.speedup_bars(summary)
+        bars = alt.Chart(bars_data).encode(
             y=alt.Y("series:N", title=None, axis=alt.Axis(labelLimit=400)),
-            tooltip=["series", "runs", "speedup_mean", "speedup_std", "tau_mean", "tau_std"],
+            tooltip=["series", "runs", alt.Tooltip("speedup_mean:Q", format=".2g", title="speedup ×"),
+                     "speedup_std", "tau_mean", "tau_std"],
         )
-        speedup = bars.mark_bar().encode(x=alt.X("speedup_mean:Q", title="speedup (mean ± std over runs)"))
-        spread = (
-            bars.mark_errorbar()
-            .encode(x=alt.X("speedup_low:Q", title="speedup (mean ± std over runs)"), x2="speedup_high:Q")
-            .transform_calculate(speedup_low="datum.speedup_mean - datum.speedup_std",
-                                 speedup_high="datum.speedup_mean + datum.speedup_std")
-        )
-        st.altair_chart(speedup + spread, width="stretch")
+        # The axis always reaches past 1.0× and starts at 0, so a slowdown reads as one next to the break-even rule.
+        axis_title = "speedup × (mean ± std over runs; 1× = break-even)"
+        axis = alt.X("speedup_mean:Q", title=axis_title, scale=alt.Scale(domain=[0, panels.speedup_axis_top(bars_data)]))
+        speedup = bars.mark_bar().encode(
+            x=axis, color=alt.Color("side:N", title=None, scale=alt.Scale(
+                domain=list(panels.SPEEDUP_SIDES), range=list(panels.SPEEDUP_SIDES.values()))))
+        spread = bars.mark_errorbar().encode(x=alt.X("speedup_low:Q", title=axis_title), x2="speedup_high:Q")
+        even = alt.Chart(bars_data.head(1)).mark_rule(strokeDash=[4, 3], color="#212121", strokeWidth=2).encode(
+            x=alt.datum(1.0))
+        st.altair_chart(speedup + spread + even, width="stretch")
+        st.caption("Dashed rule: 1×, break-even. A bar left of it (red) is a slowdown: the drafter costs more than "
+                   "it saves.")
 
         st.subheader("History")
         history = data.benchmark_history(url, target, drafter)
         changes = revision_changes(history)
         metric = st.radio("Metric", ["speedup", "tau"], horizontal=True, key="metric")
+        start, end = panels.time_domain(history["created_at"])
         lines = (
             alt.Chart(history)
             .mark_line(point=True)
             .encode(
-                x=alt.X("created_at:T", title="run time"),
-                y=alt.Y(f"{metric}:Q", title=metric),
-                color=alt.Color("series:N"),
+                # Dates, not milliseconds: one run alone would otherwise get a one-millisecond axis (".946").
+                x=alt.X("created_at:T", title="run time (UTC)",
+                        scale=alt.Scale(domain=[start.isoformat(), end.isoformat()]),
+                        axis=alt.Axis(format="%Y-%m-%d %H:%M", labelAngle=-30, tickCount=6)),
+                y=alt.Y(f"{metric}:Q", title="speedup × (1× = break-even)" if metric == "speedup" else "τ",
+                        scale=alt.Scale(zero=True)),
+                color=alt.Color("series:N", legend=alt.Legend(orient="bottom", labelLimit=600, columns=1)),
                 detail="series:N",
                 tooltip=["run_id", "created_at", "series", metric, "target_revision", "drafter_revision"],
             )
@@ -100,17 +112,19 @@ with data.guard("Benchmarks"):
             .mark_rule(strokeDash=[4, 3], color="#c62828")
             .encode(x="created_at:T", tooltip=["series:N", "change:N", "run_id:N"])
         )
-        st.altair_chart(lines + rules, width="stretch")
+        layers = lines + rules
+        if metric == "speedup":
+            layers += alt.Chart(history.head(1)).mark_rule(strokeDash=[2, 2], color="#555").encode(y=alt.datum(1.0))
+        st.altair_chart(layers.properties(height=320), width="stretch")  # the legend below takes no plot height
         if not changes.empty:
-            st.caption("Dashed rules: a run whose target or drafter revision differs from the run before it.")
+            st.caption("Red dashed rules: a run whose target or drafter revision differs from the run before it.")
             data.dataframe(changes, hide_index=True, width="stretch", key="changes")
 
         st.subheader("Predicted vs measured")
-        # Each run as the pricing model predicted it from the OTHER runs (docs/pricing.md); a blank where it could
-        # not, with the reason in prediction_note.
         measured = data.runs(url, target, drafter, status="ok")
         predicted = measured[["run_id", "created_at", "hardware", "engine", "tokens_per_s", "speedup"]].merge(
             data.run_predictions(url, target, drafter), on="run_id", how="left")
+        st.markdown(panels.prediction_sentence(predicted))
         data.dataframe(predicted[["run_id", "created_at", "hardware", "engine", "tokens_per_s",
                                   "predicted_tokens_per_s", "tokens_per_s_error", "speedup", "predicted_speedup",
                                   "speedup_error", "prediction_note", "prediction_basis", "prediction_source"]],
@@ -146,4 +160,4 @@ with data.guard("All pairs"):
     st.subheader("All pairs")
     # Summarising every run of every pair is the costliest read on a big registry: only on request.
     if st.toggle("Summarise every pair", key="all_pairs"):
-        data.dataframe(data.benchmark_summary(url), hide_index=True, width="stretch")
+        data.dataframe(data.labelled(data.benchmark_summary(url)), hide_index=True, width="stretch")

@@ -6,7 +6,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import data
+from dashboard import data, panels
 
 st.title("Lag")
 url = data.require_database()
@@ -16,14 +16,16 @@ with data.guard("Lag"):
     report = data.lag_report(url, today)
     targets = report.targets
     if targets.empty:
-        data.empty_hint("No target with a declared drafter yet.")
+        panels.empty_hint("No target with a declared drafter yet.", url)
     else:
         waiting = targets[targets["open"]]
-        columns = st.columns(3)
-        columns[0].metric("Targets with drafters declared", len(targets))
-        columns[1].metric("Open lags", len(waiting), help="No exact drafter yet; these grow by a day every day")
+        columns = st.columns(4)
+        # The same "Targets tracked" as the Overview and Availability; the rows here are those a drafter declares.
+        columns[0].metric("Targets tracked", data.counts(url).targets, help=panels.TARGETS_HELP)
+        columns[1].metric("With a drafter declared", len(targets), help="The targets this page lists")
+        columns[2].metric("Open lags", len(waiting), help="No exact drafter yet; these grow by a day every day")
         measured = targets["lag_days"].dropna()
-        columns[2].metric("Median lag (days)", f"{measured.median():.0f}" if len(measured) else "–")
+        columns[3].metric("Median lag (days)", f"{measured.median():.0f}" if len(measured) else "–")
 
         st.subheader("Timeline")
         dated = targets[targets["released"].notna()].copy()

@@ -1,36 +1,47 @@
-"""Overview: how much the registry knows, and what happened last."""
+"""Overview, the landing page: what can I use with my checkpoint first, then what the service is doing, the
+measured speedups and what happened last."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data
+from dashboard import data, panels
+from dashboard.search import checkpoint_search
 
 st.title("Drafter Registry")
 st.caption("Which speculative-decoding drafters exist for your model, whether they fit, and how long it took.")
 url = data.require_database()
 
+st.subheader("What can I use with my checkpoint?")
+with data.guard("Search"):
+    checkpoint_search(url, key="search")
+
 with data.guard("Counts"):
     counts = data.counts(url)
     columns = st.columns(6)
-    columns[0].metric("Targets tracked", counts.targets)
+    columns[0].metric("Targets tracked", counts.targets, help=panels.TARGETS_HELP)
     columns[1].metric("Drafters", counts.drafters)
     columns[5].metric("DFlash v1 drafters", counts.dflash_v1, help="z-lab's published list: 21 checkpoints, 10 families")
     columns[2].metric("Exact pairs", counts.exact_pairs, help="Drafter and checkpoint head revisions that match exactly")
     columns[3].metric("Open lags", counts.open_lags, help="Declared targets with no exact drafter yet")
     columns[4].metric("Benchmark runs", counts.runs, help=f"{counts.failed_runs} of them failed")
     if counts.targets == 0 and counts.drafters == 0:
-        data.empty_hint("The registry is empty.")
+        panels.empty_hint("The registry is empty.", url)
 
 st.subheader("The service")
 with data.guard("The service"):
     parts = data.service_state(url)
-    jobs = data.job_states(url)
+    state = panels.service(url)
     if parts.empty:
-        st.info("No `drafters up` has recorded its state in this database yet.")
+        st.info("No `drafters up` has recorded its state in this database yet: it watches the Hub, measures and "
+                "serves this dashboard.")
     else:
-        if jobs:
-            st.caption("Verification jobs: " + ", ".join(f"{n} {state}" for state, n in sorted(jobs.items())))
+        lines = [state.watcher or "no watcher", f"verification jobs: {state.queue or 'none waiting'}"]
+        if state.last_run:
+            lines.append(f"worker: {state.last_run}")
+        (st.warning if state.watcher_trouble else st.caption)(
+            ("Running: " if state.running else "Not running now (no heartbeat for 15 minutes): ")
+            + data.md("; ".join(lines)))
         servers = parts[parts["part"].str.startswith("canary")]
         if not servers.empty:
             problems = servers[servers["state"] != "healthy"]
@@ -45,24 +56,21 @@ st.subheader("Measured speedups")
 with data.guard("Measured speedups"):
     speedups = data.latest_speedups(url)
     if speedups.empty:
-        st.info("No measurements yet: `drafters verify TARGET DRAFTER` or `drafters demo` measures a pair.")
+        panels.no_measurements(url)
     else:
-        slower = speedups[speedups["speedup"] < 1.0]
-        if not slower.empty:
-            cpu = slower["hardware"].fillna("").str.lower().str.startswith("cpu")
-            st.warning(f"{len(slower)} of {len(speedups)} pairs are slower with their drafter (speedup below 1×: "
-                       "the drafter costs more than it saves)."
-                       + (" On a CPU with tiny models that is expected: the decode loop's overhead outweighs the "
-                          "forwards a drafter saves." if cpu.all() else ""))
+        panels.slowdown_warning(speedups)
+        # The answer first: the pair and its speedup, then what it holds for.
+        first = ["target", "drafter", "speedup", "tau", "hardware", "engine"]
+        speedups = speedups[[c for c in first if c in speedups.columns]
+                            + [c for c in speedups.columns if c not in first]]
         data.dataframe(speedups, hide_index=True, width="stretch", column_config={
-            "speedup": st.column_config.NumberColumn("speedup", format="%.2f×", help="1.0× is break-even"),
             "tau": st.column_config.NumberColumn("τ", format="%.2f")})
 
 st.subheader("The DFlash v1 drafters and their targets' lag")
 with data.guard("DFlash v1 drafters"):
     v1 = data.dflash_v1(url, data.today())
     if v1.empty:
-        st.info("The catalog is not loaded: `drafters catalog load`.")
+        st.info("The catalog is not loaded yet: `drafters up` loads it at start (`drafters catalog load` by hand).")
     else:
         data.dataframe(v1, hide_index=True, width="stretch")
 
@@ -70,7 +78,7 @@ st.subheader("Latest events")
 with data.guard("Latest events"):
     latest = data.events(url, limit=20)
     if latest.empty:
-        st.info("No events yet: `drafters watch --once` records new drafters, revisions and lags as events.")
+        panels.no_events(url)
     else:
         data.dataframe(latest, hide_index=True, width="stretch")
 

@@ -3,27 +3,22 @@ fit on a card, and the predicted tokens/s across GPU classes (registry.domain.pr
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import data
+from dashboard import data, panels
+from registry.calibration.fit import SideFacts
 from registry.domain import gpus, memory, pricing
 
 st.title("Pair")
 url = data.require_database()
 
 
-def gib(value: float) -> float:
-    return round(value / memory.GIB, 2)
-
-
 def choose_pair() -> tuple[str, str] | None:
     choices = data.pair_choices(url)
     if choices.empty:
-        data.empty_hint("No pair has a verdict or a run yet.")
+        panels.empty_hint("No pair has a verdict or a run yet.", url)
         return None
     targets = sorted(choices["target"].unique())
     wanted = st.query_params.get("target")
@@ -89,67 +84,58 @@ with data.guard("Pair"):
                        f"|error| {errors.median():.0%} over {len(errors)} tok/s and speedup numbers. Each run is "
                        "predicted from the other runs only (docs/pricing.md).")
 
+# One memory model with `drafters price`: each side's size as registry.calibration.side_facts reads it (the head
+# revision's parameter count or weight bytes, a local folder's weights, else the config), the pair's shape and fit
+# from registry.domain.pricing (the drafter at bf16 with its own KV cache, 1 GiB kept for the runtime on a card).
+shape: pricing.PairShape | None = None
 with data.guard("Memory budget"):
     st.subheader("Memory budget")
-    target_facts = data.checkpoint_weights(url, target)
-    drafter_facts = data.drafter_weights(url, drafter)
-    # Local folders are not in the registry's revisions; the newest run measured their weight files.
+    target_side, drafter_side = data.side_facts(url, target, False), data.side_facts(url, drafter, True)
+    # A local folder that is gone: the newest run measured its weight files.
     measured = data.runs(url, target, drafter)
     measured = measured[measured["status"] == "ok"] if not measured.empty else measured
 
-    def run_bytes(column: str) -> int | None:
+    def run_parameters(column: str) -> int | None:
         values = measured[column].dropna() if column in measured.columns else []
-        return int(values.iloc[0]) if len(values) else None
+        return round(int(values.iloc[0]) * 8 / memory.BF16.bits_per_weight) if len(values) else None
 
-    target_estimate = memory.estimate_parameters(
-        parameter_count=target_facts.parameter_count if target_facts else None,
-        weight_bytes=(target_facts.weight_bytes if target_facts else None) or run_bytes("target_weight_bytes"),
-        config=target_facts.config if target_facts else None,
-        size_label=target_facts.size_label if target_facts else None,
-    )
-    drafter_estimate = memory.estimate_parameters(
-        parameter_count=None,
-        weight_bytes=(drafter_facts.weight_bytes if drafter_facts else None) or run_bytes("drafter_weight_bytes"),
-        config=drafter_facts.config if drafter_facts else None,
-        size_label=None,
-    )
-    if target_estimate.parameters is None:
-        st.info("The registry knows neither the target's weight bytes nor its parameter count (a Hub read with "
-                "`drafters watch --once` records them).")
-    else:
-        kv = memory.kv_geometry(target_facts.config if target_facts else None)
+    def size(side: SideFacts, column: str) -> tuple[int | None, str]:
+        if side.parameters is not None:
+            return side.parameters, side.basis
+        from_run = run_parameters(column)
+        if from_run is not None:
+            return from_run, "the newest run's weight bytes at bf16"
+        return None, "config estimate" if side.config else side.basis
+
+    target_parameters, target_basis = size(target_side, "target_weight_bytes")
+    drafter_parameters, drafter_basis = size(drafter_side, "drafter_weight_bytes")
+    method = drafter_side.method or (measured["method"].dropna().iloc[0] if "method" in measured.columns
+                                     and len(measured["method"].dropna()) else None)
+    try:
+        shape = pricing.pair_shape(target_side.config, drafter_side.config, method,
+                                   target_parameters=target_parameters, drafter_parameters=drafter_parameters)
+    except pricing.PricingError as missing:  # a gap in what the registry knows, not a failure of the page
+        st.info(f"No memory budget: {data.md(str(missing))} (the watcher records sizes from the Hub as it reads "
+                "each repo).")
+    if shape is not None:
         context = st.number_input("Context length (tokens)", min_value=0, max_value=10_000_000,
                                   value=memory.DEFAULT_CONTEXT_TOKENS, step=1024, key="context")
-        rows = memory.budget_table(
-            target_parameters=target_estimate.parameters,
-            drafter_parameters=drafter_estimate.parameters,
-            kv=kv,
-            context_tokens=int(context),
-        )
-        notes = [f"target ≈ {target_estimate.parameters / 1e9:.2f} B parameters ({target_estimate.basis})"]
-        notes.append(
-            f"drafter ≈ {drafter_estimate.parameters / 1e9:.2f} B parameters at bf16 ({drafter_estimate.basis})"
-            if drafter_estimate.parameters is not None
-            else "drafter weights unknown (counted as 0)"
-        )
-        notes.append(f"KV cache {kv.layers} layers × {kv.kv_heads} KV heads × {kv.head_dim} at bf16"
-                     if kv else "KV cache unknown (no usable target config; counted as 0)")
-        st.caption("; ".join(notes) + ". Weights and KV cache only: leave room for activations and the runtime.")
-        budget = pd.DataFrame([asdict(row) for row in rows])
-        table = budget.assign(
-            cell=[f"fits, {gib(h)} GiB free" if fits else f"short by {gib(-h)} GiB"
-                  for fits, h in zip(budget["fits"], budget["headroom_bytes"])],
-            card=budget["card_gb"].map(lambda gb: f"{gb} GB"),
-        ).pivot(index="quantization", columns="card", values="cell")
-        order = [q.name for q in memory.QUANTIZATIONS]
-        table = table.loc[order, [f"{gb} GB" for gb in memory.CARD_SIZES_GB]]
-        totals = budget.drop_duplicates("quantization").set_index("quantization")["total_bytes"].map(gib)
+        budget = panels.memory_budget(shape, int(context))
+        assumptions = pricing.Assumptions()
+        st.caption(
+            f"target ≈ {panels.parameter_count(shape.target.parameters)} parameters ({data.md(target_basis)}); "
+            f"drafter ≈ {panels.parameter_count(shape.drafter.parameters)} parameters at {assumptions.drafter_quantization.name} "
+            f"({data.md(drafter_basis)}); KV cache of both at fp16 for {int(context)} tokens"
+            + "".join(f"; {data.md(note)}" for note in shape.target.notes)
+            + f". A card's budget is its memory less {assumptions.runtime_reserve_gib:g} GiB for the runtime; the "
+            f"same model as `drafters price` (default quantization {panels.DEFAULT_QUANT}).")
+        table = budget.pivot(index="quantization", columns="card", values="cell")
+        order = [q.name for q in pricing.QUANTIZATIONS]
+        table = table.loc[order, [f"{gib} GiB" for gib in memory.CARD_SIZES_GB]]
+        totals = budget.drop_duplicates("quantization").set_index("quantization")["total_GiB"]
         data.dataframe(table.assign(total_GiB=totals).reset_index(), hide_index=True, width="stretch", key="budget")
         parts = budget.drop_duplicates("quantization").melt(
-            id_vars=["quantization"], value_vars=["target_bytes", "drafter_bytes", "kv_cache_bytes"],
-            var_name="part", value_name="bytes",
-        )
-        parts = parts.assign(GiB=parts["bytes"].map(gib), part=parts["part"].str.replace("_bytes", ""))
+            id_vars=["quantization"], value_vars=["target", "drafter", "kv_cache"], var_name="part", value_name="GiB")
         stacked = (
             alt.Chart(parts)
             .mark_bar()
@@ -161,51 +147,30 @@ with data.guard("Memory budget"):
             )
         )
         # Card lines up to the first card that holds even the largest total, so small models stay readable.
-        largest = gib(budget["total_bytes"].max())
-        shown_cards = [gb for gb in memory.CARD_SIZES_GB if gb < largest] + [
-            gb for gb in memory.CARD_SIZES_GB if gb >= largest
-        ][:1]
-        cards = pd.DataFrame({"GiB": shown_cards, "card": [f"{gb} GB card" for gb in shown_cards]})
+        largest = float(budget["total_GiB"].max())
+        shown_cards = [gib for gib in memory.CARD_SIZES_GB if gib < largest] + [
+            gib for gib in memory.CARD_SIZES_GB if gib >= largest][:1]
+        cards = pd.DataFrame({"GiB": [gib - assumptions.runtime_reserve_gib for gib in shown_cards],
+                              "card": [f"{gib} GiB card, less the runtime" for gib in shown_cards]})
         lines = alt.Chart(cards).mark_rule(strokeDash=[3, 3], color="#616161").encode(y="GiB:Q", tooltip=["card"])
         st.altair_chart(stacked + lines, width="stretch")
 
 with data.guard("Price across GPU classes"):
     st.subheader("Price across GPU classes")
-    measured = pair_runs[pair_runs["status"] == "ok"] if not pair_runs.empty else pair_runs
-    acceptance, source_run = None, None
-    for run in measured.itertuples():  # newest first: the newest run with per-position acceptance prices it
-        positions = data.acceptance_by_position(url, run.run_id)
-        if not positions.empty:
-            # Mean over prompt sets, up to the positions every set measured.
-            width = int(positions.groupby("prompt_set")["position"].max().min())
-            means = positions[positions["position"] <= width].groupby("position")["acceptance"].mean()
-            acceptance = pricing.Acceptance(tuple(float(v) for v in means), f"run {run.run_id[:12]}", run.run_id,
-                                            tuple(sorted(positions["prompt_set"].unique())))
-            source_run = run
-            break
-    shape = None
-    if acceptance is None or target_estimate.parameters is None:
-        st.info(f"No measured per-position acceptance for this pair (or no target size): drafters verify "
-                f"{data.md(target)} {data.md(drafter)} measures it, then every GPU class is priced here.")
+    # What `drafters price` uses: the newest measured run's per-position acceptance, else a published τ (labelled).
+    acceptance, why_not = data.pair_acceptance(url, target, drafter)
+    if acceptance is None or shape is None:
+        st.info(f"Cannot price this pair: {data.md(why_not or 'its size is unknown (above)')}.")
     else:
         quant_names = [q.name for q in pricing.QUANTIZATIONS]
-        chosen_quant = st.selectbox("Target quantization", quant_names, index=quant_names.index("Q4_K_M"),
+        chosen_quant = st.selectbox("Target quantization", quant_names, index=quant_names.index(panels.DEFAULT_QUANT),
                                     key="price_quant")
         context_tokens = int(st.session_state.get("context", memory.DEFAULT_CONTEXT_TOKENS))
-        try:
-            shape = pricing.pair_shape(
-                target_facts.config if target_facts else None, drafter_facts.config if drafter_facts else None,
-                source_run.method, target_parameters=target_estimate.parameters,
-                drafter_parameters=drafter_estimate.parameters)
-        except pricing.PricingError as missing:  # a gap in what the registry knows, not a failure of the page
-            shape = None
-            st.info(f"Cannot price this pair: {data.md(str(missing))}.")
-    if shape is not None:
         priced = [pricing.price(shape, acceptance, pricing.device_for(card), quant=pricing.quantization(chosen_quant),
                                 context=context_tokens) for card in gpus.load_gpus()]
         points = pd.DataFrame([
             {"GPU": p.device, "series": series, "tok/s": round(value, 1), "fits": bool(p.fit.fits),
-             "speedup": round(p.speedup, 2), "best γ": p.best_gamma,
+             "speedup": p.speedup, "best γ": p.best_gamma,
              "fit": "fits" if p.fit.fits else f"does not fit (fits at {p.fit.would_fit_at or 'no quantization'})"}
             for p in priced
             for series, value in (("alone", p.baseline_tokens_per_s), ("with drafter", p.tokens_per_s))
@@ -220,12 +185,13 @@ with data.guard("Price across GPU classes"):
                 y=alt.Y("tok/s:Q", title="predicted tokens/s"),
                 color=alt.Color("series:N"),
                 opacity=alt.condition(alt.datum.fits, alt.value(1.0), alt.value(0.3)),
-                tooltip=["GPU", "series", "tok/s", "speedup", "best γ", "fit"],
+                tooltip=["GPU", "series", "tok/s", alt.Tooltip("speedup:Q", format=".2g"), "best γ", "fit"],
             )
         )
         st.altair_chart(bars, width="stretch")
-        data.dataframe(points[points["series"] == "with drafter"].drop(columns=["series"]), hide_index=True,
-                     width="stretch", key="price")
+        table = points[points["series"] == "with drafter"].drop(columns=["series"])
+        panels.slowdown_warning(table.assign(hardware=table["GPU"]), what="GPU classes (predicted)")
+        data.dataframe(table, hide_index=True, width="stretch", key="price")
         st.caption(f"Acceptance from {data.md(acceptance.source)} ({data.md(', '.join(acceptance.prompt_sets))}); "
                    f"context {context_tokens} tokens; pale bars do not fit the card. A memory-bound model at assumed "
                    "efficiencies (docs/pricing.md); its error on this pair's measured runs is in the Runs table "

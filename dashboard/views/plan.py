@@ -1,11 +1,11 @@
-"""Plan: every exact pair and what the live workers do about it — measured, queued, downloading, needs N GB,
+"""Plan: every exact pair and what the live workers do about it — measured, queued, downloading, needs N GiB,
 gated, no engine — always with the reason; and the downloads the service made."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data
+from dashboard import data, panels
 
 st.title("Plan")
 url = data.require_database()
@@ -13,17 +13,19 @@ url = data.require_database()
 with data.guard("Plan"):
     view = data.plan(url)
     if view.worker is None:
-        st.info("No live worker: `drafters up` states this machine's device, memory and engines, then plans.")
+        state = panels.service(url)
+        st.info("No live worker: `drafters up` states this machine's device, memory and engines, then plans"
+                + (f" (the service is running: {data.md(state.watcher or 'started')})." if state.running else "."))
     else:
         worker = view.worker
-        st.caption(f"Planned for {worker.device} with {worker.memory_bytes / 2**30:.1f} GB, engines "
+        st.caption(f"Planned for {worker.device} with {worker.memory_bytes / 2**30:.1f} GiB, engines "
                    f"{', '.join(f'{k} ({v})' for k, v in worker.engines.items()) or 'none'}, download budget "
-                   f"{worker.disk_budget_bytes / 2**30:.1f} GB ({view.workers} live worker(s))")
+                   f"{worker.disk_budget_bytes / 2**30:.1f} GiB ({view.workers} live worker(s))")
         columns = st.columns(max(1, len(view.counts)))
         for column, (state, count) in zip(columns, view.counts.items()):
             column.metric(state, count)
         if view.pairs.empty:
-            data.empty_hint("No exact pair recorded yet.")
+            panels.empty_hint("No exact pair recorded yet.", url)
         else:
             data.dataframe(view.pairs, hide_index=True, width="stretch",
                            column_config={"link": st.column_config.LinkColumn("link")})

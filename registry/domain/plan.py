@@ -135,7 +135,8 @@ class PlanInputs:
 
 
 def gb(value: int | float) -> str:
-    return f"{value / GIB:.1f} GB" if value >= GIB / 10 else f"{value / 2**20:.1f} MB"
+    """Bytes in binary units, as every size the project prints (a card's "24 GB" is 24 GiB)."""
+    return f"{value / GIB:.1f} GiB" if value >= GIB / 10 else f"{value / 2**20:.1f} MiB"
 
 
 def measurement_identity(drafter: str, drafter_sha: str, target: str, target_sha: str, engine: str,

@@ -33,6 +33,9 @@ from registry.domain.pricing_shape import (  # noqa: F401
 Q6_K = Quantization("Q6_K", 6.5625)
 Q5_K_M = Quantization("Q5_K_M", 5.7)
 QUANTIZATIONS: tuple[Quantization, ...] = (BF16, FP8, Q8_0, Q6_K, Q5_K_M, Q4_K_M, Q4_0, MXFP4)  # most bits first
+# The target quantization every price and memory budget starts from (`drafters price --quant`, the Pair page): a
+# Q4_K_M GGUF, what most single-card users run.
+DEFAULT_QUANTIZATION = Q4_K_M
 _QUANT_NAMES = {
     "bf16": BF16, "fp16": BF16, "f16": BF16, "float16": BF16, "bfloat16": BF16,
     "fp8": FP8, "int8": Q8_0, "q80": Q8_0, "q8": Q8_0, "q6k": Q6_K, "q5km": Q5_K_M,
@@ -114,6 +117,14 @@ def device_for(gpu: Gpu, assumptions: Assumptions = Assumptions()) -> Device:
                + (f", compute × {assumptions.compute_efficiency:g}" if gpu.bf16_tflops else ", no compute floor")
                + f"; {reserve}"),
     )
+
+
+def memory_card(memory_gib: int, assumptions: Assumptions = Assumptions()) -> Device:
+    """A discrete card of `memory_gib` GiB for the fit check alone (no speed): what `fit` allows on it is its memory
+    less the runtime reserve, as on every catalog card (`device_for`)."""
+    return Device(name=f"{memory_gib} GiB card", kind="discrete", bandwidth_bytes_s=1.0, bf16_ops_s=None,
+                  int8_ops_s=None, budget_bytes=int((memory_gib - assumptions.runtime_reserve_gib) * GIB),
+                  basis=f"{assumptions.runtime_reserve_gib:g} GiB kept for the runtime")
 
 
 # ---- the pair ------------------------------------------------------------------------------------------------

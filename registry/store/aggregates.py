@@ -220,7 +220,7 @@ def availability_rows(
             Drafter.first_seen.label("drafter_first_seen"),
             Drafter.source.label("drafter_source"),
             Drafter.status.label("drafter_status"),
-            Drafter.status_detail.label("drafter_status_detail"),
+            Drafter.status_detail.label("drafter_status_detail"), Drafter.license.label("drafter_license"),
             func.row_number()
             .over(
                 partition_by=(verdicts.c.checkpoint_id, Drafter.method),

@@ -11,8 +11,8 @@ from registry.store.read_only import Rows, fetch_rows
 def service_rows(engine: Engine) -> Rows:
     """What each part of `drafters up` on each host last said (watcher, worker, a server the canary checks, …)."""
     query = select(ServiceStatus.name, ServiceStatus.state, ServiceStatus.detail, ServiceStatus.heartbeat_at,
-                   ServiceStatus.last_success_at, ServiceStatus.last_error, ServiceStatus.host
-                   ).order_by(ServiceStatus.name, ServiceStatus.host)
+                   ServiceStatus.last_success_at, ServiceStatus.last_error, ServiceStatus.host,
+                   ServiceStatus.last_error_at).order_by(ServiceStatus.name, ServiceStatus.host)
     return fetch_rows(engine, query)
 
 

@@ -33,7 +33,7 @@ from tests.support.cli import stop
 
 CONFIGS = REPO_ROOT / "tests" / "data" / "configs"
 PAGES = REPO_ROOT / "dashboard" / "views"
-PAGE_NAMES = ("overview", "availability", "lag", "benchmarks", "pair", "alerts")
+PAGE_NAMES = ("overview", "availability", "lag", "benchmarks", "pair", "alerts", "plan")
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = REPO_ROOT / "artifacts" / "screenshots"
 CHROMIUM_ARGS = [

@@ -15,12 +15,14 @@ pytestmark = pytest.mark.browser
 # url path -> text that shows only once the page's script has run to the end (table cells are drawn on a
 # canvas, so the key text is headings, metrics and captions)
 PAGES = {
-    "overview": ["Targets tracked", "Latest events", "Benchmark runs"],
-    "availability": ["Checkpoints × drafter methods", "Checkpoints by best verdict per method"],
+    "overview": ["What can I use with my checkpoint?", "Targets tracked", "Latest events", "Benchmark runs"],
+    "availability": ["Checkpoints × drafter methods", "Checkpoints by best verdict per method", "targets tracked"],
     "lag": ["Open lags, still growing", "Base upgrades waiting for a drafter"],
-    "benchmarks": ["Speedup and τ per prompt set", "Acceptance by draft position", "Failed runs"],
+    "benchmarks": ["Speedup and τ per prompt set", "Dashed rule: 1×, break-even", "Each measured run beside what the "
+                   "pricing model", "Acceptance by draft position", "Failed runs"],
     "pair": ["Memory budget", "Revisions"],
     "alerts": ["Atom feed", "drafters feed"],
+    "plan": ["Plan", "Downloads"],
 }
 PAGE_TIMEOUT_MS = 60_000
 
@@ -42,14 +44,15 @@ def test_page_renders_in_chromium(server: str, browser_page, path: str) -> None:
     from playwright.sync_api import expect
 
     page = browser_page
-    # The default page lives at the root; /overview would answer "page not found".
-    page.goto(f"{server}/{'' if path == 'overview' else path}", wait_until="domcontentloaded")
-    assert page.get_by_text("Page not found").count() == 0
+    # /overview is the landing page too (a bookmark or a typed URL), never a "Page not found" dialog.
+    page.goto(f"{server}/{path}", wait_until="domcontentloaded")
     for text in PAGES[path]:
         expect(page.get_by_text(text, exact=False).first).to_be_visible(timeout=PAGE_TIMEOUT_MS)
     # The script has finished once the status widget no longer says it is running.
     expect(page.get_by_test_id("stStatusWidget").filter(has_text="Running")).to_have_count(0, timeout=PAGE_TIMEOUT_MS)
-    page.wait_for_timeout(500)  # let Vega draw the charts before the screenshot
+    page.wait_for_timeout(1500)  # let Vega draw the charts before the screenshot
+    assert page.get_by_text("Page not found").count() == 0
+    assert page.get_by_test_id("stAppDeployButton").count() == 0  # client.toolbarMode viewer: no Deploy button
     assert page.locator('[data-testid="stException"]').count() == 0, page.locator(
         '[data-testid="stException"]'
     ).first.inner_text()

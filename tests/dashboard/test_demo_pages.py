@@ -17,7 +17,7 @@ from registry.store.runs import Run, record_run
 from dashboard.data import md
 from registry.domain import memory
 from tests.registry.run_fixtures import measured
-from tests.dashboard.conftest import PAGE_NAMES, local_pair_db, point_dashboard_at, run_page, served
+from tests.dashboard.conftest import PAGE_NAMES, SCREENSHOTS, local_pair_db, point_dashboard_at, run_page, served
 
 MODELS = "/home/someone/.drafters/models"
 # (target folder, drafter folder, method, job id): what the demo's worker jobs record, one run per pair.
@@ -76,10 +76,10 @@ def test_a_local_pair_has_a_short_name_a_verdict_and_a_memory_budget(tmp_path: P
     assert not app.error and not app.exception, [e.value for e in app.error]
     assert app.selectbox(key="target").value == str(target)
     shown = [app.selectbox(key=key).format_func(app.selectbox(key=key).value) for key in ("target", "drafter")]
-    assert shown == ["tiny-qwen3-target-aa11", "tiny-dflash-bb22"]
+    assert shown == ["tiny Qwen3 target (demo)", "tiny DFlash drafter (demo)"]  # labels, not paths
     assert any(c.proto.help == md(str(target)) for c in app.caption)  # the full path on hover, as text
     markdown = " ".join(m.value for m in app.markdown)
-    assert "**structural** between tiny\\-qwen3\\-target\\-aa11" in markdown, markdown
+    assert f"**structural** between {md('tiny Qwen3 target (demo)')}" in markdown, markdown
     captions = " ".join(c.value for c in app.caption)
     expected = memory.estimate_parameters(parameter_count=None, weight_bytes=2_000_000_000, config=None,
                                           size_label=None).parameters
@@ -117,8 +117,11 @@ def test_every_page_over_the_demo_database_in_chromium(demo_server: str, browser
     expect(page.get_by_test_id("stMain")).to_be_visible(timeout=60_000)
     page.wait_for_timeout(1000)
     expect(page.get_by_test_id("stStatusWidget").filter(has_text="Running")).to_have_count(0, timeout=60_000)
-    page.wait_for_timeout(500)
+    page.wait_for_timeout(1500)  # let Vega draw the charts before the screenshot
     text = page.get_by_test_id("stMain").inner_text()
     assert page.locator('[data-testid="stException"]').count() == 0, text[:2000]
     assert page.locator('[data-testid="stAlertContentError"]').count() == 0, text[:2000]
     assert not any(marker in text for marker in ERROR_MARKERS), text[:2000]
+    assert MODELS not in text  # local folders read as "tiny Qwen3 target (demo)", never by their path
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"demo-{path}.png"), full_page=True)

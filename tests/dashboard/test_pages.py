@@ -22,8 +22,8 @@ from streamlit.testing.v1 import AppTest
 
 import dashboard
 from dashboard import data, launch, queries
-from registry import reports
-from registry.domain import hub_presence, memory
+from registry import calibration, reports
+from registry.domain import hub_presence, memory, pricing
 from registry.domain.records import DrafterSpec, RevisionSpec
 from registry.store import Store
 from registry.store.db import head_revision
@@ -591,21 +591,29 @@ def test_pair_page_shows_verdict_revisions_runs_and_memory(dashboard_db: Seeded)
     runs = frame_with(app, "failure_reason")
     assert set(runs["run_id"]) == {*dashboard_db.run_ids, dashboard_db.failed_run_id}
 
-    budget = frame_with(app, "12 GB").set_index("quantization")
-    kv = memory.KvGeometry(layers=36, kv_heads=8, head_dim=128)
-    rows = memory.budget_table(target_parameters=8_190_735_360, drafter_parameters=1_000_000_000, kv=kv,
-                               context_tokens=memory.DEFAULT_CONTEXT_TOKENS)
-    for row in rows:
-        cell = budget.loc[row.quantization, f"{row.card_gb} GB"]
-        assert cell.startswith("fits") == row.fits, (row, cell)
-    assert budget.loc["bf16", "16 GB"].startswith("short") and budget.loc["Q4_K_M", "8 GB"].startswith("fits")
+    # One memory model with `drafters price`: the same side facts, pair shape and fit, in GiB.
+    target_side = calibration.side_facts(dashboard_db.store, QWEN3_8B, drafter=False)
+    drafter_side = calibration.side_facts(dashboard_db.store, DFLASH_8B, drafter=True)
+    shape = pricing.pair_shape(target_side.config, drafter_side.config, drafter_side.method,
+                               target_parameters=target_side.parameters, drafter_parameters=drafter_side.parameters)
+    assert shape.drafter.parameters == 1_000_000_000  # 2 GB of bf16 weights in the registry
+    budget = frame_with(app, "12 GiB").set_index("quantization")
+    for quant in pricing.QUANTIZATIONS:
+        for gib in memory.CARD_SIZES_GB:
+            fit = pricing.fit(shape, quant=quant, context=memory.DEFAULT_CONTEXT_TOKENS,
+                              device=pricing.memory_card(gib))
+            assert budget.loc[quant.name, f"{gib} GiB"].startswith("fits") == fit.fits, (quant, gib)
+    assert budget.loc["bf16", "16 GiB"].startswith("short") and budget.loc["Q4_K_M", "12 GiB"].startswith("fits")
     parts = chart_data(app)[0]
     stacked = next(frame for frame in parts if "part" in frame.columns).set_index(["quantization", "part"])["GiB"]
     assert stacked[("bf16", "target")] == pytest.approx(round(8_190_735_360 * 2 / memory.GIB, 2))
+    captions = " ".join(c.value for c in app.caption)
+    assert "drafter ≈ 1.00 B parameters" in captions and "drafter weights unknown" not in captions
+    assert app.selectbox(key="price_quant").value == pricing.DEFAULT_QUANTIZATION.name == "Q4_K_M"
 
     app.number_input(key="context").set_value(131072).run()
     assert_clean(app)
-    assert frame_with(app, "12 GB").set_index("quantization").loc["Q4_K_M", "12 GB"].startswith("short")
+    assert frame_with(app, "12 GiB").set_index("quantization").loc["Q4_K_M", "12 GiB"].startswith("short")
 
     app.selectbox(key="target").set_value(LLAMA).run()
     assert_clean(app)
@@ -762,7 +770,7 @@ def test_launch_command_runs_the_installed_app_on_loopback() -> None:
     flags = dict(zip(argv[5::2], argv[6::2]))
     assert flags == {
         "--server.headless": "true", "--server.port": "8765", "--server.address": "127.0.0.1",
-        "--browser.gatherUsageStats": "false",
+        "--browser.gatherUsageStats": "false", "--client.toolbarMode": "viewer",  # no Deploy button
     }
     assert not any("s3cret" in part for part in argv)  # the URL travels in the environment
 

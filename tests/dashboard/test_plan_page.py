@@ -37,9 +37,9 @@ def test_the_page_lists_every_pair_with_the_planners_state_and_reason(
     shown = frame_with(app, "reason")
     assert list(zip(shown["drafter"], shown["target"], shown["state"], shown["reason"])) == [
         (row.drafter, row.target, row.state, row.reason) for row in expected]
-    assert "cuda: NVIDIA H200 with 141.0 GB" in app.caption[0].value
-    downloads = frame_with(app, "done_gb")
-    assert list(downloads["status"]) == ["downloading"] and list(downloads["done_gb"]) == [1.0]
+    assert "cuda: NVIDIA H200 with 141.0 GiB" in app.caption[0].value
+    downloads = frame_with(app, "done_gib")
+    assert list(downloads["status"]) == ["downloading"] and list(downloads["done_gib"]) == [1.0]
 
 
 def test_the_plan_reads_through_the_dashboards_read_only_engine_on_both_backends(seeded: Seeded) -> None:

@@ -47,14 +47,14 @@ def test_a_pair_that_fits_is_ready_with_its_needs() -> None:
 def test_too_large_says_what_it_needs_and_what_the_worker_has() -> None:
     row = only(PlanInputs([pair(70_000_000_000)]))
     assert row.state == plan.NEEDS_MEMORY
-    assert row.reason.startswith("needs ") and "(this worker has 16.0 GB)" in row.reason
+    assert row.reason.startswith("needs ") and "(this worker has 16.0 GiB)" in row.reason
     # Weights alone at bf16 are 140 GB; KV and activations come on top.
     assert row.memory_bytes is not None and row.memory_bytes > 140e9
 
 
 def test_disk_budget_blocks_a_download_that_cannot_fit() -> None:
     row = only(PlanInputs([pair()]), replace(WORKER, disk_budget_bytes=GIB))
-    assert row.state == plan.NEEDS_DISK and "download budget 1.0 GB" in row.reason
+    assert row.state == plan.NEEDS_DISK and "download budget 1.0 GiB" in row.reason
 
 
 def test_an_already_downloaded_side_costs_no_disk() -> None:
@@ -109,7 +109,7 @@ def test_measured_queued_running_downloading_and_failed() -> None:
     assert nowhere.reason == "queued; fits no live worker"
     downloading = {("Qwen/Qwen3-0.6B", "c0" * 20): DownloadFacts("downloading", 300 * 2**20, 1200 * 2**20)}
     row = only(PlanInputs([pair()], jobs={ready.key: JobFacts("running")}, downloads=downloading))  # type: ignore[dict-item]
-    assert row.state == plan.DOWNLOADING and row.reason == "downloading: 0.3 GB of 1.2 GB"
+    assert row.state == plan.DOWNLOADING and row.reason == "downloading: 0.3 GiB of 1.2 GiB"
     assert only(PlanInputs([pair()], jobs={ready.key: JobFacts("running")})).state == plan.RUNNING  # type: ignore[dict-item]
     failed = only(PlanInputs([pair()], jobs={ready.key: JobFacts("failed", "disk full: x")}))  # type: ignore[dict-item]
     assert failed.state == plan.FAILED and failed.reason == "disk full: x"

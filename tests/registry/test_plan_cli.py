@@ -39,7 +39,7 @@ def test_plan_explains_every_catalog_pair(isolated_env: Path) -> None:
     assert not [p for p in pairs if p["state"] == plan.READY]
     assert {plan.NEEDS_MEMORY, plan.NO_ENGINE, plan.GATED} <= set(report["counts"])
     table = drafters("plan", env={"DRAFTERS_WORKER_MEMORY_GB": "24"})
-    assert table.returncode == 0 and "(this worker has 24.0 GB)" in table.stdout
+    assert table.returncode == 0 and "(this worker has 24.0 GiB)" in table.stdout
 
 
 def test_fetch_downloads_only_what_a_measurement_loads(isolated_env: Path) -> None:

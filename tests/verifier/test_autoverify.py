@@ -143,7 +143,7 @@ def test_a_released_drafter_is_downloaded_measured_and_stored_at_the_hub_shas(
     assert not resolve_requests(hub, DRAFTER, ".py") and not resolve_requests(hub, DRAFTER, ".bin")
     # The huge target was planned out from the Hub's metadata alone: not one byte of its weights was asked for.
     huge = next(r for r in rows if r.target == HUGE)
-    assert huge.state == plan.NEEDS_MEMORY and "(this worker has 1.5 GB)" in huge.reason
+    assert huge.state == plan.NEEDS_MEMORY and "(this worker has 1.5 GiB)" in huge.reason
     assert not resolve_requests(hub, HUGE, ".safetensors") and not cdn_requests(hub, HUGE)
     assert cdn_requests(hub, TARGET)
     assert not (settings.downloads_dir / HUGE.replace("/", "--")).exists()
