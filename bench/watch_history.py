@@ -11,10 +11,11 @@ least-disturbed run is the cost itself; the "before" columns are timed a third a
 - a quiet re-poll of one org of five models on the fake Hub (a real HTTP server on 127.0.0.1): its ms and its SQL
   statements; before issue 31 a poll first read the whole event log to learn its last id (`events()`, timed
   alone as the reference);
-- the targets a drafter's name implies when it declares none (`classify.declared_targets`), against reading
-  every checkpoint as before;
-- whether a new drafter's declared targets already had an exact drafter (`Reads.exactly_drafted`), against
-  reading every verdict as before.
+- the targets a drafter's name implies when it declares none (`classify.declared_targets`: one probe of the
+  checkpoints' stored name key), against the filtered scan that came first (a LIKE over every repo id, timed in
+  the same run) and against reading every checkpoint as before;
+- a new drafter's exact-before read (`watch_units.apply_drafter_unit`: the verdicts of its named targets, each
+  read by id), against reading every verdict as before.
 
 Ratio = the cost / the smallest history's cost of the same kind; the goal is flat (at most 1.5).
 """
@@ -37,9 +38,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
-from sqlalchemy import insert  # noqa: E402
+from sqlalchemy import func, insert, select  # noqa: E402
 
 from registry.domain import names  # noqa: E402
+from registry.domain.records import CompatRecord  # noqa: E402
 from registry.hub import HubClient, HubModel  # noqa: E402
 from registry.store import Store  # noqa: E402
 from registry.store.db import StatementCounter  # noqa: E402
@@ -74,8 +76,8 @@ def seed(store: Store, size: int) -> None:
                           "dedupe_key": f"history-{n}", "created_at": T0 + timedelta(seconds=n)}
                          for n in range(size)])
     _bulk(store, Checkpoint, [{"id": i + 1, "repo_id": f"org-{i % 50}/Qwen3-{i}B", "org": f"org-{i % 50}",
-                               "source": "hub", "first_seen": T0, "head_sha": f"c{i:039d}", "kind": "base"}
-                              for i in range(targets)])
+                               "name_key": names.name_key(f"Qwen3-{i}B"), "source": "hub", "first_seen": T0,
+                               "head_sha": f"c{i:039d}", "kind": "base"} for i in range(targets)])
     _bulk(store, CheckpointRevision, [{"id": i + 1, "checkpoint_id": i + 1, "sha": f"c{i:039d}", "seen_at": T0,
                                        "config_json": CONFIG, "hidden_size": 4096} for i in range(targets)])
     _bulk(store, Drafter, [{"id": d + 1, "repo_id": f"z-lab/Qwen3-{d * 10}B-DFlash-b16", "method": "dflash",
@@ -104,6 +106,22 @@ def old_name_implied(store: Store, repo_id: str) -> list[str]:
     stem = names.drafter_target_stem(repo_id)
     key = names.name_key(stem or "")
     return [c.repo_id for c in store.reads.checkpoints() if names.name_key(c.repo_id.split("/", 1)[1]) == key]
+
+
+def like_name_implied(store: Store, repo_id: str) -> list[str]:
+    """The first step of issue 31 (before the stored key): a LIKE over every repo id keeps the names that hold
+    the key's parts in order, and only those are loaded and keyed."""
+    key = names.name_key(names.drafter_target_stem(repo_id) or "")
+    parts = [part.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") for part in key.split("-")]
+    with store.engine.connect() as connection:
+        found = connection.execute(select(Checkpoint.repo_id).where(
+            func.lower(Checkpoint.repo_id).like("%/%" + "%".join(parts) + "%", escape="\\"))).scalars()
+        return sorted(r for r in found if names.name_key(r.split("/", 1)[1]) == key)
+
+
+def exact_before(store: Store, targets: set[str]) -> list[CompatRecord]:
+    """What a new drafter's unit reads to learn whether its named targets had a drafter users rely on already."""
+    return [v for target in sorted(targets) for v in store.reads.verdicts(checkpoint_repo_id=target)]
 
 
 def hub_state() -> HubState:
@@ -135,17 +153,19 @@ def measure(size: int, repeats: int, hub: FakeHub, folder: Path) -> dict[str, fl
                      library_name=None)
     implied = [t for t, _ in declared_targets(store, model, None)]
     assert implied == old_name_implied(store, model.repo_id) == [f"org-{k % 50}/Qwen3-{k}B"], implied
+    assert like_name_implied(store, model.repo_id) == implied
     implied_ms = fastest_ms(lambda: declared_targets(store, model, None), repeats)
+    like_implied_ms = fastest_ms(lambda: like_name_implied(store, model.repo_id), repeats)
     old_implied_ms = fastest_ms(lambda: old_name_implied(store, model.repo_id), max(1, repeats // 3))
     declared = {f"org-{k % 50}/Qwen3-{k}B", f"org-{(k + 10) % 50}/Qwen3-{k + 10}B"}
-    exact = store.reads.exactly_drafted(declared)
-    assert exact == {v.checkpoint_repo_id for v in store.reads.verdicts()
-                     if v.verdict == "exact" and v.checkpoint_repo_id in declared}
-    exact_ms = fastest_ms(lambda: store.reads.exactly_drafted(declared), repeats)
+    read = exact_before(store, declared)
+    assert read and sorted(read, key=repr) == sorted(
+        (v for v in store.reads.verdicts() if v.checkpoint_repo_id in declared), key=repr)
+    exact_ms = fastest_ms(lambda: exact_before(store, declared), repeats)
     old_exact_ms = fastest_ms(store.reads.verdicts, max(1, repeats // 3))
     store.engine.dispose()
     return {"statements": statements, "poll": poll_ms, "log": log_ms, "implied": implied_ms,
-            "old_implied": old_implied_ms, "exact": exact_ms, "old_exact": old_exact_ms}
+            "like_implied": like_implied_ms, "old_implied": old_implied_ms, "exact": exact_ms, "old_exact": old_exact_ms}
 
 
 def main() -> int:
@@ -161,14 +181,15 @@ def main() -> int:
             print(f"  {size} events measured", file=sys.stderr, flush=True)
     first = rows[0][1]
     print("| events (targets, verdicts) | quiet re-poll ms | ratio | statements | before: + reading the log ms | "
-          "name-implied targets ms | ratio | before: every checkpoint ms | exact-before read ms | ratio | "
-          "before: every verdict ms |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "name-implied targets ms | ratio | before: LIKE scan ms | ratio | before: every checkpoint ms | "
+          "exact-before read ms | ratio | before: every verdict ms |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for size, m in rows:
         targets = max(size // 10, 10)
         print(f"| {size:,} ({targets:,}, {max(size // 100, 1) * 10:,}) | {m['poll']:.1f} | "
               f"{m['poll'] / first['poll']:.2f} | {m['statements']:.0f} | +{m['log']:.1f} | {m['implied']:.2f} | "
-              f"{m['implied'] / first['implied']:.2f} | {m['old_implied']:.1f} | {m['exact']:.2f} | "
+              f"{m['implied'] / first['implied']:.2f} | {m['like_implied']:.2f} | "
+              f"{m['like_implied'] / first['like_implied']:.2f} | {m['old_implied']:.1f} | {m['exact']:.2f} | "
               f"{m['exact'] / first['exact']:.2f} | {m['old_exact']:.1f} |")
     return 0
 

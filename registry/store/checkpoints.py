@@ -122,6 +122,7 @@ def _new_checkpoint_values(spec: CheckpointSpec) -> dict[str, Any]:
     parsed = names.parse_repo_id(spec.repo_id)
     return dict(
         repo_id=spec.repo_id,
+        name_key=names.name_key(spec.repo_id),
         org=parsed.org,
         family=spec.family or parsed.family,
         generation=spec.generation or parsed.generation,

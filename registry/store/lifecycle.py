@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from registry.domain import names
 from registry.domain.records import CheckpointRecord, DrafterRecord, DrafterRevisionRecord, RevisionRecord, RevisionSpec
 from registry.store.core import NotFound, StoreCore, utcnow
 from registry.store.mappers import checkpoint_record, drafter_record, drafter_revision_record, head_of, revision_record
@@ -120,6 +121,8 @@ def move(session: Session, kind: RepoKind[Any, Any], old_repo_id: str, new_repo_
     if renamed:
         old.repo_id = new_repo_id
         setattr(old, kind.org_column.key, new_repo_id.split("/", 1)[0])
+        if isinstance(old, Checkpoint):  # its name-implied drafters find it under the name it has now
+            old.name_key = names.name_key(new_repo_id)
         new = old
     session.flush()
     if session.scalar(select(kind.alias).where(kind.alias.alias == old_repo_id)) is None:

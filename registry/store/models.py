@@ -10,7 +10,7 @@ from datetime import date, datetime
 from typing import Any
 
 from sqlalchemy import (JSON, BigInteger, Boolean, Date, DateTime, Double, ForeignKey, Index, Integer, MetaData, String,
-                        Text, UniqueConstraint, func)
+                        Text, UniqueConstraint)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 NAMING_CONVENTION = {
@@ -87,14 +87,16 @@ class Checkpoint(RepoColumns, Base):
     # Drafting methods that ship inside this checkpoint ("mtp", "dspark"), comma-separated and sorted; None: none
     # known. A built-in drafter needs no separate download and is there from the checkpoint's release.
     built_in: Mapped[str | None] = mapped_column(String(100))
+    # names.name_key of the repo's name, written with repo_id (registry/store/checkpoints.py, lifecycle.move): a
+    # drafter that declares no target finds the checkpoints its name implies by this index, not by scanning every
+    # repo id (issue 31). None only for a row written around the store. A change to names.name_key needs a
+    # migration that refills it (as migration 0015 fills it).
+    name_key: Mapped[str | None] = mapped_column(String(200), index=True)
 
     revisions: Mapped[list[CheckpointRevision]] = relationship(back_populates="checkpoint", cascade="all, delete-orphan")
     bases: Mapped[list[CheckpointBase]] = relationship(back_populates="checkpoint", cascade="all, delete-orphan")
 
 
-# A declared target matches a checkpoint whatever its case (registry.domain.compat): Reads.exactly_drafted finds
-# it by this index, not by reading every checkpoint.
-Index("ix_checkpoint_repo_id_lower", func.lower(Checkpoint.repo_id))
 
 
 class CheckpointAlias(AliasColumns, Base):

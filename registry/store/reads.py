@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
-from registry.domain import names
 from registry.domain.records import CheckpointRecord, CompatRecord, DrafterRecord, DrafterRevisionRecord, RevisionRecord
 from registry.store.checkpoints import find_checkpoint
 from registry.store.core import StoreCore, aware
@@ -52,16 +49,12 @@ class Reads:
             return [drafter_record(r) for r in session.scalars(query)]
 
     def checkpoints_named(self, key: str) -> list[CheckpointRecord]:
-        """Checkpoints whose repo name has this name key (`names.name_key`). SQL keeps only the names that hold
-        the key's parts in order (a LIKE over one column), so only those are loaded and keyed, never every
-        checkpoint of the registry."""
-        parts = [part.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") for part in key.split("-")]
-        pattern = "%/%" + "%".join(parts) + "%"  # a superset: name_key drops '-' and '_' and splits glued words
+        """Checkpoints whose repo name has this name key (`names.name_key`): one probe of the stored key's index,
+        whatever the registry holds."""
         with self.core.session() as session:
             query = (select(Checkpoint).options(selectinload(Checkpoint.bases))
-                     .where(func.lower(Checkpoint.repo_id).like(pattern, escape="\\")).order_by(Checkpoint.repo_id))
-            return [checkpoint_record(r) for r in session.scalars(query)
-                    if names.name_key(r.repo_id.split("/", 1)[1]) == key]
+                     .where(Checkpoint.name_key == key).order_by(Checkpoint.repo_id))
+            return [checkpoint_record(r) for r in session.scalars(query)]
 
     def derivatives(self, base_repo_id: str) -> list[CheckpointRecord]:
         """Checkpoints whose base_model relations name `base_repo_id` (finetunes, quantizations, adapters)."""
@@ -132,35 +125,6 @@ class Reads:
             orgs |= set(session.scalars(select(Checkpoint.org).where(Checkpoint.source == "catalog").distinct()))
             orgs |= {org for org in session.scalars(select(WatchCursor.org)) if not org.startswith(QUERY_ROW)}
             return frozenset(orgs)
-
-    def exactly_drafted(self, repo_ids: Collection[str]) -> set[str]:
-        """Of the checkpoints these ids name (an old id after a rename, any case, as a declared target matches),
-        the ones some drafter is exact for between the current heads: a drafter's possible exact targets
-        checked without reading every verdict of the registry."""
-        with self.core.session() as session:
-            wanted = {repo_id.casefold() for repo_id in repo_ids}
-            for repo_id in repo_ids:
-                found = find_checkpoint(session, repo_id)
-                if found is not None:
-                    wanted.add(found.repo_id.casefold())
-            # The checkpoints first, by the lower(repo_id) index, then the verdicts on their head revisions.
-            heads = dict(session.execute(
-                select(CheckpointRevision.id, Checkpoint.repo_id)
-                .join(Checkpoint, CheckpointRevision.checkpoint_id == Checkpoint.id)
-                .where(func.lower(Checkpoint.repo_id).in_(sorted(wanted)),
-                       CheckpointRevision.sha == Checkpoint.head_sha)
-            ).all())
-            if not heads:
-                return set()
-            query = (
-                select(Compatibility.checkpoint_revision_id).distinct()
-                .join(DrafterRevision, Compatibility.drafter_revision_id == DrafterRevision.id)
-                .join(Drafter, DrafterRevision.drafter_id == Drafter.id)
-                .where(Compatibility.checkpoint_revision_id.in_(list(heads)), Compatibility.verdict == "exact",
-                       DrafterRevision.sha == Drafter.head_sha)
-            )
-            return {heads[revision_id] for revision_id in session.scalars(query)
-                    if heads[revision_id].casefold() in wanted}
 
     def aliases(self) -> dict[str, str]:
         """Old repo id -> current repo id, for every renamed checkpoint."""

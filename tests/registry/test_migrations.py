@@ -11,7 +11,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, inspect, select
+from sqlalchemy import Engine, func, inspect, select
 
 from registry.domain.records import CheckpointSpec, DrafterSpec, RevisionSpec
 from registry.store import Store, db
@@ -364,7 +364,9 @@ def test_0012_stored_exact_verdicts_are_declared_until_recomputed_and_exact_agai
     "declared" with why, until the rules recompute it; the downgrade gives the old code its "exact" back."""
     migration = _migration("0012_verdict_levels")
     engine = db.make_engine(database_url)
-    db.upgrade(engine, "0011_predictions")
+    # The repos are written by today's store (its models have columns 0011 lacks), then the schema goes back to
+    # 0011, where the verdicts are stored as the old rules stored them.
+    db.upgrade(engine)
     store = Store(engine)
     store.checkpoints.upsert_checkpoint(CheckpointSpec(repo_id="Qwen/Qwen3-8B", source="hub"))
     store.checkpoints.add_checkpoint_revision("Qwen/Qwen3-8B", RevisionSpec(
@@ -375,7 +377,9 @@ def test_0012_stored_exact_verdicts_are_declared_until_recomputed_and_exact_agai
                                                   source="hub", targets=(("Qwen/Qwen3-8B", declared_by),)))
         store.drafters.add_drafter_revision(repo_id, RevisionSpec(
             sha="2" * 40, config_raw=json.dumps(QWEN3_8B_DFLASH_CONFIG).encode()))
+    db.downgrade(engine, "0011_predictions")
     with engine.begin() as connection:
+        connection.execute(Compatibility.__table__.delete())
         revisions = {name: connection.execute(select(table.c.id)).scalars().all()
                      for name, table in (("c", Base.metadata.tables["checkpoint_revision"]),
                                          ("d", Base.metadata.tables["drafter_revision"]))}
@@ -398,4 +402,30 @@ def test_0012_stored_exact_verdicts_are_declared_until_recomputed_and_exact_agai
     with engine.connect() as connection:
         rows = connection.execute(select(Compatibility.verdict, Compatibility.reasons)).all()
     assert [(verdict, list(reasons)) for verdict, reasons in rows] == [("exact", ["declared for Qwen/Qwen3-8B"])] * 2
+    engine.dispose()
+
+
+def test_0015_fills_the_name_key_of_stored_checkpoints_and_drops_it_keeping_the_rows(database_url: str) -> None:
+    """Checkpoints stored before 0015 get their name key, so a drafter's name finds them as it finds new ones; the
+    downgrade drops the column in place, the checkpoints and their revisions kept."""
+    engine = db.make_engine(database_url)
+    db.upgrade(engine, "0014_run_hardware_recent")
+    checkpoint, revision = Base.metadata.tables["checkpoint"], Base.metadata.tables["checkpoint_revision"]
+    with engine.begin() as connection:
+        for pk, repo_id in enumerate(("Qwen/Qwen3-8B", "someone/qwen_3-8b", "Qwen/Qwen3-8B-Base"), start=1):
+            connection.execute(checkpoint.insert().values(id=pk, repo_id=repo_id, org=repo_id.split("/")[0],
+                                                          kind="base", source="hub", first_seen=CREATED))
+            connection.execute(revision.insert().values(checkpoint_id=pk, sha=f"{pk}" * 40, seen_at=CREATED))
+    db.upgrade(engine)
+    with engine.connect() as connection:
+        keys = dict(connection.execute(select(checkpoint.c.repo_id, checkpoint.c.name_key)).all())
+    assert keys == {"Qwen/Qwen3-8B": "qwen-3-8b", "someone/qwen_3-8b": "qwen-3-8b",
+                    "Qwen/Qwen3-8B-Base": "qwen-3-8b-base"}
+    store = Store(engine)
+    assert [c.repo_id for c in store.reads.checkpoints_named("qwen-3-8b")] == ["Qwen/Qwen3-8B", "someone/qwen_3-8b"]
+    db.downgrade(engine, "0014_run_hardware_recent")
+    assert "name_key" not in {c["name"] for c in inspect(engine).get_columns("checkpoint")}
+    with engine.connect() as connection:
+        assert connection.execute(select(func.count()).select_from(checkpoint)).scalar() == 3
+        assert connection.execute(select(func.count()).select_from(revision)).scalar() == 3
     engine.dispose()

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from registry.domain.records import CheckpointSpec, EventSpec
+from registry.domain.records import CheckpointSpec, EventSpec, RevisionSpec
 from registry.hub import HubClient
 from registry.store import Store
 from registry.store.db import StatementCounter
@@ -59,14 +59,20 @@ def test_a_poll_that_closes_a_lag_reads_neither_the_event_log_nor_every_verdict(
     assert checkpoint_reads == []
 
 
-def test_name_implied_targets_and_exact_drafted_targets_are_found_among_many(store: Store) -> None:
+def test_name_implied_targets_are_found_by_their_stored_name_key_among_many(store: Store) -> None:
     for repo_id in ("Qwen/Qwen3-8B", "someone/qwen_3-8b", "Qwen/Qwen3-8B-Base", "other/Qwen3-80B", "x/qwen.3-8b"):
         store.checkpoints.upsert_checkpoint(CheckpointSpec(repo_id=repo_id, source="hub"))
-    assert [c.repo_id for c in store.reads.checkpoints_named("qwen-3-8b")] == ["Qwen/Qwen3-8B", "someone/qwen_3-8b"]
+    # One written from a listing (a multi-row insert, not the ORM) is found the same way.
+    store.checkpoints.add_listed_checkpoint(CheckpointSpec(repo_id="listed/QWEN3-8b", source="hub"),
+                                            RevisionSpec(sha="1" * 40))
+    assert {c.repo_id for c in store.reads.checkpoints_named("qwen-3-8b")} == {
+        "Qwen/Qwen3-8B", "listed/QWEN3-8b", "someone/qwen_3-8b"}
     assert store.reads.checkpoints_named("qwen-3-8b-base")[0].repo_id == "Qwen/Qwen3-8B-Base"
     assert store.reads.checkpoints_named("nothing-like-it") == []
-    # No verdicts yet: nothing is exactly drafted, whatever the spelling of the ids asked about.
-    assert store.reads.exactly_drafted({"qwen/qwen3-8b", "Qwen/Qwen3-8B"}) == set()
+    # A renamed checkpoint is found under the name it has now, no longer under the old one.
+    store.checkpoints.rename_checkpoint("someone/qwen_3-8b", "someone/Qwen3-14B")
+    assert [c.repo_id for c in store.reads.checkpoints_named("qwen-3-14b")] == ["someone/Qwen3-14B"]
+    assert {c.repo_id for c in store.reads.checkpoints_named("qwen-3-8b")} == {"Qwen/Qwen3-8B", "listed/QWEN3-8b"}
 
 
 def test_a_quiet_re_poll_s_bookkeeping_is_a_few_statements_per_org(store: Store, tmp_path: Path) -> None:
