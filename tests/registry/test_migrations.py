@@ -405,8 +405,8 @@ def test_0012_stored_exact_verdicts_are_declared_until_recomputed_and_exact_agai
     engine.dispose()
 
 
-def test_0015_fills_the_name_key_of_stored_checkpoints_and_drops_it_keeping_the_rows(database_url: str) -> None:
-    """Checkpoints stored before 0015 get their name key, so a drafter's name finds them as it finds new ones; the
+def test_0016_fills_the_name_key_of_stored_checkpoints_and_drops_it_keeping_the_rows(database_url: str) -> None:
+    """Checkpoints stored before 0016 get their name key, so a drafter's name finds them as it finds new ones; the
     downgrade drops the column in place, the checkpoints and their revisions kept."""
     engine = db.make_engine(database_url)
     db.upgrade(engine, "0014_run_hardware_recent")

@@ -5,8 +5,8 @@ one reader, the exact-before read it served, reads the named targets' verdicts b
 The key is names.name_key of the repo's name, computed here for the rows already stored, as the store computes it
 for each row it writes.
 
-Revision ID: 0015_t31_checkpoint_name_key
-Revises: 0014_run_hardware_recent
+Revision ID: 0016_checkpoint_name_key
+Revises: 0015_curve_job
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from alembic import op
 
 from registry.domain import names
 
-revision = "0015_t31_checkpoint_name_key"
-down_revision = "0014_run_hardware_recent"
+revision = "0016_checkpoint_name_key"
+down_revision = "0015_curve_job"
 branch_labels = None
 depends_on = None
 

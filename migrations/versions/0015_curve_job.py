@@ -1,7 +1,7 @@
 """the curve job that measured a speedup curve (issue 34): a retried job finds the curves it already stored and
 measures only the rest, so a rerun converges with no duplicate curves
 
-Revision ID: 0015_t34a_curve_job
+Revision ID: 0015_curve_job
 Revises: 0014_run_hardware_recent
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0015_t34a_curve_job"
+revision = "0015_curve_job"
 down_revision = "0014_run_hardware_recent"
 branch_labels = None
 depends_on = None
