@@ -34,7 +34,7 @@ from registry.store import Store
 from registry.store.runs import get_run
 from registry.store.catalog_import import load_catalog
 from registry.watch.poller import DRAFTER_QUERIES, Watcher, drafter_queries_text, stable_owner
-from verifier.demo import enqueue_demo
+from verifier.demo import StepReport, enqueue_demo
 from registry.domain.watch_list import watched_orgs
 from registry.domain.plan import WorkerCapability, counts
 from verifier import autoverify
@@ -63,6 +63,7 @@ class Service:
     # Parts that recorded their own last state (stopped, or done with what they did): close() marks the others.
     ended: set[str] = field(default_factory=set)
     downloading: bool = False
+    on_build_step: StepReport | None = None  # the demo build's training steps (None: a line at each quarter)
 
     @property
     def instance(self) -> str:
@@ -336,7 +337,8 @@ class Service:
     def _demo(self) -> str:
         """Build the demo pairs and queue their measurements (the worker runs them); says what it queued."""
         queued = enqueue_demo(self.store, self.settings.models_dir, self.say,
-                              max_new_tokens=self.settings.demo_max_new_tokens, repeats=self.settings.demo_repeats)
+                              max_new_tokens=self.settings.demo_max_new_tokens, repeats=self.settings.demo_repeats,
+                              on_step=self.on_build_step)
         if queued:
             self.say(f"queued {queued} verification jobs on the tiny demo pairs")
             return f"built the demo pairs and queued {queued} verification jobs for the worker"

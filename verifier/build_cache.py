@@ -2,6 +2,7 @@
 
 `cached_build` keys a folder by a hash of the builder's source files and its settings, builds into a temporary
 sibling folder and renames it into place, under a file lock so parallel test workers build it only once.
+`training_steps` counts a build's training steps as they happen, for the progress `drafters up` prints.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ import fcntl
 import hashlib
 import json
 import shutil
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,3 +51,27 @@ def cached_build(
         (staging / BUILD_MARKER).write_text(json.dumps(settings, sort_keys=True, default=str) + "\n")
         staging.rename(folder)
     return folder
+
+
+@contextmanager
+def training_steps(report: Callable[[int], None]) -> Iterator[None]:
+    """Call `report(steps so far)` after each optimizer step this thread takes inside the block.
+
+    The builders' progress is observed from outside them, through torch's global optimizer hook, because their
+    source files are their cache key: a progress line added to a builder would rebuild every cached model."""
+    from torch.optim.optimizer import register_optimizer_step_post_hook  # torch: the verifier extra
+
+    thread = threading.get_ident()
+    steps = 0
+
+    def hook(_optimizer: object, _args: object, _kwargs: object) -> None:
+        nonlocal steps
+        if threading.get_ident() == thread:  # another thread's training (a test, a second build) is not ours
+            steps += 1
+            report(steps)
+
+    handle = register_optimizer_step_post_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from registry.store import Store
+from verifier.build_cache import training_steps
 from verifier.jobs import VerifyRequest, enqueue
-
-
 
 @dataclass(frozen=True)
 class DemoModels:
@@ -29,37 +28,72 @@ class DemoModels:
     gemma4_dflash: Path
 
 
-def build_demo_models(cache_root: Path, say: Callable[[str], None] = lambda _line: None) -> DemoModels:
-    from verifier.tiny.dflash import cached_dflash_drafter
-    from verifier.tiny.eagle3 import cached_eagle3_head
-    from verifier.tiny.gemma4 import cached_gemma4_assistant, cached_gemma4_target
-    from verifier.tiny.qwen3 import cached_draft_lm, cached_target
+# One training step of one demo model's build: (model number, models, label, step, steps).
+StepReport = Callable[[int, int, str, int, int], None]
+
+
+@dataclass(frozen=True)
+class BuildStep:
+    field: str
+    label: str
+    training_steps: int  # the optimizer steps its build takes (its builder's default schedule)
+    build: Callable[[], Path]
+
+
+def quarter_lines(say: Callable[[str], None]) -> StepReport:
+    """Training progress as plain lines at a rate a log can take: each model at 25, 50, 75 and 100 % of its steps."""
+    def report(number: int, models: int, label: str, step: int, steps: int) -> None:
+        if steps and step * 4 // steps > (step - 1) * 4 // steps:
+            say(f"demo model {number} of {models}, {label}: training step {step} of {steps}")
+    return report
+
+
+def build_each(steps: list[BuildStep], say: Callable[[str], None], on_step: StepReport | None = None,
+               built: dict[str, Path] | None = None) -> dict[str, Path]:
+    """Each step in order, said as it goes: its training steps (`on_step`, default `quarter_lines(say)`), then
+    "built in N s" or "cached". `built` is filled as it goes (a later step's builder reads an earlier result)."""
+    built = {} if built is None else built
+    report = on_step or quarter_lines(say)
+    for number, step in enumerate(steps, start=1):
+        started = time.monotonic()
+        with training_steps(lambda done: report(number, len(steps), step.label, done, step.training_steps)):
+            built[step.field] = step.build()
+        seconds = time.monotonic() - started
+        # A cached model is found in well under a second; a build trains for minutes.
+        say(f"demo model {number} of {len(steps)}, {step.label}: "
+            + (f"built in {seconds:.0f} s" if seconds >= 1 else "cached"))
+    return built
+
+
+def build_demo_models(cache_root: Path, say: Callable[[str], None] = lambda _line: None,
+                      on_step: StepReport | None = None) -> DemoModels:
+    from verifier.tiny.dflash import DrafterTraining, cached_dflash_drafter
+    from verifier.tiny.eagle3 import HeadTraining, cached_eagle3_head
+    from verifier.tiny.gemma4 import ASSISTANT_TRAINING, TARGET_TRAINING, cached_gemma4_assistant, cached_gemma4_target
+    from verifier.tiny.qwen3 import Training, cached_draft_lm, cached_target
 
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()  # the service's output is one line per fact
     say(f"building the tiny demo models in {cache_root} (once: a few minutes each on a CPU, then reused)")
     built: dict[str, Path] = {}
-    steps: list[tuple[str, str, Callable[[], Path]]] = [
-        ("qwen3_target", "Qwen3 target", lambda: cached_target(cache_root)),
-        ("qwen3_draft_lm", "Qwen3 draft LM", lambda: cached_draft_lm(cache_root, built["qwen3_target"], trained=True)),
-        ("qwen3_dflash", "Qwen3 DFlash drafter",
-         lambda: cached_dflash_drafter(cache_root, built["qwen3_target"], trained=True)),
-        ("qwen3_eagle3", "Qwen3 EAGLE-3 head",
-         lambda: cached_eagle3_head(cache_root, built["qwen3_target"], trained=True)),
-        ("gemma4_target", "Gemma-4 target", lambda: cached_gemma4_target(cache_root)),
-        ("gemma4_assistant", "Gemma-4 assistant drafter",
-         lambda: cached_gemma4_assistant(cache_root, built["gemma4_target"], trained=True)),
-        ("gemma4_dflash", "Gemma-4 DFlash drafter",
-         lambda: cached_dflash_drafter(cache_root, built["gemma4_target"], trained=True)),
+    # The training steps are the builders' own default schedules (what the cached builds are keyed by).
+    dflash_steps = DrafterTraining().schedule.steps
+    steps = [
+        BuildStep("qwen3_target", "Qwen3 target", Training().steps, lambda: cached_target(cache_root)),
+        BuildStep("qwen3_draft_lm", "Qwen3 draft LM", Training(seed=1).steps,
+                  lambda: cached_draft_lm(cache_root, built["qwen3_target"], trained=True)),
+        BuildStep("qwen3_dflash", "Qwen3 DFlash drafter", dflash_steps,
+                  lambda: cached_dflash_drafter(cache_root, built["qwen3_target"], trained=True)),
+        BuildStep("qwen3_eagle3", "Qwen3 EAGLE-3 head", HeadTraining().schedule.steps,
+                  lambda: cached_eagle3_head(cache_root, built["qwen3_target"], trained=True)),
+        BuildStep("gemma4_target", "Gemma-4 target", TARGET_TRAINING.steps, lambda: cached_gemma4_target(cache_root)),
+        BuildStep("gemma4_assistant", "Gemma-4 assistant drafter", ASSISTANT_TRAINING.steps,
+                  lambda: cached_gemma4_assistant(cache_root, built["gemma4_target"], trained=True)),
+        BuildStep("gemma4_dflash", "Gemma-4 DFlash drafter", dflash_steps,
+                  lambda: cached_dflash_drafter(cache_root, built["gemma4_target"], trained=True)),
     ]
-    for number, (field, label, build) in enumerate(steps, start=1):
-        started = time.monotonic()
-        built[field] = build()
-        seconds = time.monotonic() - started
-        # A cached model is found in well under a second; a build trains for minutes.
-        say(f"demo model {number} of {len(steps)}, {label}: " + (f"built in {seconds:.0f} s" if seconds >= 1 else "cached"))
-    return DemoModels(**built)
+    return DemoModels(**build_each(steps, say, on_step, built))
 
 
 def demo_requests(models: DemoModels, *, max_new_tokens: int = 48, repeats: int = 3) -> list[tuple[str, VerifyRequest]]:
@@ -82,8 +116,8 @@ def demo_requests(models: DemoModels, *, max_new_tokens: int = 48, repeats: int 
 
 
 def enqueue_demo(store: Store, cache_root: Path, say: Callable[[str], None] = lambda _line: None, *,
-                 max_new_tokens: int = 48, repeats: int = 3) -> int:
+                 max_new_tokens: int = 48, repeats: int = 3, on_step: StepReport | None = None) -> int:
     """Build the demo models and queue one verification job per pair; returns how many were new."""
-    models = build_demo_models(cache_root, say)
+    models = build_demo_models(cache_root, say, on_step)
     requests = demo_requests(models, max_new_tokens=max_new_tokens, repeats=repeats)
     return sum(enqueue(store, request, dedupe_key=key) is not None for key, request in requests)

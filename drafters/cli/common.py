@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from drafters.cli import render
 from registry.errors import Failed, UserError
 from registry.settings import get_settings
 from registry.store import Store
@@ -35,6 +36,30 @@ def checked_ref(value: str, what: str) -> str:
     if len(value) > MAX_REF_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise UserError(f"{what} is not a repo id or a folder path ({len(value)} characters)")
     return value
+
+
+def _role(store: Store, ref: str) -> str | None:
+    """"drafter" or "target" where the registry holds `ref` as one of them only; None otherwise (a folder, unknown)."""
+    drafter, checkpoint = store.reads.get_drafter(ref) is not None, store.reads.get_checkpoint(ref) is not None
+    return "drafter" if drafter and not checkpoint else "target" if checkpoint and not drafter else None
+
+
+def pair_order(store: Store, first: str, second: str, *, command: str, roles: tuple[str, str]) -> tuple[str, str]:
+    """The two sides in the order `roles` names (check: drafter, target; verify, price, compare: target, drafter).
+
+    Given the other way round where the registry knows both sides, they are swapped and that is said on stderr;
+    two drafters or two targets are refused, naming the roles. Anything else (a folder, an unknown id) is taken
+    as given."""
+    found = (_role(store, first), _role(store, second))
+    usage = f"`drafters {command} {roles[0].upper()} {roles[1].upper()}`"
+    if found == (roles[1], roles[0]):
+        render.error_console.print(render.plain(
+            f"note: {first} is a {roles[1]} and {second} a {roles[0]}; read as {usage} with {roles[0]} {second} "
+            f"and {roles[1]} {first}"), soft_wrap=True, highlight=False)
+        return second, first
+    if found[0] is not None and found[0] == found[1]:
+        raise UserError(f"{usage} takes a {roles[0]} and a {roles[1]}: {first} and {second} are both {found[0]}s")
+    return first, second
 
 
 def open_store() -> Store:

@@ -10,7 +10,8 @@ from rich.padding import Padding
 from rich.text import Text
 
 from drafters.cli import render
-from drafters.cli.common import JsonOption, UserError, app, catalog_app, checked_ref, db_app, open_store, today
+from drafters.cli.common import (JsonOption, UserError, app, catalog_app, checked_ref, db_app, open_store, pair_order,
+                                 today)
 from registry.calibration.launch_inputs import pick_gpu, side_parameters
 from registry.calibration.ranking import Ranked, rank
 from registry.calibration.recommend import launchable_pairs
@@ -257,6 +258,7 @@ def check(drafter: str, target: str, as_json: JsonOption = False) -> None:
     checked_ref(drafter, "the drafter")
     checked_ref(target, "the target")
     store = open_store()
+    drafter, target = pair_order(store, drafter, target, command="check", roles=("drafter", "target"))
     drafter_side = resolve_side(store, drafter, drafter=True)
     target_side = resolve_side(store, target, drafter=False)
     if drafter_side.problem and drafter_side.config is None:
@@ -279,6 +281,8 @@ def check(drafter: str, target: str, as_json: JsonOption = False) -> None:
     line.append(render.verdict(result.verdict))
     line.append(render.strip_control(f" ({method or render.EMPTY})"))
     render.console.print(line)
+    for reason in result.reasons:  # the verdict's why, before the checks it rests on
+        render.console.print(render.styled("  because: {}", reason), soft_wrap=False)
     if not looks_like_folder(drafter):
         render.console.print(render.styled("  license: {}", license_ or "unknown"))
     if notes:
@@ -334,6 +338,7 @@ def lag_command(
         [(r.target_repo_id, None if r.released is None else f"{r.released}{'' if r.released_precision in (None, 'day') else ' ≈'}",
           built_in_label(r.built_in) or _first_drafter(r), r.first_drafter_released, r.lag_days,
           "open" if r.open else "closed", "; ".join(_lag_notes(r))) for r in rows],
+        drop_empty=["notes"],
     )
 
 

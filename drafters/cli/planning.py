@@ -54,9 +54,15 @@ def plan_command(
         return
     render.table(None, ["state", "drafter", "target", "reason"], [
         (Text(row.state, style=STATE_STYLE.get(row.state, "white")), row.drafter, row.target,
-         row.reason + (f" {row.link}" if row.link else ""))
+         row.reason + (" (link below)" if row.link else ""))
         for row in rows
     ], no_wrap=["state"])
+    links = list(dict.fromkeys(row.link for row in rows if row.link))
+    if links:
+        # One per line and never wrapped, so that a terminal can open each.
+        render.console.print("where to ask for access (then set HF_TOKEN):")
+        for link in links:
+            render.console.print(render.strip_control(link), soft_wrap=True, markup=False, highlight=False)
     render.console.print(render.plain(", ".join(f"{n} {state}" for state, n in plan.counts(rows).items())),
                          markup=False, highlight=False)
 

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from drafters.cli import render
-from drafters.cli.common import JsonOption, UserError, app, checked_ref, open_store
+from drafters.cli.common import JsonOption, UserError, app, checked_ref, open_store, pair_order
 from registry import calibration
 from registry.domain import pricing
 from registry.domain.gpus import find_gpu, load_gpus
@@ -71,6 +71,7 @@ def price_command(
                 raise UserError(f"unknown GPU {name!r}; known: {', '.join(g.name for g in gpus)}")
             chosen.append(found)
     store = open_store()
+    target, drafter = pair_order(store, target, drafter, command="price", roles=("target", "drafter"))
     digests = _prompt_digests(prompts) if prompts is not None else None
     try:
         acceptance = calibration.measured_acceptance(store, target, drafter, prompt_digests=digests)

@@ -19,11 +19,11 @@ from registry.local import looks_like_folder
 
 
 def _speedup_cell(record: Run) -> str:
-    """The median with its min-max over repeats, when the run measured them."""
+    """The median with the range (lowest to highest) over repeats, when the run measured them."""
     spread = record.overall.speedup if record.overall else None
     if spread is None:
         return fmt(record.speedup)
-    return f"{spread.median:.2f} ({spread.minimum:.2f}-{spread.maximum:.2f}, n={spread.n})"
+    return f"{spread.median:.2f} (range {spread.minimum:.2f}–{spread.maximum:.2f}, n={spread.n})"
 
 
 def fmt(value: float | None, spec: str = ".2f") -> str:
@@ -55,10 +55,6 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:+.0%}"
 
 
-# Below this terminal width the fifteen-column table is unreadable: each run is printed as a few labelled lines.
-WIDE_TABLE_COLUMNS = 120
-
-
 def print_runs(records: list[Run], predictions: dict[str, RunPrediction] | None = None) -> None:
     """`predictions` by run id; without them, each run's stored prediction from the current model."""
     if not records:
@@ -67,16 +63,19 @@ def print_runs(records: list[Run], predictions: dict[str, RunPrediction] | None 
         return
     chosen = predictions if predictions is not None else {
         r.run_id: p for r in records if (p := calibration.stored_prediction(r)) is not None}
-    if render.console.width < WIDE_TABLE_COLUMNS:
-        _print_cards(records, chosen)
+    measured = [r for r in records if r.status == "ok"]
+    # The fifteen-column table where it fits with no word broken; else each run as a few labelled lines.
+    if measured and render.fits(TABLE_COLUMNS, _table_rows(measured, chosen)):
+        _print_table(measured, chosen)
+        for r in records:
+            if r.status != "ok":
+                _print_failure(r)
     else:
-        _print_table(records, chosen)
-    for r in records:
-        if r.status != "ok":
-            continue
+        _print_cards(records, chosen)
+    for r in measured:
         render.table(
             f"{_label(r.drafter)} on {_label(r.target)} ({r.engine}): per prompt set",
-            ["prompt set", "τ", "accept", "speedup (min-max spread)", "lossless", "per-position acceptance"],
+            ["prompt set", "τ", "accept", "speedup (range)", "lossless", "per-position acceptance"],
             [(s.name, fmt(s.tau), fmt(s.acceptance_rate), _set_speedup_cell(s), s.lossless,
               " ".join(f"{m:.2f}" for m in s.per_position_acceptance[:8])) for s in r.per_set],
         )
@@ -94,15 +93,32 @@ def _memory(run: Run) -> str:
     return f"{run.peak_memory_bytes / 2**20:.0f} MiB" if run.peak_memory_bytes else "-"
 
 
+def _method(run: Run) -> str:
+    """The drafting method; a run without a drafter is the target alone. A failed run that stopped before its
+    method was read says so: it is no baseline."""
+    if run.method:
+        return run.method
+    if run.drafter is None:
+        return "baseline"
+    return "method not read" if run.status != "ok" else "method unknown"
+
+
+def _print_failure(run: Run) -> None:
+    """A failed run on lines of its own: its reason in full, never squeezed into a table cell."""
+    render.console.print(render.styled("[bold]{}[/]  {} on {} · {} · {}", run.run_id[:12], _label(run.drafter),
+                                       _label(run.target), run.engine, _method(run)))
+    render.console.print(render.styled("  [red]failed:[/] {}", run.failure_reason or "no reason recorded"))
+
+
 def _print_cards(records: list[Run], predictions: dict[str, RunPrediction]) -> None:
     """Each run as labelled lines that fit an 80-column terminal (the same numbers as the wide table)."""
     render.console.print(render.plain("speculative decoding, measured"), style="bold")
     for r in records:
-        render.console.print(render.styled("[bold]{}[/]  {} on {} · {} · {}", r.run_id[:12], _label(r.drafter),
-                                           _label(r.target), r.engine, r.method or "baseline"))
         if r.status != "ok":
-            render.console.print(render.styled("  [red]failed:[/] {}", r.failure_reason))
+            _print_failure(r)
             continue
+        render.console.print(render.styled("[bold]{}[/]  {} on {} · {} · {}", r.run_id[:12], _label(r.drafter),
+                                           _label(r.target), r.engine, _method(r)))
         lines = [
             f"τ {fmt(r.tau)} (emitted {fmt(r.tau_emitted)}) · accept {fmt(r.acceptance_rate)} · lossless {_lossless(r)}",
             f"tok/s {fmt(r.tokens_per_s, '.1f')} (base {fmt(r.baseline_tokens_per_s, '.1f')}) · speedup "
@@ -114,27 +130,25 @@ def _print_cards(records: list[Run], predictions: dict[str, RunPrediction]) -> N
             render.console.print("  " + render.plain(line))
 
 
+TABLE_COLUMNS = ["drafter", "engine", "method", "lossless", "τ", "τ emitted", "accept", "base tok/s", "tok/s",
+                 "speedup (range)", "efficiency", "predicted tok/s, S (error)", "peak mem", "metrics v", "run"]
+
+
+def _table_rows(records: list[Run], predictions: dict[str, RunPrediction]) -> list[tuple[object, ...]]:
+    return [(_label(r.drafter), r.engine, _method(r), _lossless(r), fmt(r.tau), fmt(r.tau_emitted),
+             fmt(r.acceptance_rate), fmt(r.baseline_tokens_per_s, ".1f"), fmt(r.tokens_per_s, ".1f"),
+             _speedup_cell(r), fmt(r.efficiency), _prediction_cell(predictions.get(r.run_id)), _memory(r),
+             r.metric_version, r.run_id[:12]) for r in records]
+
+
 def _print_table(records: list[Run], predictions: dict[str, RunPrediction]) -> None:
-    render.table(
-        "speculative decoding, measured",
-        ["drafter", "engine", "method", "lossless", "τ", "τ emitted", "accept", "base tok/s", "tok/s",
-         "speedup (min-max)", "efficiency", "predicted tok/s, S (error)", "peak mem", "metrics v", "run"],
-        [
-            (_label(r.drafter), r.engine, r.method, _lossless(r), fmt(r.tau), fmt(r.tau_emitted),
-             fmt(r.acceptance_rate), fmt(r.baseline_tokens_per_s, ".1f"),
-             fmt(r.tokens_per_s, ".1f"), _speedup_cell(r), fmt(r.efficiency),
-             _prediction_cell(predictions.get(r.run_id)), _memory(r), r.metric_version, r.run_id[:12])
-            if r.status == "ok" else (_label(r.drafter), r.engine, r.method, "-", "-", "-", "-", "-", "-", "-", "-", "-",
-                                      "-", r.metric_version, render.styled("[red]failed:[/] {}", r.failure_reason))
-            for r in records
-        ],
-    )
+    render.table("speculative decoding, measured", TABLE_COLUMNS, _table_rows(records, predictions))
 
 
 def _set_speedup_cell(result: SetMeasurement) -> str:
     if result.speedup is None:
         return "-"
-    return f"{result.speedup.median:.2f} (±{result.speedup.maximum - result.speedup.minimum:.2f})"
+    return f"{result.speedup.median:.2f} (range {result.speedup.minimum:.2f}–{result.speedup.maximum:.2f})"
 
 
 def curves_json(curves: list[SpeedupCurve]) -> dict[str, Any]:

@@ -9,6 +9,8 @@ import time
 from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from dashboard.launch import LaunchError, launch, port_taken
 from drafters import home_lock
@@ -19,7 +21,40 @@ from drafters.cli.verifying import run_with_progress
 from drafters.service import Service
 from registry.processes import stop as stop_process
 from registry.settings import get_settings
-from verifier.demo import build_demo_models, demo_requests, enqueue_demo
+from verifier.demo import StepReport, build_demo_models, demo_requests, enqueue_demo
+
+
+class TrainingBars:
+    """A demo build's training on a terminal: a bar for the model in training, gone once it is trained (the "built
+    in N s" line follows). Lines printed meanwhile (the service's) appear above it."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress: Progress | None = None
+        self.model = 0
+
+    def __call__(self, number: int, models: int, label: str, step: int, steps: int) -> None:
+        if self.progress is None or number != self.model:
+            self.close()
+            self.model = number
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), console=self.console, transient=True)
+            self.progress.add_task(render.plain(f"demo model {number} of {models}, {label}: training steps"),
+                                   total=steps or None)
+            self.progress.start()
+        self.progress.update(self.progress.task_ids[0], completed=step)
+        if steps and step >= steps:
+            self.close()
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+
+def training_progress(console: Console) -> StepReport | None:
+    """Bars on a terminal; elsewhere (a log, a pipe) None: the build prints a line at each quarter of its steps."""
+    return TrainingBars(console) if console.is_terminal else None
 
 
 @app.command("dashboard")
@@ -70,10 +105,10 @@ def demo_command(
     settings = get_settings()
     if not run:
         queued = enqueue_demo(store, settings.models_dir, say, max_new_tokens=settings.demo_max_new_tokens,
-                              repeats=settings.demo_repeats)
+                              repeats=settings.demo_repeats, on_step=training_progress(render.console))
         render.console.print(f"queued {queued} new jobs; `drafters worker --once` runs them")
         return
-    models = build_demo_models(settings.models_dir, say)
+    models = build_demo_models(settings.models_dir, say, training_progress(render.console))
     requests = demo_requests(models, max_new_tokens=settings.demo_max_new_tokens, repeats=settings.demo_repeats)
     records = [run_with_progress(store, request, key) for key, request in requests]
     print_runs(records)
@@ -91,9 +126,11 @@ def up(
     per DRAFTERS_HOME: a second one says which process holds the home and exits 1."""
     settings = get_settings()
     lock = home_lock.acquire(settings.home_dir)  # before the database: two would upgrade and load it at once
+    bars = training_progress(render.console)
     service = Service(settings, open_store(),
                       lambda line: render.console.print(render.strip_control(line), soft_wrap=True, markup=False,
-                                                        highlight=False))
+                                                        highlight=False),
+                      on_build_step=bars)
     # SIGTERM (systemd, docker stop, kill) stops the service as Ctrl-C does, so its children stop with it.
     previous = {sig: signal.signal(sig, lambda *_: service.stop.set()) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
@@ -104,6 +141,8 @@ def up(
         render.console.print("stopping")
     finally:
         stopped = service.close()
+        if isinstance(bars, TrainingBars):
+            bars.close()  # a stop in the middle of a build leaves no bar drawn
         lock.release()
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -13,7 +13,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from drafters.cli import render
-from drafters.cli.common import Failed, JsonOption, UserError, app, open_store
+from drafters.cli.common import Failed, JsonOption, UserError, app, open_store, pair_order
 from drafters.cli.runs_view import curves_json, fmt, print_curves, print_runs, run_json
 from registry import calibration
 from registry.domain.engines import SERVER_KINDS, VERIFIER_ENGINES as ENGINES
@@ -113,6 +113,7 @@ def verify_command(
     --concurrency, its speedup curve over concurrent requests on llama.cpp."""
     lengths = _lengths(max_new_tokens, curve=concurrency is not None)
     store = open_store()
+    target, drafter = pair_order(store, target, drafter, command="verify", roles=("target", "drafter"))
     request = _verify_request(target, drafter, prompts=prompts, sets=sets, method=method,
                               max_new_tokens=lengths[0], temperature=temperature, seed=seed, repeats=repeats,
                               device=device, dtype=dtype, draft_length=draft_length, thinking=thinking,
@@ -221,6 +222,9 @@ def compare_command(
     if len(drafters) * len(engines) < 2:
         raise UserError("compare needs at least two drafters, or one drafter and two engines")
     store = open_store()
+    if len(drafters) >= 2:  # the target given among the drafters: its place is first
+        for number, drafter in enumerate(drafters):
+            target, drafters[number] = pair_order(store, target, drafter, command="compare", roles=("target", "drafter"))
     records = []
     for drafter in drafters:
         for chosen in engines:

@@ -156,6 +156,7 @@ def test_the_help_overview_lists_every_command_from_its_own_module_without_loadi
     probe = subprocess.run([sys.executable, "-c", "import sys, runpy; sys.argv = ['drafters', '--help']\n"
                             "try:\n    runpy.run_module('drafters.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
                             "print(sorted(m for m in sys.modules if m.startswith(('drafters.cli.', 'sqlalchemy', "
-                            "'fastapi'))))"], capture_output=True, text=True, timeout=60)
+                            "'fastapi', 'torch', 'transformers', 'streamlit', 'pandas', 'alembic', "
+                            "'huggingface_hub'))))"], capture_output=True, text=True, timeout=60)
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.strip().splitlines()[-1] == "['drafters.cli.render']"
