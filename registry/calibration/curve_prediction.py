@@ -43,7 +43,8 @@ def draft_length_of(curve: SpeedupCurve, given: int | None) -> int | None:
 
 
 def check_curve(curve: SpeedupCurve, pair: pricing.PairShape, *, gamma: int | None, quant: pricing.Quantization,
-                acceptance: pricing.Acceptance | None = None) -> CurveCheck:
+                acceptance: pricing.Acceptance | None = None,
+                assumptions: pricing.Assumptions = pricing.Assumptions()) -> CurveCheck:
     """Predict `curve` at its own levels and compare. τ per level is the curve's own (counted by the server), else
     τ(γ) of `acceptance`; the context is the generated length (the sweep's prompts are short)."""
     levels = [p.concurrency for p in sorted(curve.points, key=lambda p: p.concurrency)]
@@ -66,10 +67,10 @@ def check_curve(curve: SpeedupCurve, pair: pricing.PairShape, *, gamma: int | No
     context = curve.conditions.max_new_tokens
     gpu = find_gpu(_gpus(), curve.hardware or "")
     try:
-        device = pricing.device_for(gpu) if gpu is not None else fitted_device(
+        device = pricing.device_for(gpu, assumptions) if gpu is not None else fitted_device(
             pair, ordered, quant=quant, context=context, name=curve.hardware or "unnamed hardware")
         predicted = predict_curve(pair, tau=tau, gamma=length, levels=levels, quant=quant, context=context,
-                                  device=device)
+                                  device=device, assumptions=assumptions)
     except pricing.PricingError as error:
         return CurveCheck(**base, gamma=length, device_basis="", errors=(), note=str(error))
     basis = device.basis if gpu is None else f"{gpu.name}: {device.basis}"
