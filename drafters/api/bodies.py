@@ -19,6 +19,7 @@ from registry import reports
 from registry.calibration.run_view import run_json
 from registry.calibration.launch_inputs import built_in_pairs, exact_pairs, measured_draft_length, pick_gpu, \
     side_parameters
+from registry.calibration.concurrency import concurrency_for, target_curves
 from registry.calibration.ranking import rank
 from registry.calibration.recommend import recommendation_body
 from registry.domain import hub_presence, reliance
@@ -134,6 +135,8 @@ def target_drafters(store: Store, target: str, today: date, gpu: str | None = No
         rank([*built_in, *pairs.values()], runs, chosen_gpu, None, records=records,
              target_parameters=target_parameters), start=1)}
     engines = ENGINES if engine is None else (engine,)
+    curves = target_curves(store, checkpoint.repo_id)
+    stored_engine = None if engine is None else _engine_stored_name(engine)
     drafters = []
     for found in verdicts:
         if verdict is not None and found.verdict != verdict:
@@ -155,6 +158,8 @@ def target_drafters(store: Store, target: str, today: date, gpu: str | None = No
             "gone": hub_presence.gone_marker(record.status, record.status_detail) if record else None,
             "measured": measured.get(found.drafter_repo_id, []), "launch": launches,
             "rank": None if position is None else {"position": position[0], **position[1].as_json()},
+            "concurrency": concurrency_for(curves.get(found.drafter_repo_id, []), chosen_gpu,
+                                           stored_engine).as_json(),
         })
     drafters.sort(key=lambda d: (VERDICT_ORDER.get(d["verdict"], 9), d["rank"]["position"] if d["rank"] else 0,
                                  d["method"], d["drafter"]))
@@ -173,7 +178,8 @@ def target_drafters(store: Store, target: str, today: date, gpu: str | None = No
                 "first_drafter_released": row.first_drafter_released},
         "draft_length_priced_on": chosen_gpu.name, "drafters": drafters,
         "built_in": [{"method": p.method, "rank": {"position": ranked[p.drafter][0], **ranked[p.drafter][1].as_json()},
-                      "launch": {engine: launch_command(p, engine).as_json() for engine in ENGINES}}
+                      "launch": {engine: launch_command(p, engine).as_json() for engine in ENGINES},
+                      "concurrency": concurrency_for(curves.get(p.drafter, []), chosen_gpu, stored_engine).as_json()}
                      for p in built_in],
         "baseline_runs": measured.get(None, []),
     }), Scope(targets=frozenset({checkpoint.repo_id})))  # it shows the runs of this target only

@@ -98,6 +98,32 @@ class TargetLag(_Part):
     first_drafter_released: date | None
 
 
+class CurveFact(_Part):
+    curve_id: int | None
+    engine: str
+    engine_version: str | None
+    hardware: str | None
+    gpu_class: str | None = Field(description="the catalog GPU class its hardware names; null: a CPU or unnamed")
+    max_new_tokens: int
+    prompt_set: str
+    temperature: float
+    concurrency_measured: list[int] = Field(description="[lowest, highest] concurrency the sweep measured")
+    pays_up_to: int | None
+    crossover: int | None
+    stand_in: str | None = Field(description="why it says nothing about serving on a GPU (tiny test models, a "
+                                             "CPU); null: it may")
+    text: str
+
+
+class Concurrency(_Part):
+    """What the pair's measured speedup curves say at concurrency > 1 (registry/calibration/concurrency.py)."""
+
+    text: str = Field(description='"pays up to c≈N on HW (engine, length, prompts, T)", or "not measured at '
+                                  'concurrency > 1 on GPU"')
+    measured: bool = Field(description="a curve of real models on the GPU class asked exists")
+    curves: list[CurveFact]
+
+
 class TargetDrafter(_Part):
     drafter: str
     method: str | None
@@ -111,6 +137,7 @@ class TargetDrafter(_Part):
     measured: list[Measured]
     launch: dict[str, Launch] | None
     rank: dict[str, Any] | None = None  # position and why, for the pairs a user can rely on
+    concurrency: Concurrency
 
 
 class TargetDrafters(_Body):

@@ -50,7 +50,8 @@ def launch_cli(
     results = launches(target, drafter, engine, gpu, recompute=True)
     if as_json:
         render.print_json({"target": target, "engine": engine,
-                           "launches": [{**r.launch.as_json(), "rank": r.ranked.as_json()} for r in results]})
+                           "launches": [{**r.launch.as_json(), "rank": r.ranked.as_json(),
+                                         "concurrency": r.concurrency.as_json()} for r in results]})
         return
     declared = declared_only(target)
     for index, result in enumerate(results):
@@ -71,6 +72,6 @@ def launch_cli(
         length = launch.draft_length if launch.draft_length is not None else "the trained block / engine's choice"
         details = [f"draft length {length}: {launch.draft_length_source}",
                    f"minimum {launch.engine} version: {launch.minimum_version} ({launch.minimum_version_source})",
-                   *launch.notes, *result.ranked.caveats]
+                   f"concurrency: {result.concurrency.text}", *launch.notes, *result.ranked.caveats]
         for line in details:
             render.console.print(render.strip_control(f"  {line}"), style="dim", markup=False, highlight=False)

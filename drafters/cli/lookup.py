@@ -12,7 +12,8 @@ from rich.text import Text
 from drafters.cli import render
 from drafters.cli.common import (JsonOption, UserError, app, catalog_app, checked_ref, db_app, open_store, pair_order,
                                  today)
-from registry.calibration.launch_inputs import pick_gpu, side_parameters
+from registry.calibration.concurrency import Concurrency, concurrency_for, target_curves
+from registry.calibration.launch_inputs import STORED_ENGINE, pick_gpu, side_parameters
 from registry.calibration.ranking import Ranked, rank
 from registry.calibration.recommend import launchable_pairs
 from registry.domain import hub_presence, pair
@@ -147,15 +148,23 @@ def find(
     ranks = _ranks(store, checkpoint.repo_id, chosen, engine)
     rows.sort(key=lambda r: (VERDICT_ORDER.get(r.verdict, 9), ranks[r.drafter_repo_id][0] if r.drafter_repo_id in ranks
                              else 0, r.gone is not None, r.method or "", r.drafter_repo_id))
+    curves = target_curves(store, checkpoint.repo_id)
+    stored_engine = STORED_ENGINE[engine] if engine is not None else None
+    concurrency = {d: concurrency_for(curves.get(d, []), chosen, stored_engine)
+                   for d in [checkpoint.repo_id, *(r.drafter_repo_id for r in rows)]}
     if as_json:
         drafters = [{**render.to_jsonable(r), "engines": list(runs[r.drafter_repo_id].engines),
-                     "rank": _rank_json(ranks.get(r.drafter_repo_id))} for r in rows]
+                     "rank": _rank_json(ranks.get(r.drafter_repo_id)),
+                     "concurrency": concurrency[r.drafter_repo_id].as_json()} for r in rows]
         # 2: "built_in" (methods inside the checkpoint) and each drafter's "license" and "replaced_in_place";
         # "rank" of each exact row and of the built-in drafter, "ranked_for" what they were ranked for;
-        # "asked", "resolved_by", "derived_from" and each drafter's "notes".
+        # "asked", "resolved_by", "derived_from" and each drafter's "notes"; 4: "concurrency" of each drafter and
+        # "built_in_concurrency" (what measured speedup curves say at concurrency > 1).
         render.print_json({"checkpoint": checkpoint, **_resolved_json(typed, resolved),
                            "checkpoint_gone": checkpoint_gone, "built_in": list(checkpoint.built_in),
                            "built_in_rank": _rank_json(ranks.get(checkpoint.repo_id)),
+                           "built_in_concurrency": concurrency[checkpoint.repo_id].as_json()
+                           if checkpoint.built_in else None,
                            "ranked_for": {"gpu": chosen.name, "engine": engine},
                            "drafters": drafters})
         return
@@ -171,6 +180,7 @@ def find(
         render.console.print(render.styled("{}: ships inside {} (no separate download)", built_in, checkpoint.repo_id),
                              style="green")
         _print_rank(ranks.get(checkpoint.repo_id), chosen, engine)
+        _print_concurrency(concurrency[checkpoint.repo_id])
     if not rows and built_in is not None:
         return
     if not rows:
@@ -190,6 +200,8 @@ def find(
                    *(f"replaced in place {change}" for change in r.replaced_in_place)]
         render.console.print(Padding(render.cell("; ".join(details)), (0, 0, 0, 4)), style="dim")
         _print_rank(ranks.get(r.drafter_repo_id), chosen, engine)
+        if r.drafter_repo_id in ranks or concurrency[r.drafter_repo_id].curves:
+            _print_concurrency(concurrency[r.drafter_repo_id])
         not_runnable = runs[r.drafter_repo_id].note()
         if not_runnable:
             render.console.print(Padding(render.cell(f"✗ {not_runnable}"), (0, 0, 0, 4)), style="red")
@@ -214,6 +226,12 @@ def _print_rank(entry: tuple[int, Ranked] | None, gpu: Gpu, engine: str | None) 
     caveats = [c for c in ranked.caveats if not c.startswith("license:")]
     text = f"#{position} for {gpu.name}{' on ' + engine if engine else ''}: {ranked.why}"
     render.console.print(Padding(render.cell("; ".join([text, *caveats])), (0, 0, 0, 4)), style="cyan")
+
+
+def _print_concurrency(found: Concurrency) -> None:
+    """"concurrency: pays up to c≈8 on H100 SXM (…)", or "not measured at concurrency > 1 on H100 SXM"."""
+    render.console.print(Padding(render.cell(f"concurrency: {found.text}"), (0, 0, 0, 4)),
+                         style="cyan" if found.measured else "dim")
 
 
 def _rank_json(entry: tuple[int, Ranked] | None) -> dict[str, object] | None:

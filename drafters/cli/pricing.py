@@ -11,7 +11,9 @@ import typer
 from drafters.cli import render
 from drafters.cli.common import JsonOption, UserError, app, checked_ref, open_store, pair_order
 from registry import calibration
+from registry.calibration.curve_prediction import CurveCheck, check_curve, median_error
 from registry.domain import pricing
+from registry.domain.pricing_concurrency import PredictedPoint, predict_curve
 from registry.domain.gpus import find_gpu, load_gpus
 from registry.domain.memory import GIB
 from verifier.prompts import load_prompt_file
@@ -48,6 +50,12 @@ def price_command(
     quant: Annotated[str, typer.Option(help="Target weight quantization: bf16, fp8, q8_0, q6_k, q5_k_m, q4_k_m, q4_0, mxfp4.")] = "q4_k_m",
     published_set: Annotated[str | None, typer.Option("--published-set", help="With no measured run: which published prompt set's τ to use (default: the median one).")] = None,
     calibration_mode: Annotated[bool, typer.Option("--calibration", help="Predict every measured run, store and show the error.")] = False,
+    concurrency: Annotated[str | None, typer.Option(
+        "--concurrency", help="Also predict the speedup at these concurrencies, e.g. 1,4,16,64, and its error on "
+                              "the pair's measured curves.")] = None,
+    draft_length: Annotated[int | None, typer.Option(
+        "--draft-length", help="γ for --concurrency (default: the best batch-1 γ per GPU; for a measured curve, "
+                               "the one it records).")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Predicted tok/s without and with the drafter on each GPU class, from the pair's measured acceptance."""
@@ -61,6 +69,9 @@ def price_command(
     if context < 0:
         raise UserError(f"--context must be at least 0 tokens, got {context}")
     quantization = pricing.quantization(quant)
+    levels = _levels(concurrency) if concurrency is not None else None
+    if draft_length is not None and draft_length < 1:
+        raise UserError(f"--draft-length must be at least 1, got {draft_length}")
     gpus = load_gpus()
     chosen = list(gpus)
     if gpu:
@@ -103,14 +114,35 @@ def price_command(
         f"{assumptions.unified_usable_fraction:.0%} of unified memory usable; no per-step overhead "
         "(see docs/pricing.md; `drafters price --calibration` shows the error on measured runs)",
     ]
+    curves: list[tuple[str, int, tuple[PredictedPoint, ...]]] = []
+    checks: list[CurveCheck] = []
+    if levels is not None:
+        for g, r in zip(chosen, results):
+            gamma = min(draft_length or r.best_gamma, len(acceptance.marginal))
+            curves.append((g.name, gamma, predict_curve(pair, tau=acceptance.tau(gamma), gamma=gamma, levels=levels,
+                                                        quant=quantization, context=context,
+                                                        device=pricing.device_for(g))))
+        checks = [check_curve(c, pair, gamma=draft_length, quant=quantization, acceptance=acceptance)
+                  for c in store.curves.curves(target=target, drafter=drafter)]
+        notes.append("at concurrency c: a step of c requests reads the weights once and each request's KV once, "
+                     "and computes c · (γ+1) tokens (docs/pricing.md, \"At concurrency c\")")
     if as_json:
-        render.print_json({
+        body: dict[str, object] = {
             "target": target, "drafter": drafter, "quantization": quantization.name, "context": context,
             "acceptance": {"source": acceptance.source, "run_id": acceptance.run_id,
                            "prompt_sets": list(acceptance.prompt_sets), "marginal": list(acceptance.marginal)},
             "notes": notes,
             "gpus": [asdict(r) for r in results],
-        })
+        }
+        if levels is not None:
+            # schema 4: the predicted curve per GPU class, and the error on each measured curve of the pair
+            body["concurrency"] = {
+                "levels": levels,
+                "gpus": [{"gpu": name, "gamma": gamma, "points": [asdict(p) for p in points]}
+                         for name, gamma, points in curves],
+                "measured_curves": [{**asdict(c), "median_abs_error": c.median_abs_error} for c in checks],
+                "median_abs_error": median_error(checks)}
+        render.print_json(body)
         return
     rows = []
     for r in results:
@@ -124,8 +156,41 @@ def price_command(
     render.table(f"{drafter} on {target}: {quantization.name}, context {context}",
                  ["GPU", "fits?", "tok/s alone", "tok/s with drafter", "speedup", "best γ", "τ(γ)"], rows,
                  no_wrap=["tok/s alone", "speedup"])
+    if levels is not None:
+        _print_concurrency(levels, curves, checks)
     for note in notes:
         render.console.print(render.styled("[dim]{}[/]", note))
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        levels = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise UserError(f"--concurrency takes numbers separated by commas, e.g. 1,4,16; got {text!r}") from None
+    if not levels or levels[0] < 1 or levels[-1] > 4096:
+        raise UserError("--concurrency takes values from 1 to 4096")
+    return levels
+
+
+def _print_concurrency(levels: list[int], curves: list[tuple[str, int, tuple[PredictedPoint, ...]]],
+                       checks: list[CurveCheck]) -> None:
+    render.table("predicted speedup at each concurrency (no fit: weights + c requests' KV exceed the memory)",
+                 ["GPU", "γ", *(f"c={c}" for c in levels)],
+                 [(name, str(gamma), *(f"{p.speedup:.2f}×" if p.fits is not False else "no fit" for p in points))
+                  for name, gamma, points in curves])
+    if not checks:
+        render.console.print("no measured curve of this pair to check the prediction against (`drafters sweep`)")
+        return
+    render.table("measured curves: predicted / measured speedup (error)",
+                 ["curve", "hardware", "engine", "new tokens", "γ", "levels", "median |error|", "basis"],
+                 [(str(c.curve_id), c.hardware or "-", c.engine, str(c.max_new_tokens), str(c.gamma or "-"),
+                   ", ".join(f"c={e.concurrency} {e.predicted:.2f}/{e.measured:.2f} ({e.error:+.0%})" for e in c.errors)
+                   or "-", "-" if c.median_abs_error is None else f"{c.median_abs_error:.0%}",
+                   "; ".join(x for x in (c.device_basis, c.note) if x)) for c in checks])
+    overall = median_error(checks)
+    if overall is not None:
+        render.console.print(f"median |speedup error| {overall:.0%} over {sum(len(c.errors) for c in checks)} "
+                             "measured levels")
 
 
 def _calibration(as_json: bool) -> None:

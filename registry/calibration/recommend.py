@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from registry.calibration.concurrency import Concurrency, concurrency_for, target_curves
 from registry.calibration.launch_inputs import (
+    STORED_ENGINE,
     built_in_pairs,
     exact_pairs,
     measured_draft_length,
@@ -24,6 +26,8 @@ from registry.store.runs import list_runs
 class Recommendation:
     ranked: Ranked
     launch: Launch
+    # What measured speedup curves of this engine on this GPU class say at concurrency > 1; shown, never chosen by.
+    concurrency: Concurrency
 
 
 def launchable_pairs(store: Store, target: str, drafter: str | None = None) -> list[PairFacts]:
@@ -42,7 +46,9 @@ def recommendations(store: Store, target: str, engine: str, gpu: str | None, *, 
     records = {p.drafter: None if p.built_in else store.reads.get_drafter(p.drafter) for p in pairs}
     ranked = rank(pairs, runs, chosen, engine, records=records,
                   target_parameters=side_parameters(store, target, pairs[0].target_sha if pairs else None))
-    out = [Recommendation(r, launch_command(r.pair, engine, measured_draft_length(store, r.pair, chosen, engine, runs)))
+    curves = target_curves(store, target)
+    out = [Recommendation(r, launch_command(r.pair, engine, measured_draft_length(store, r.pair, chosen, engine, runs)),
+                          concurrency_for(curves.get(r.pair.drafter, []), chosen, STORED_ENGINE[engine]))
            for r in ranked]
     return sorted(out, key=lambda r: not r.launch.supported)  # stable: the ranking within each group stands
 
@@ -54,7 +60,8 @@ def recommendation_body(store: Store, target: str, engine: str, gpu: str | None)
     best = next((r for r in results if r.launch.supported), None)
     return {
         "target": target, "engine": engine, "gpu": chosen.name,
-        "recommendation": None if best is None else {**best.ranked.as_json(), "launch": best.launch.as_json()},
+        "recommendation": None if best is None else {**best.ranked.as_json(), "launch": best.launch.as_json(),
+                                                     "concurrency": best.concurrency.as_json()},
         "why": best.ranked.why if best is not None else (
             f"{engine} runs none of the {len(results)} launchable drafters of {target}" if results
             else f"no drafter is an exact pair of {target}"),

@@ -4,8 +4,9 @@ One number for all of them, bumped whenever any shape changes (docs/api.md lists
 a consumer checks `schema_version` and refuses a shape it does not know instead of misreading it.
 
 Version 2 put `schema_version` into every body: an object carries it beside its own keys; a list became
-`{"schema_version": 2, "items": [...]}`. Version 1 is the unversioned shape before it. Version 3 (this one):
-the API's errors are RFC 9457 problem details and its pages keyset cursors (docs/api.md).
+`{"schema_version": 2, "items": [...]}`. Version 1 is the unversioned shape before it. Version 3: the API's errors
+are RFC 9457 problem details and its pages keyset cursors. Version 4 (this one): `find`, `launch` and the API's
+target drafters and recommendation carry `concurrency`, what measured speedup curves say (docs/api.md).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 from datetime import date, datetime
 from typing import Any
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def versioned(value: Any) -> dict[str, Any]:

@@ -162,14 +162,17 @@ def constant_acceptance(tau: float, drafted: int) -> tuple[float, ...]:
 
 
 def forward_seconds(shape: NetworkShape, tokens: int, *, weight_bits: float, context: int, device: Device,
-                    quant: Quantization, extra_bytes: float = 0.0, kv_bytes_per_element: float = 2.0) -> float:
-    """One forward over `tokens` tokens: max(bytes / bandwidth, 2 · parameters · tokens / throughput)."""
-    streamed = shape.streamed_for(tokens)
-    read = streamed * weight_bits / 8 + shape.kv_bytes(context, kv_bytes_per_element) + extra_bytes
+                    quant: Quantization, extra_bytes: float = 0.0, kv_bytes_per_element: float = 2.0,
+                    sequences: int = 1) -> float:
+    """One forward over `tokens` tokens of each of `sequences` sequences batched together: max(bytes / bandwidth,
+    2 · parameters · tokens · sequences / throughput). The weights are read once for the whole batch, each
+    sequence's KV cache once (docs/pricing.md, "At concurrency c")."""
+    streamed = shape.streamed_for(tokens * sequences)
+    read = streamed * weight_bits / 8 + sequences * shape.kv_bytes(context, kv_bytes_per_element) + extra_bytes
     memory_s = read / device.bandwidth_bytes_s
     ops = device.ops_s(quant)
     # Each token multiplies through its own active parameters (for a MoE, k experts, not every expert hit).
-    compute_s = 2.0 * shape.streamed_for(1) * tokens / ops if ops else 0.0
+    compute_s = 2.0 * shape.streamed_for(1) * tokens * sequences / ops if ops else 0.0
     return max(memory_s, compute_s)
 
 
@@ -181,24 +184,25 @@ class StepCosts:
 
 
 def step_costs(pair: PairShape, gamma: int, *, quant: Quantization, context: int, device: Device,
-               assumptions: Assumptions = Assumptions()) -> StepCosts:
+               assumptions: Assumptions = Assumptions(), sequences: int = 1) -> StepCosts:
+    """One decode step of `sequences` requests batched together (1: batch-1 decode)."""
     bits = quant.bits_per_weight
     kv_el = assumptions.kv_bytes_per_element
     target_s = forward_seconds(pair.target, 1, weight_bits=bits, context=context, device=device, quant=quant,
-                               kv_bytes_per_element=kv_el)
+                               kv_bytes_per_element=kv_el, sequences=sequences)
     verify_s = forward_seconds(pair.target, gamma + 1, weight_bits=bits, context=context, device=device,
-                               quant=quant, kv_bytes_per_element=kv_el)
+                               quant=quant, kv_bytes_per_element=kv_el, sequences=sequences)
     draft_quant = assumptions.drafter_quantization
     borrowed = pair.borrowed_parameters * bits / 8
     drafter_context = 0 if pair.method in SHARES_TARGET_CACHE else context
     if pair.method in BLOCK_METHODS:
         draft_s = forward_seconds(pair.drafter, gamma + 1, weight_bits=draft_quant.bits_per_weight,
                                   context=drafter_context, device=device, quant=draft_quant, extra_bytes=borrowed,
-                                  kv_bytes_per_element=kv_el)
+                                  kv_bytes_per_element=kv_el, sequences=sequences)
     else:
         draft_s = gamma * forward_seconds(pair.drafter, 1, weight_bits=draft_quant.bits_per_weight,
                                           context=drafter_context, device=device, quant=draft_quant,
-                                          extra_bytes=borrowed, kv_bytes_per_element=kv_el)
+                                          extra_bytes=borrowed, kv_bytes_per_element=kv_el, sequences=sequences)
     overhead = assumptions.step_overhead_s
     draft_forwards = 1 if pair.method in BLOCK_METHODS else gamma
     return StepCosts(target_s + overhead, verify_s + overhead, draft_s + draft_forwards * overhead)

@@ -29,7 +29,7 @@ from registry.store.db import (
     parse_url,
 )
 from registry.redact import mask_url
-from registry.store.models import BenchmarkRun, Checkpoint, Compatibility, Drafter, Event, Job
+from registry.store.models import BenchmarkRun, Checkpoint, Compatibility, Drafter, Event, Job, SpeedupCurveRow
 
 FILL_COMMANDS = "`drafters catalog load`, `drafters watch --once` or `drafters verify …`"
 # Column names and one tuple per row: plain values the dashboard turns into a DataFrame.
@@ -110,7 +110,7 @@ class DataParts:
     events: tuple[object, ...]
     verdicts: tuple[object, ...]
     jobs: tuple[object, ...]
-    catalog: tuple[object, ...]
+    catalog: tuple[object, ...]  # checkpoints, drafters, and the speedup curves (rare: a new one drops everything)
 
     @property
     def runs_count(self) -> int:
@@ -146,7 +146,8 @@ def data_parts(engine: Engine) -> DataParts:
             events=one(select(func.max(Event.id), func.count(Event.id))),
             verdicts=one(select(func.count(Compatibility.id))) + one(select(func.max(Compatibility.checked_at))),
             jobs=one(select(func.max(Job.id), func.count(Job.started_at), func.count(Job.finished_at))),
-            catalog=one(select(func.count(Checkpoint.id))) + one(select(func.count(Drafter.id))),
+            catalog=one(select(func.count(Checkpoint.id))) + one(select(func.count(Drafter.id)))
+            + one(select(func.max(SpeedupCurveRow.id))),
         )
 
 
