@@ -16,9 +16,9 @@ from huggingface_hub import snapshot_download
 from huggingface_hub.errors import LocalEntryNotFoundError
 
 from registry.errors import UserError
+from registry.local import SAFETENSORS_INDEX, safetensors_files
 
 CONFIG_FILE = "config.json"
-SAFETENSORS_INDEX = "model.safetensors.index.json"
 PICKLE_WEIGHT_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
 
@@ -40,8 +40,10 @@ def read_config(folder: Path) -> dict[str, Any]:
 
 
 def weight_files(folder: Path) -> list[Path]:
-    """The safetensors weight files of `folder`; refuses folders that only have pickle weights."""
-    safetensors = sorted(folder.glob("*.safetensors"))
+    """The safetensors weight files `folder` loads, the same files whose tensor bytes its weight count sums
+    (`registry.local.safetensors_files`: its index's shards, else every *.safetensors); refuses folders that only
+    have pickle weights."""
+    safetensors = safetensors_files(folder)
     if safetensors:
         return safetensors
     pickles = sorted(p.name for p in folder.iterdir() if p.suffix in PICKLE_WEIGHT_SUFFIXES)

@@ -42,6 +42,13 @@ def drafter_method(config: Any, recorded: str | None = None) -> str | None:
     return detect_method(dict(config)) or DEFAULT_METHOD
 
 
+def method_to_run(config: Any, recorded: str | None = None) -> str:
+    """The method a drafter is recorded and run with, the one rule of the default: `drafter_method`, else a plain
+    draft model where no readable config says otherwise (never a guess from its name; its verdict stays unknown
+    while its config is unread, `judge` sees the config, not this default)."""
+    return drafter_method(config, recorded) or DEFAULT_METHOD
+
+
 @dataclass(frozen=True)
 class Side:
     """One side of a pair as far as it is known. A folder has no repo id and declares nothing."""

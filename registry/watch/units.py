@@ -253,7 +253,7 @@ class ModelUnits:
                 if not drafters_only:
                     self._process_checkpoint(model, baseline=baseline, revealed=revealed)
                 return
-            method = "dflash" if "dflash" in model.repo_id.lower() else "draft-lm"
+            method = pair.method_to_run(config)
         first_hub_revision = known is None or unread
         released_on = model.created_at.date() if known is None and model.created_at else None
         if revealed and known is None and not baseline:

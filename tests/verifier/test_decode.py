@@ -17,7 +17,7 @@ from verifier.engines.pytorch import IncompatiblePair, RunSettings, TorchEngine,
 from verifier.folders import LoadError, cached_snapshot, files_digest
 from verifier.harness.run import run as measure
 from verifier.loading import LoadedTarget, load_target
-from verifier.methods import UnsupportedMethod, proposer_builder
+from verifier.methods import UnsupportedMethod, build_proposer
 from verifier.prompts import Message, Prompt, PromptSet, bundled_set, bundled_sets, encode_prompt
 from verifier.proposer import NoDraft, Proposal, TargetOutput
 
@@ -183,7 +183,7 @@ def test_a_drafter_slowed_inside_the_loop_lowers_efficiency(tiny_target_dir: Pat
 
 @pytest.fixture(scope="module")
 def draft_lm(tiny_target: LoadedTarget, tiny_draft_lm_dir: Path):
-    return proposer_builder("draft-lm")(tiny_draft_lm_dir, tiny_target, GREEDY)
+    return build_proposer("draft-lm", tiny_draft_lm_dir, tiny_target, GREEDY)
 
 
 def test_every_generated_token_is_accounted_for(tiny_target: LoadedTarget, draft_lm) -> None:

@@ -27,7 +27,8 @@ from verifier.methods.dflash.config import (
 )
 from verifier.methods.dflash.model import DFlashDraftModel, attention_visibility, output_numerics
 from verifier.methods.dflash.muse_glimmer import MUSE_GLIMMER_RENAMES, muse_glimmer_assistant
-from verifier.methods.dflash.proposer import build_proposer
+from verifier.methods import build_proposer as build
+from verifier.methods.dflash.proposer import build_proposer as build_zlab
 from verifier.prompts import bundled_set, bundled_sets
 from verifier.proposer import TargetOutput
 from verifier.tiny.dflash import cached_dflash_drafter
@@ -134,7 +135,7 @@ def test_drafts_match_transformers_muse_glimmer_over_two_rounds(
     assert {MUSE_GLIMMER_RENAMES.get(name, name) for name in stored} == set(hf.state_dict())
     assert set(MUSE_GLIMMER_RENAMES) <= stored
 
-    proposer = build_proposer(dflash_dir, tiny_target, _settings())
+    proposer = build("dflash", dflash_dir, tiny_target, _settings())
     config = _config(dflash_dir)
     block, mask_id = config["block_size"], config["dflash_config"]["mask_token_id"]
     layer_ids = config["dflash_config"]["target_layer_ids"]
@@ -199,7 +200,7 @@ def test_trained_drafter_accepts_clearly_more_than_a_random_one(
 
 
 def test_shorter_draft_length_is_honoured(dflash_dir: Path, tiny_target: LoadedTarget) -> None:
-    proposer = build_proposer(dflash_dir, tiny_target, _settings(draft_length=3))
+    proposer = build("dflash", dflash_dir, tiny_target, _settings(draft_length=3))
     first, _ = _prefill(tiny_target, tiny_target.tokenizer("What is 27 plus 18?")["input_ids"])
     proposer.begin(first.input_ids, first)
     assert proposer.draft_length == 3
@@ -209,7 +210,7 @@ def test_shorter_draft_length_is_honoured(dflash_dir: Path, tiny_target: LoadedT
 def test_sampled_proposals_carry_their_distributions(dflash_dir: Path, tiny_target: LoadedTarget) -> None:
     proposals = []
     for _ in range(2):
-        proposer = build_proposer(dflash_dir, tiny_target, _settings())
+        proposer = build("dflash", dflash_dir, tiny_target, _settings())
         first, _ = _prefill(tiny_target, tiny_target.tokenizer("Tell me about rivers.")["input_ids"])
         proposer.begin(first.input_ids, first)
         proposals.append(proposer.propose(0.8, torch.Generator().manual_seed(7)))
@@ -243,7 +244,7 @@ def test_hidden_size_mismatch_is_refused(
         run_pair(tiny_target_dir, narrow, [bundled_set("math")], _settings())
     assert any("hidden_size" in reason for reason in refused.value.reasons)
     with pytest.raises(IncompatiblePair) as refused_by_method:
-        build_proposer(narrow, tiny_target, _settings())
+        build("dflash", narrow, tiny_target, _settings())
     assert any("hidden_size 64" in reason and "96" in reason for reason in refused_by_method.value.reasons)
 
 
@@ -251,7 +252,7 @@ def test_layer_ids_beyond_the_target_are_refused(tmp_path: Path, dflash_dir: Pat
     config = _config(dflash_dir)
     config["dflash_config"] = config["dflash_config"] | {"target_layer_ids": [1, 9]}
     with pytest.raises(IncompatiblePair, match=r"target_layer_ids \[9\]"):
-        build_proposer(_write_drafter(tmp_path / "deep", config), tiny_target, _settings())
+        build("dflash", _write_drafter(tmp_path / "deep", config), tiny_target, _settings())
 
 
 def test_weights_outside_the_layout_are_refused_by_name(
@@ -266,7 +267,7 @@ def test_weights_outside_the_layout_are_refused_by_name(
     tensors["fc.weight"] = tensors["fc.weight"][:, :10].contiguous()
     save_file(tensors, broken / "model.safetensors")
     with pytest.raises(DFlashFormatError) as refused:
-        build_proposer(broken, tiny_target, _settings())
+        build_zlab(broken, tiny_target, _settings())  # z-lab's builder itself: its layout is not detected again
     message = str(refused.value)
     assert "missing tensor layers.0.self_attn.k_norm.weight" in message
     assert "unexpected tensor embed_tokens.weight" in message
@@ -281,7 +282,7 @@ def test_pickle_only_and_dflash2_drafters_are_refused(
     shutil.copyfile(dflash_dir / "config.json", pickled / "config.json")
     (pickled / "pytorch_model.bin").write_bytes(b"not loaded")
     with pytest.raises(LoadError, match="pickle"):
-        build_proposer(pickled, tiny_target, _settings())
+        build("dflash", pickled, tiny_target, _settings())
     with pytest.raises(DFlashFormatError, match="DFlash2DraftModel"):
         parse_dflash_config(_config(dflash_dir) | {"architectures": ["DFlash2DraftModel"]})
 
@@ -383,3 +384,12 @@ def test_gemma_targets_get_gemma_numerics() -> None:
     scaled = {"mask_token_id": 4, "target_layer_ids": [1], "input_embedding_scale": 2.0}
     explicit = parse_dflash_config(QWEN3_4B_DFLASH | {"dflash_config": scaled})
     assert output_numerics(explicit, gemma).embedding_scale == 2.0
+
+
+def test_a_builder_takes_the_draft_length_resolved_once_and_never_clamps_it_again(
+    dflash_dir: Path, tiny_target: LoadedTarget
+) -> None:
+    with pytest.raises(ValueError, match="resolved before a proposer is built"):
+        build_zlab(dflash_dir, tiny_target, _settings())  # unresolved: the builder has no default of its own
+    clamped = build("dflash", dflash_dir, tiny_target, _settings(draft_length=999))
+    assert clamped.draft_length == _config(dflash_dir)["block_size"] - 1

@@ -16,11 +16,9 @@ from safetensors.torch import load_file, save_file
 
 from verifier.engines.pytorch import IncompatiblePair, RunSettings, run_pair
 from verifier.loading import LoadedTarget
-from verifier.methods import proposer_builder
+from verifier.methods import build_proposer as build
 from verifier.methods.dflash.config import DFlashFormatError
-from verifier.methods.dflash.proposer import build_proposer as build_dflash_proposer
 from verifier.methods.dflash2.model import CandidateSelector, GroupedDynamicCausalConv
-from verifier.methods.dflash2.proposer import build_proposer
 from verifier.prompts import bundled_set
 from verifier.proposer import TargetOutput
 
@@ -185,8 +183,8 @@ def test_identity_convolutions_and_flat_codebooks_draft_like_dflash_v1(
     """With tap 0 = 1 and no projection the convolutions pass the block through, and with zero codebooks the walk
     is the argmax: DFlash 2 must then draft exactly what the trained v1 drafter drafts, round after round."""
     folder = from_dflash(tiny_dflash_dir, tmp_path / "identity", vocab, identity=True)
-    ours = build_proposer(folder, tiny_target, _settings())
-    v1 = build_dflash_proposer(tiny_dflash_dir, tiny_target, _settings())
+    ours = build("dflash2", folder, tiny_target, _settings())
+    v1 = build("dflash", tiny_dflash_dir, tiny_target, _settings())
     first = _prefill(tiny_target, "What is 12 plus 30?")
     ours.begin(first.input_ids, first)
     v1.begin(first.input_ids, first)
@@ -199,7 +197,7 @@ def test_identity_convolutions_and_flat_codebooks_draft_like_dflash_v1(
 
 
 def test_sampling_uses_the_walk_as_a_point_mass(random_dflash2_dir: Path, tiny_target: LoadedTarget) -> None:
-    proposer = proposer_builder("dflash2")(random_dflash2_dir, tiny_target, _settings())
+    proposer = build("dflash2", random_dflash2_dir, tiny_target, _settings())
     first = _prefill(tiny_target, "Tell me about rivers.")
     proposer.begin(first.input_ids, first)
     sampled = proposer.propose(0.9, torch.Generator().manual_seed(3))
@@ -233,7 +231,7 @@ def test_unknown_and_missing_tensors_are_refused_by_name(
 
     broken = _edited(random_dflash2_dir, tmp_path / "renamed", edit_tensors=rename)
     with pytest.raises(DFlashFormatError) as refused:
-        build_proposer(broken, tiny_target, _settings())
+        build("dflash2", broken, tiny_target, _settings())
     message = str(refused.value)
     assert "unexpected tensor layers.0.attention_conv.kernel_proj.weight" in message
     assert "missing tensor layers.0.attention_conv.kernel_projection.weight" in message
@@ -248,7 +246,7 @@ def test_misshapen_convolution_is_refused(tmp_path: Path, random_dflash2_dir: Pa
 
     broken = _edited(random_dflash2_dir, tmp_path / "transposed", edit_tensors=transpose)
     with pytest.raises(DFlashFormatError, match=r"tensor layers\.1\.mlp_conv\.base_kernel has shape"):
-        build_proposer(broken, tiny_target, _settings())
+        build("dflash2", broken, tiny_target, _settings())
 
 
 def test_missing_selector_settings_are_refused(
@@ -260,7 +258,7 @@ def test_missing_selector_settings_are_refused(
 
     broken = _edited(random_dflash2_dir, tmp_path / "no-group", edit_config=drop)
     with pytest.raises(DFlashFormatError, match="dflash_config.conv_group_size"):
-        build_proposer(broken, tiny_target, _settings())
+        build("dflash2", broken, tiny_target, _settings())
 
 
 def test_codebooks_for_another_vocabulary_are_incompatible(
@@ -274,5 +272,5 @@ def test_codebooks_for_another_vocabulary_are_incompatible(
 
     broken = _edited(random_dflash2_dir, tmp_path / "other-vocab", edit_tensors=shrink)
     with pytest.raises(IncompatiblePair) as refused:
-        build_proposer(broken, tiny_target, _settings())
+        build("dflash2", broken, tiny_target, _settings())
     assert any(f"cover {vocab - 8} token ids" in reason for reason in refused.value.reasons)

@@ -13,7 +13,8 @@ from verifier.engines.pytorch import RunSettings, run_pair
 from verifier.loading import load_causal_lm, load_target
 from verifier.methods.dflash.config import parse_dflash_config
 from verifier.methods.dflash.model import embed_block, output_numerics
-from verifier.methods.dflash.proposer import build_proposer, target_geometry
+from verifier.methods import build_proposer as build
+from verifier.methods.dflash.proposer import target_geometry
 from verifier.prompts import bundled_set
 from verifier.proposer import TargetOutput
 from verifier.tiny.dflash import DrafterShape, cached_dflash_drafter, drafter_config, packed_block_logits
@@ -54,7 +55,7 @@ def test_trained_drafter_beats_an_untrained_one_on_gemma4(
 @torch.inference_mode()
 def test_the_proposer_drafts_what_the_trainer_trained(gemma4_target_dir: Path, gemma4_dflash_dir: Path) -> None:
     target = load_target(gemma4_target_dir, device="cpu")
-    proposer = build_proposer(gemma4_dflash_dir, target, SETTINGS)
+    proposer = build("dflash", gemma4_dflash_dir, target, SETTINGS)
     tokens = torch.randint(10, 900, (1, 48), generator=torch.Generator().manual_seed(3))
     hidden_states = target.model(input_ids=tokens, output_hidden_states=True).hidden_states
     features = torch.cat([hidden_states[i + 1] for i in proposer.layer_ids], dim=-1)

@@ -18,7 +18,8 @@ from verifier.folders import read_config
 from verifier.methods.dflash.config import DFlashFormatError, parse_dflash_config
 from verifier.methods.dflash.proposer import read_drafter_weights
 from verifier.methods.dflash.layouts import load_backbone, zlab_config
-from verifier.methods.dspark import MarkovHead, _head_settings, build_proposer, markov_head_shapes, split_tensors
+from verifier.methods import build_proposer as build
+from verifier.methods.dspark import MarkovHead, _head_settings, markov_head_shapes, split_tensors
 from verifier.prompts import bundled_set
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "dflash"
@@ -76,7 +77,7 @@ def test_sampled_dspark_proposals_live_in_the_target_vocabulary(tiny_target: obj
     from verifier.decode import new_cache
     from verifier.proposer import TargetOutput
 
-    proposer = build_proposer(FIXTURES / "speculators-dspark-tiny-target", tiny_target, _settings())
+    proposer = build("dspark", FIXTURES / "speculators-dspark-tiny-target", tiny_target, _settings())
     ids = torch.tensor(tiny_target.tokenizer("Tell me about rivers.")["input_ids"])
     with torch.no_grad():
         out = tiny_target.model(input_ids=ids[None], cache=new_cache(tiny_target.model), output_hidden_states=True)
@@ -95,11 +96,11 @@ def test_unknown_markov_tensors_are_refused_by_name(tmp_path: Path, tiny_target:
     tensors["markov_head.prev_table.weight"] = tensors.pop("markov_head.markov_w1.weight")
     save_file(tensors, folder / "model.safetensors")
     with pytest.raises(DFlashFormatError, match=r"missing tensor markov_head\.markov_w1\.weight.*markov_head\.prev_table"):
-        build_proposer(folder, tiny_target, _settings())
+        build("dspark", folder, tiny_target, _settings())
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "sample_from_anchor": False}))
     with pytest.raises(DFlashFormatError, match="sample_from_anchor"):
-        build_proposer(folder, tiny_target, _settings())
+        build("dspark", folder, tiny_target, _settings())
 
 
 def test_deepspec_exports_run_with_their_own_embedding_and_head(tmp_path: Path, tiny_target_dir: Path) -> None:

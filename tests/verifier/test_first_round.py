@@ -23,7 +23,7 @@ import verifier.decode as decode_module
 from verifier.decode import decode, probabilities
 from verifier.engines.pytorch import RunSettings
 from verifier.loading import LoadedTarget
-from verifier.methods import proposer_builder
+from verifier.methods import build_proposer
 from verifier.proposer import Proposal, Proposer, TargetOutput
 
 PREFIX = "<|user|>\nWhat is"  # uncertain continuations on the tiny target: the round's first token has ~1.6 nats
@@ -91,11 +91,11 @@ def position_p_values(target: LoadedTarget, samples: list[tuple[tuple[int, ...],
 
 
 def _draft_lm(target: LoadedTarget, folder: Path) -> Proposer:
-    return proposer_builder("draft-lm")(folder, target, RunSettings(draft_length=DRAFTS, device="cpu"))
+    return build_proposer("draft-lm", folder, target, RunSettings(draft_length=DRAFTS, device="cpu"))
 
 
 def _dflash(target: LoadedTarget, folder: Path) -> Proposer:
-    return proposer_builder("dflash")(folder, target, RunSettings(draft_length=DRAFTS, device="cpu"))
+    return build_proposer("dflash", folder, target, RunSettings(draft_length=DRAFTS, device="cpu"))
 
 
 METHODS: dict[str, Callable[[LoadedTarget, Path], Proposer]] = {"draft-lm": _draft_lm, "dflash": _dflash}

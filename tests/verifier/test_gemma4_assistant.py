@@ -17,11 +17,10 @@ import torch
 from verifier.decode import DecodeResult, decode, new_cache
 from verifier.engines.pytorch import RunSettings
 from verifier.loading import LoadedTarget, load_causal_lm, load_target
-from verifier.methods import proposer_builder
+from verifier.methods import build_proposer as build
 from verifier.methods.gemma4_assistant import (
     Gemma4AssistantProposer,
     IncompatibleAssistant,
-    build_proposer,
     check_pairing,
 )
 from verifier.metrics import acceptance
@@ -67,14 +66,14 @@ def run_loop(target: LoadedTarget, proposer: Proposer, prompts: list[list[int]],
 
 @pytest.fixture(scope="module")
 def trained_runs(gemma4_target: LoadedTarget, assistant_dir: Path, prompts: list[list[int]]) -> list[DecodeResult]:
-    return run_loop(gemma4_target, build_proposer(assistant_dir, gemma4_target, RunSettings()), prompts)
+    return run_loop(gemma4_target, build("gemma4-assistant", assistant_dir, gemma4_target, RunSettings()), prompts)
 
 
 @pytest.fixture(scope="module")
 def untrained_runs(
     gemma4_target: LoadedTarget, untrained_assistant_dir: Path, prompts: list[list[int]]
 ) -> list[DecodeResult]:
-    return run_loop(gemma4_target, build_proposer(untrained_assistant_dir, gemma4_target, RunSettings()), prompts)
+    return run_loop(gemma4_target, build("gemma4-assistant", untrained_assistant_dir, gemma4_target, RunSettings()), prompts)
 
 
 def tau(runs: list[DecodeResult]) -> float:
@@ -214,7 +213,7 @@ def target_view_after_prefill(target: LoadedTarget, ids: list[int]) -> TargetOut
 def test_sampling_returns_the_distributions_it_drew_from(
     gemma4_target: LoadedTarget, assistant_dir: Path, prompts: list[list[int]]
 ) -> None:
-    proposer = build_proposer(assistant_dir, gemma4_target, RunSettings())
+    proposer = build("gemma4-assistant", assistant_dir, gemma4_target, RunSettings())
     proposer.begin(torch.tensor(prompts[0]), target_view_after_prefill(gemma4_target, prompts[0]))
 
     first = proposer.propose(0.8, torch.Generator().manual_seed(7))
@@ -234,7 +233,7 @@ def test_sampling_returns_the_distributions_it_drew_from(
 def test_sampled_decoding_keeps_high_acceptance_with_q_probs(
     gemma4_target: LoadedTarget, assistant_dir: Path, prompts: list[list[int]]
 ) -> None:
-    proposer = build_proposer(assistant_dir, gemma4_target, RunSettings())
+    proposer = build("gemma4-assistant", assistant_dir, gemma4_target, RunSettings())
     runs = run_loop(gemma4_target, proposer, prompts[::4], temperature=0.7)
     assert all(run.tokens for run in runs)
     assert tau(runs) > 2.0
@@ -243,9 +242,9 @@ def test_sampled_decoding_keeps_high_acceptance_with_q_probs(
 def test_draft_length_comes_from_settings_then_the_assistant_generation_config(
     gemma4_target: LoadedTarget, assistant_dir: Path, prompts: list[list[int]]
 ) -> None:
-    default = build_proposer(assistant_dir, gemma4_target, RunSettings())
+    default = build("gemma4-assistant", assistant_dir, gemma4_target, RunSettings())
     assert default.draft_length == 4  # the assistant's generation_config.num_assistant_tokens
-    short = proposer_builder("gemma4-assistant")(assistant_dir, gemma4_target, RunSettings(draft_length=2))
+    short = build("gemma4-assistant", assistant_dir, gemma4_target, RunSettings(draft_length=2))
     assert isinstance(short, Gemma4AssistantProposer) and short.draft_length == 2
     short.begin(torch.tensor(prompts[0]), target_view_after_prefill(gemma4_target, prompts[0]))
     assert short.propose(0.0, torch.Generator()).k == 2
@@ -253,14 +252,14 @@ def test_draft_length_comes_from_settings_then_the_assistant_generation_config(
 
 def test_refuses_a_non_gemma_target(assistant_dir: Path, tiny_target: LoadedTarget) -> None:
     with pytest.raises(IncompatibleAssistant, match=r"model_type 'qwen3' \(Qwen3ForCausalLM\)"):
-        build_proposer(assistant_dir, tiny_target, RunSettings())
+        build("gemma4-assistant", assistant_dir, tiny_target, RunSettings())
 
 
 def test_refuses_a_drafter_that_is_not_a_gemma4_assistant(
     gemma4_target_dir: Path, gemma4_target: LoadedTarget
 ) -> None:
     with pytest.raises(IncompatibleAssistant, match="not a Gemma-4 assistant.*Gemma4ForCausalLM"):
-        build_proposer(gemma4_target_dir, gemma4_target, RunSettings())
+        build("gemma4-assistant", gemma4_target_dir, gemma4_target, RunSettings())
 
 
 def test_refuses_an_assistant_built_for_another_gemma4_geometry(

@@ -39,7 +39,6 @@ from verifier.harness.contract import (
     IncompatiblePair,
     Progress,
     first_divergence,
-    resolve_draft_length,
 )
 from verifier.harness.pair_check import refuse_incompatible
 from verifier.harness.provenance import snapshot_sha
@@ -47,7 +46,7 @@ from verifier.loading import LoadedTarget, load_target, resolve_device
 from registry.domain.measurement import ForwardCosts
 from verifier.metrics import StepCounts
 from verifier.prompts import PromptSet, encode_prompt
-from verifier.methods import proposer_builder
+from verifier.methods import build_proposer
 from verifier.proposer import NoDraft, Proposer, TargetOutput
 
 # Callers of `run_pair` get the contract names they need alongside it from here.
@@ -81,7 +80,7 @@ class TorchEngine:
         target = load_target(Path(target_dir), device=settings.device, dtype=settings.dtype)
         if drafter_dir is None or method is None:  # (method is None only without a drafter)
             return cls(target, None, None, None, settings)
-        proposer = _load_drafter(Path(drafter_dir), method, target, settings)
+        proposer = build_proposer(method, Path(drafter_dir), target, settings)
         return cls(target, Path(drafter_dir), method, proposer, settings)
 
     @property
@@ -230,12 +229,6 @@ def run_pair(
     engine = TorchEngine.load(Path(target_dir), drafter_dir, settings)
     return run.run(engine, prompt_sets, settings, progress, target_dir=Path(target_dir),
                        drafter=Path(drafter_dir) if drafter_dir is not None else None)
-
-
-def _load_drafter(drafter_dir: Path, method: str, target: LoadedTarget, settings: RunSettings) -> Proposer:
-    build = proposer_builder(method)
-    draft_length = resolve_draft_length(method, drafter_dir, settings.draft_length)
-    return build(drafter_dir, target, replace(settings, draft_length=draft_length))
 
 
 def _eos_token_ids(target: LoadedTarget) -> frozenset[int]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from registry.domain.drafter_facts import drafter_facts
-from registry.domain.measurement import Divergence, ForwardCosts
+from registry.domain.measurement import Divergence, ForwardCosts, RunSettings
 from verifier.folders import read_config
 from verifier.metrics import StepCounts
 
@@ -97,6 +97,14 @@ def first_divergence(
         baseline_token=baseline[position] if position < len(baseline) else None,
         speculative_token=speculative[position] if position < len(speculative) else None,
     )
+
+
+def given_draft_length(settings: RunSettings) -> int:
+    """The draft length a method's builder is given: resolved once by `resolve_draft_length` before it runs
+    (`verifier.methods.build_proposer`), never re-clamped or defaulted by the builder."""
+    if settings.draft_length is None:
+        raise ValueError("the draft length is resolved before a proposer is built (verifier.methods.build_proposer)")
+    return settings.draft_length
 
 
 def resolve_draft_length(method: str | None, drafter: Path | None, requested: int | None) -> int | None:

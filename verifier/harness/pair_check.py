@@ -27,4 +27,4 @@ def refuse_incompatible(target_dir: Path, drafter_dir: Path, method: str | None 
     verdict = pair.judge(drafter, folder_side(Path(target_dir)))
     if verdict.verdict == "incompatible":
         raise IncompatiblePair(verdict.reasons)
-    return drafter.drafter_method or pair.DEFAULT_METHOD  # a config read above is an object: never None
+    return pair.method_to_run(drafter.config, method)

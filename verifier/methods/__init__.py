@@ -1,17 +1,20 @@
 """Drafting methods the verifier can run, by method name.
 
 Each module exposes `build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> Proposer`
-(see `verifier.proposer`). Modules are imported only when their method is used, so a method's heavy imports
+(see `verifier.proposer`); `build_proposer(method, ...)` here resolves the draft length once
+(`verifier.harness.contract.resolve_draft_length`) and hands it down in the settings: a builder never clamps it. Modules are imported only when their method is used, so a method's heavy imports
 cost nothing to the others.
 """
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from registry.domain.measurement import RunSettings
+from verifier.harness.contract import resolve_draft_length
 
 if TYPE_CHECKING:  # they pull in torch, which a method's own module imports only when the method runs
     from verifier.loading import LoadedTarget
@@ -56,3 +59,10 @@ def proposer_builder(method: str) -> ProposerBuilder:
             f"supported methods: {', '.join(supported_methods())}"
         ) from error
     return module.build_proposer
+
+
+def build_proposer(method: str, drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> Proposer:
+    """The proposer of `method` for `target`, drafting the length resolved here, once, from the request and the
+    drafter's folder (EAGLE-3's default, its config's `speculative_tokens`, stays its builder's)."""
+    draft_length = resolve_draft_length(method, Path(drafter_dir), settings.draft_length)
+    return proposer_builder(method)(Path(drafter_dir), target, replace(settings, draft_length=draft_length))

@@ -16,12 +16,11 @@ import torch
 
 from verifier.decode import new_cache, probabilities, rollback_problem
 from verifier.folders import LoadError
-from verifier.harness.contract import IncompatiblePair
+from verifier.harness.contract import IncompatiblePair, given_draft_length
 from registry.domain.measurement import RunSettings
 from verifier.loading import LoadedTarget, load_causal_lm, resolve_dtype
 from verifier.proposer import Proposal, TargetOutput
 
-DEFAULT_DRAFT_LENGTH = 4
 
 
 class DraftLMProposer:
@@ -94,6 +93,5 @@ def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSetting
     ]
     if problems:
         raise IncompatiblePair(problems)
-    draft_length = settings.draft_length if settings.draft_length is not None else DEFAULT_DRAFT_LENGTH
     target_vocab = target.model.get_output_embeddings().weight.shape[0]
-    return DraftLMProposer(model, draft_length, target_vocab)
+    return DraftLMProposer(model, given_draft_length(settings), target_vocab)

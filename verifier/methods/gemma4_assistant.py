@@ -25,13 +25,13 @@ import torch
 
 from verifier.folders import read_config
 from registry.domain.measurement import RunSettings
+from verifier.harness.contract import given_draft_length
 from verifier.loading import LoadedTarget, load_causal_lm
 from verifier.proposer import Proposal, TargetOutput
 
 ASSISTANT_ARCHITECTURES = ("Gemma4AssistantForCausalLM",)
 # Text configs whose models expose Gemma-4 K/V layouts (`layer_types` + `kv_sharing_modes`).
 GEMMA4_TEXT_MODEL_TYPES = ("gemma4_text",)
-DEFAULT_DRAFT_LENGTH = 4
 
 
 class IncompatibleAssistant(ValueError):
@@ -157,14 +157,6 @@ def check_pairing(assistant_config: Any, target_config: Any, target_name: str) -
         )
 
 
-def draft_length_of(assistant: Any, settings: RunSettings) -> int:
-    """Settings first, then the assistant's `generation_config.num_assistant_tokens`, then 4."""
-    if settings.draft_length is not None:
-        return settings.draft_length
-    configured = getattr(assistant.generation_config, "num_assistant_tokens", None)
-    return int(configured) if configured else DEFAULT_DRAFT_LENGTH
-
-
 def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> Gemma4AssistantProposer:
     """Load the assistant from `drafter_dir` (safetensors, no remote code) and check it fits `target`."""
     from transformers import AutoConfig
@@ -179,4 +171,4 @@ def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSetting
     assistant_config = AutoConfig.from_pretrained(drafter_dir, trust_remote_code=False, local_files_only=True)
     check_pairing(assistant_config, target.model.config, str(target.path))
     assistant = load_causal_lm(drafter_dir, device=target.device, dtype=target.model.dtype)
-    return Gemma4AssistantProposer(assistant, target.model, draft_length_of(assistant, settings))
+    return Gemma4AssistantProposer(assistant, target.model, given_draft_length(settings))

@@ -273,4 +273,4 @@ def method_of(drafter: Path, override: str | None = None) -> str:
     if drafter.is_file():
         architecture = read_gguf_metadata(drafter, ("general.architecture",)).get("general.architecture")
         return GGUF_ARCHITECTURE_METHODS.get(str(architecture), pair.DEFAULT_METHOD)
-    return pair.drafter_method(read_config(drafter)) or pair.DEFAULT_METHOD
+    return pair.method_to_run(read_config(drafter))

@@ -24,6 +24,7 @@ from torch import nn
 
 from verifier.folders import read_config, weight_files
 from registry.domain.measurement import RunSettings
+from verifier.harness.contract import given_draft_length
 from verifier.loading import LoadedTarget
 from verifier.methods.dflash.config import (
     DFLASH_ARCHITECTURE,
@@ -207,15 +208,13 @@ def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSetting
         raise DFlashFormatError(
             f"embed_tokens.weight has shape {list(embedding.shape)}, expected {[geometry.vocab_size, config.hidden_size]}"
         )
-    default_length = config.block_size - 1
-    draft_length = default_length if settings.draft_length is None else min(settings.draft_length, default_length)
     return LayoutDFlashProposer(
         model,
         target.model,
         layer_ids=layer_ids,
         mask_token_id=mask_token_id,
         numerics=output_numerics(config, geometry),
-        draft_length=draft_length,
+        draft_length=given_draft_length(settings),
         embedding=None if embedding is None else embedding.to(device=device, dtype=dtype),
         lm_head=lm_head,
         to_target=None if to_target is None else to_target.to(device),

@@ -14,7 +14,7 @@ import torch
 
 from verifier.decode import rollback_problem
 from verifier.folders import read_config, weight_files
-from verifier.harness.contract import IncompatiblePair
+from verifier.harness.contract import IncompatiblePair, given_draft_length
 from registry.domain.measurement import RunSettings
 from verifier.loading import LoadedTarget
 from verifier.methods.dflash.config import (
@@ -239,13 +239,11 @@ def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSetting
     served = served_target(config, target)
     geometry, mask_token_id, layer_ids = served.geometry, served.mask_token_id, served.layer_ids
     draft_model = load_draft_model(drafter_dir, config, len(layer_ids), device=served.device, dtype=served.dtype)
-    default_length = config.block_size - 1
-    draft_length = default_length if settings.draft_length is None else min(settings.draft_length, default_length)
     return DFlashProposer(
         draft_model,
         target.model,
         layer_ids=layer_ids,
         mask_token_id=mask_token_id,
         numerics=output_numerics(config, geometry),
-        draft_length=draft_length,
+        draft_length=given_draft_length(settings),
     )

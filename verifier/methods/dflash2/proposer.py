@@ -15,6 +15,7 @@ import torch
 
 from verifier.folders import read_config
 from registry.domain.measurement import RunSettings
+from verifier.harness.contract import given_draft_length
 from verifier.loading import LoadedTarget
 from verifier.methods.dflash.config import DFlashFormatError, TargetGeometry, layout_problems
 from verifier.methods.dflash.model import OutputNumerics, block_logits, output_numerics
@@ -97,13 +98,11 @@ def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSetting
     model = load_dflash2_model(
         drafter_dir, tensors, config, len(layer_ids), geometry.vocab_size, device=served.device, dtype=served.dtype
     )
-    default_length = config.backbone.block_size - 1
-    draft_length = default_length if settings.draft_length is None else min(settings.draft_length, default_length)
     return DFlash2Proposer(
         model,
         target.model,
         layer_ids=layer_ids,
         mask_token_id=mask_token_id,
         numerics=output_numerics(config.backbone, geometry),
-        draft_length=draft_length,
+        draft_length=given_draft_length(settings),
     )
