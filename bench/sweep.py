@@ -61,7 +61,7 @@ def main() -> None:
         cpu, wall = time.process_time(), time.perf_counter()
         curve = run_sweep(store, spec.url, base.url, concurrency=levels, max_new_tokens=args.max_new_tokens,
                           hardware=f"this machine (CPU, {args.threads} thread per server)", drafter="tiny draft LM",
-                          api_key=_key(spec), baseline_api_key=_key(base))
+                          api_key=spec.api_key, baseline_api_key=base.api_key)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     table = Table("concurrency", "requests", "tok/s with", "tok/s without", "speedup", "vs c=1", "τ",
                   title=f"tiny Qwen3 + draft LM on llama.cpp {curve.engine_version}, {args.slots} slots")
@@ -78,10 +78,6 @@ def main() -> None:
     console.print(f"sweep client: {per_request_cpu * 1e3:.2f} ms CPU per request over {requests} requests "
                   f"({wall:.1f} s wall); mean request latency {latency * 1e3:.1f} ms; "
                   f"client CPU ÷ latency = {per_request_cpu / latency:.3f}")
-
-
-def _key(server: LlamaServer) -> str:
-    return server._client.headers["Authorization"].removeprefix("Bearer ")
 
 
 if __name__ == "__main__":

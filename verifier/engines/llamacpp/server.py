@@ -143,6 +143,11 @@ class LlamaServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def api_key(self) -> str:
+        """The key this running server was started with, for a client of its own (`drafters sweep`'s benchmark)."""
+        return str(self._client.headers["Authorization"]).removeprefix("Bearer ")
+
     def arguments(self, port: int, api_key_file: Path | None = None) -> list[str]:
         args = [str(self.binary.path), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(port),
                 "-np", "1", "-c", str(self.ctx_size), "--metrics", "--no-warmup", "--no-webui", "--log-colors", "off"]
