@@ -11,7 +11,7 @@ least-disturbed run is the cost itself; the "before" columns are timed a third a
 - a quiet re-poll of one org of five models on the fake Hub (a real HTTP server on 127.0.0.1): its ms and its SQL
   statements; before issue 31 a poll first read the whole event log to learn its last id (`events()`, timed
   alone as the reference);
-- the targets a drafter's name implies when it declares none (`classify.declared_targets`), against reading
+- the targets a drafter's name implies when it declares none (`inputs.declared_targets`), against reading
   every checkpoint as before;
 - whether a new drafter's declared targets already had an exact drafter (`Reads.exactly_drafted`), against
   reading every verdict as before.
@@ -52,7 +52,7 @@ from registry.store.models import (  # noqa: E402
     DrafterTarget,
     Event,
 )
-from registry.watch.classify import declared_targets  # noqa: E402
+from registry.watch.inputs import declared_targets  # noqa: E402
 from registry.watch.poller import Watcher  # noqa: E402
 from tests.fakehub.scenario import DAY_0  # noqa: E402
 from tests.fakehub.server import FakeHub  # noqa: E402
