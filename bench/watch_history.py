@@ -11,7 +11,7 @@ least-disturbed run is the cost itself; the "before" columns are timed a third a
 - a quiet re-poll of one org of five models on the fake Hub (a real HTTP server on 127.0.0.1): its ms and its SQL
   statements; before issue 31 a poll first read the whole event log to learn its last id (`events()`, timed
   alone as the reference);
-- the targets a drafter's name implies when it declares none (`classify.declared_targets`: one probe of the
+- the targets a drafter's name implies when it declares none (`inputs.declared_targets`: one probe of the
   checkpoints' stored name key), against the filtered scan that came first (a LIKE over every repo id, timed in
   the same run) and against reading every checkpoint as before;
 - a new drafter's exact-before read (`watch_units.apply_drafter_unit`: the verdicts of its named targets, each
@@ -54,7 +54,7 @@ from registry.store.models import (  # noqa: E402
     DrafterTarget,
     Event,
 )
-from registry.watch.classify import declared_targets  # noqa: E402
+from registry.watch.inputs import declared_targets  # noqa: E402
 from registry.watch.poller import Watcher  # noqa: E402
 from tests.fakehub.scenario import DAY_0  # noqa: E402
 from tests.fakehub.server import FakeHub  # noqa: E402

@@ -74,6 +74,10 @@ ALLOWED = {
                                             "of COMMANDS), so `drafters --help` and a light command start fast",
     ("bench/watch_history.py", "orm"): "seeds 100,000 events, 10,000 checkpoints and their verdicts straight into "
                                        "the tables, as bench/api.py",
+    ("bench/record.py", "private"): "reproduces the recording as it was before issue 31 from calibration's own "
+                                    "steps (`_run_bytes`, `_predict`), the reference its table is measured against",
+    ("drafters/api/snapshot.py", "area"): "SnapshotStore subclasses Store and swaps in a Reads subclass; issue 36 "
+                                          "item 1 makes that one store API (the swap then reaches store.watch too)",
     ("drafters/api/reader.py", "engine"): "the API holds the read-only Engine; registry.store.read_queries."
                                        "ReadOnlyQueries (the dashboard's) can replace it (issue 25 item 2)",
 }
@@ -246,7 +250,135 @@ def violations(root: Path) -> list[str]:
     problems += [f"{modules[i.source].relative_to(root)}:{i.line}: {i.source} imports {i.name}: the shared value "
                  "types live in registry/domain" for i in found if i.name in STORE_RECORD_MODULES]
     problems += inherited_store_areas(root, modules)
+    problems += [problem for where, problem in subclassed_store_areas(root, modules) if (where, "area") not in ALLOWED]
+    problems += [problem for where, problem in private_reach_throughs(root, modules)
+                 if (where, "private") not in ALLOWED]
+    problems += store_value_types_imported(root, modules)
     return list(dict.fromkeys(problems))  # one line per statement, not per imported name
+
+
+def store_areas(root: Path, modules: dict[str, Path]) -> set[str]:
+    """The names of the store's areas: StoreCore, `Store`, a class in registry/store whose constructor takes the
+    `core`, and any store class that inherits one of them."""
+    classes = [node for name, path in modules.items() if name.startswith("registry.store")
+               for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ClassDef)]
+    bases = {node.name: {ast.unparse(b).split(".")[-1] for b in node.bases} for node in classes}
+    areas = {"StoreCore", "Store"} | {node.name for node in classes for f in node.body
+                                      if isinstance(f, ast.FunctionDef) and f.name == "__init__"
+                                      and [a.arg for a in f.args.args[1:2]] == ["core"]}
+    while grown := {c for c, b in bases.items() if c not in areas and b & areas}:
+        areas |= grown
+    return areas
+
+
+def store_names(tree: ast.AST) -> set[str]:
+    """Local names a module binds to registry/store (its modules, or what it imports from them)."""
+    bound = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("registry.store") and not node.level:
+            bound |= {alias.asname or alias.name for alias in node.names}
+        elif isinstance(node, ast.Import):
+            bound |= {alias.asname or alias.name.split(".")[0] for alias in node.names
+                      if alias.name.startswith("registry.store")}
+    return bound
+
+
+def subclassed_store_areas(root: Path, modules: dict[str, Path]) -> list[tuple[str, str]]:
+    """(file, problem) for each class outside registry/store that inherits the store or one of its areas: an area
+    is replaced by passing another object in, inside the store, never by a subclass that reaches into it."""
+    areas = store_areas(root, modules)
+    out = []
+    for name, path in modules.items():
+        if name.startswith(("registry.store", "migrations")):
+            continue
+        tree = ast.parse(path.read_text())
+        bound = store_names(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for base in node.bases:
+                written = ast.unparse(base)
+                if written.split(".")[0] in bound and written.split(".")[-1] in areas:
+                    out.append((str(path.relative_to(root)), f"{path.relative_to(root)}:{node.lineno}: {node.name} "
+                                f"subclasses the store area {written} outside registry/store"))
+    return out
+
+
+def private_reach_throughs(root: Path, modules: dict[str, Path]) -> list[tuple[str, str]]:
+    """(file, problem) for each `x._name` outside registry/store where x is neither `self` nor `cls`, the module
+    defines no `_name` of its own, and x is no third-party module (`os._exit`): a private attribute read from
+    outside its module, such as a read object's `_engine` handed to the store's SQL functions."""
+    out = []
+    for name, path in modules.items():
+        if name.startswith(("registry.store", "migrations")):
+            continue
+        tree = ast.parse(path.read_text())
+        own: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                own.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                own.add(node.id)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                    and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                own.add(node.attr)
+        aliases = module_aliases(tree, modules)
+        third_party = {alias.asname or alias.name.split(".")[0] for node in ast.walk(tree)
+                       if isinstance(node, ast.Import) for alias in node.names} - set(aliases)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
+                continue
+            value = node.value
+            if isinstance(value, ast.Name) and (value.id in ("self", "cls") or value.id in third_party):
+                continue
+            if node.attr in own:
+                continue
+            where = str(path.relative_to(root))
+            out.append((where, f"{where}:{node.lineno}: {ast.unparse(node)} reads a private attribute from outside "
+                               f"its module (ask its owner for it)"))
+    return out
+
+
+def store_value_types_imported(root: Path, modules: dict[str, Path]) -> list[str]:
+    """A dataclass (or NamedTuple) defined in registry/store and imported outside it: a value shared across layers,
+    which belongs in registry/domain (records.py, unit_records.py), where every layer may import it."""
+    defined: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        if name.startswith("registry.store"):
+            for node in ast.parse(path.read_text()).body:
+                if isinstance(node, ast.ClassDef) and (
+                        any("dataclass" in ast.unparse(d) for d in node.decorator_list)
+                        or any(ast.unparse(b).split(".")[-1] == "NamedTuple" for b in node.bases)):
+                    defined.setdefault(name, set()).add(node.name)
+    # Re-exports: a store module that imports one from another store module hands it on too.
+    grown = True
+    while grown:
+        grown = False
+        for name, path in modules.items():
+            if not name.startswith("registry.store"):
+                continue
+            for node in ast.parse(path.read_text()).body:
+                if isinstance(node, ast.ImportFrom) and node.module in defined:
+                    new = {a.asname or a.name for a in node.names if a.name in defined[node.module]}
+                    if new - defined.get(name, set()):
+                        defined.setdefault(name, set()).update(new)
+                        grown = True
+    out = []
+    for name, path in modules.items():
+        if name.startswith(("registry.store", "migrations")):
+            continue
+        tree = ast.parse(path.read_text())
+        aliases = module_aliases(tree, modules)
+        for node in ast.walk(tree):
+            shared: list[tuple[str, str]] = []
+            if isinstance(node, ast.ImportFrom) and node.module in defined and not node.level:
+                shared = [(node.module, a.name) for a in node.names if a.name in defined[node.module]]
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and aliases.get(node.value.id) in defined and node.attr in defined[aliases[node.value.id]]:
+                shared = [(aliases[node.value.id], node.attr)]
+            out += [f"{path.relative_to(root)}:{node.lineno}: {name} uses {module}.{value}, a value type defined in "
+                    "the store: shared values live in registry/domain" for module, value in shared]
+    return out
 
 
 def inherited_store_areas(root: Path, modules: dict[str, Path]) -> list[str]:
@@ -337,6 +469,8 @@ def test_every_allowed_exception_is_still_needed() -> None:
     seen |= {(where, "session") for where, _ in session_uses(REPO_ROOT, modules)}
     seen |= {(str(modules[i.source].relative_to(REPO_ROOT)), "nested") for i in found
              if i.project and i.nested and not pulls_extra(i.target, found)}
+    seen |= {(where, "private") for where, _ in private_reach_throughs(REPO_ROOT, modules)}
+    seen |= {(where, "area") for where, _ in subclassed_store_areas(REPO_ROOT, modules)}
     assert set(ALLOWED) - seen == set()
 
 
@@ -475,3 +609,78 @@ def test_the_shared_value_types_live_in_the_domain(tmp_path: Path) -> None:
         "registry/watch/events.py:1: registry.watch.events imports registry.store.records: the shared value types "
         "live in registry/domain",
     ], found
+
+
+STORE_READ_OBJECT = ("class ReadOnlyQueries:\n    def __init__(self, engine):\n        self._engine = engine\n\n"
+                     "    def counts(self):\n        return self._engine\n")
+
+
+def test_the_check_catches_a_private_attribute_reached_through_into_the_store(tmp_path: Path) -> None:
+    found = plant(tmp_path, {
+        "registry/store/aggregates.py": "def counts_row(engine):\n    return engine\n",
+        "registry/store/read_queries.py": STORE_READ_OBJECT,
+        "dashboard/queries.py": "from registry.store import aggregates\n"
+                                "from registry.store.read_queries import ReadOnlyQueries\n\n"
+                                "def counts(db: ReadOnlyQueries):\n    return aggregates.counts_row(db._engine)\n",
+    })
+    assert [p for p in found if "private" in p] == [
+        "dashboard/queries.py:5: db._engine reads a private attribute from outside its module (ask its owner for it)",
+    ], found
+    # Its own privates, `self._x`, and a third-party module's documented `os._exit` are no reach-through.
+    assert plant(tmp_path / "clean", {
+        "registry/store/read_queries.py": STORE_READ_OBJECT,
+        "dashboard/queries.py": "import os\n\nfrom registry.store.read_queries import ReadOnlyQueries\n\n"
+                                "class Page:\n    def __init__(self, db: ReadOnlyQueries):\n        self._db = db\n\n"
+                                "    def counts(self):\n        return self._db.counts()\n\n"
+                                "def stop():\n    os._exit(0)\n",
+    }) == []
+
+
+def test_the_check_catches_a_store_area_subclassed_outside_the_store(tmp_path: Path) -> None:
+    store = {
+        "registry/store/core.py": "class StoreCore:\n    pass\n",
+        "registry/store/reads.py": "class Reads:\n    def __init__(self, core):\n        self.core = core\n",
+        "registry/store/__init__.py": "from registry.store.core import StoreCore\n"
+                                      "from registry.store.reads import Reads\n\n"
+                                      "class Store(StoreCore):\n    def __init__(self):\n"
+                                      "        self.reads = Reads(self)\n",
+    }
+    found = plant(tmp_path, {**store,
+                             "dashboard/snapshot.py": "from registry.store import Store\n"
+                                                         "from registry.store import reads\n\n"
+                                                         "class Remembering(reads.Reads):\n    pass\n\n"
+                                                         "class Snapshot(Store):\n    pass\n"})
+    assert sorted(p for p in found if "subclasses" in p) == [
+        "dashboard/snapshot.py:4: Remembering subclasses the store area reads.Reads outside registry/store",
+        "dashboard/snapshot.py:7: Snapshot subclasses the store area Store outside registry/store",
+    ], found
+    # A class of the same name that is not the store's is anyone's to subclass.
+    assert plant(tmp_path / "clean", {**store, "verifier/prompts.py": "class Reads:\n    pass\n\n"
+                                                                      "class Cached(Reads):\n    pass\n"}) == []
+
+
+def test_the_check_catches_a_value_type_of_the_store_imported_outside_it(tmp_path: Path) -> None:
+    parts = "from dataclasses import dataclass\n\n@dataclass(frozen=True)\nclass DataParts:\n    runs: int\n"
+    found = plant(tmp_path, {
+        "registry/store/read_only.py": parts + "\nclass DatabaseMissing(Exception):\n    pass\n",
+        "registry/store/__init__.py": "from registry.store.read_only import DataParts\n",
+        "dashboard/queries.py": "from registry.store.read_only import DataParts, DatabaseMissing\n",
+        "dashboard/data.py": "from registry.store import read_only\n\nP: read_only.DataParts | None = None\n",
+        "drafters/api/reader.py": "from registry.store import DataParts\n",
+    })
+    assert sorted(p for p in found if "value type" in p) == [
+        "dashboard/data.py:3: dashboard.data uses registry.store.read_only.DataParts, a value type defined in the "
+        "store: shared values live in registry/domain",
+        "dashboard/queries.py:1: dashboard.queries uses registry.store.read_only.DataParts, a value type defined in "
+        "the store: shared values live in registry/domain",
+        "drafters/api/reader.py:1: drafters.api.reader uses registry.store.DataParts, a value type defined in the "
+        "store: shared values live in registry/domain",
+    ], found
+    # Defined in the domain, it is every layer's; the store's errors are the store's API.
+    assert plant(tmp_path / "clean", {
+        "registry/domain/records.py": parts,
+        "registry/store/read_only.py": "from registry.domain.records import DataParts\n\n"
+                                       "class DatabaseMissing(Exception):\n    pass\n",
+        "dashboard/queries.py": "from registry.domain.records import DataParts\n"
+                                "from registry.store.read_only import DatabaseMissing\n",
+    }) == []

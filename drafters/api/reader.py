@@ -31,10 +31,11 @@ from drafters.api.cache import BodyCache, Key
 from drafters.api.problems import ApiError
 from drafters.api.snapshot import SnapshotStore
 from registry.domain.json_shapes import versioned
+from registry.domain.records import DataParts
 from registry.store import Store
 from registry.store.db import DatabaseError
 from registry.store.event_horizon import EventHorizon
-from registry.store.read_only import DataParts, data_parts, open_read_only, runs_after, schema_problem
+from registry.store.read_only import data_parts, open_read_only, runs_after, schema_problem
 
 log = logging.getLogger(__name__)
 CACHE_BYTES = 64 * 2**20  # the body cache's cap (bodies, keys and headers), per API process

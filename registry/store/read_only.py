@@ -19,6 +19,7 @@ from datetime import datetime
 from sqlalchemy import Connection, Engine, Select, event, func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
+from registry.domain.records import DataParts
 from registry.store.db import (
     DatabaseError,
     current_revision,
@@ -96,29 +97,6 @@ def fetch_one(engine: Engine, query: Select[Any]) -> dict[str, Any] | None:
     with engine.connect() as connection:
         row = connection.execute(query).first()
     return None if row is None else dict(row._mapping)
-
-
-@dataclass(frozen=True)
-class DataParts:
-    """A cheap fingerprint of what the API shows, one part per kind of change, so that the API can tell what
-    moved: new runs alone invalidate only the answers about their targets and drafters (drafters/api/cache.py).
-
-    Counts and maxima over the tables the API reads. The watcher records an event for every checkpoint or
-    drafter change (a new head, a rename, a move), so `events` moving covers what the catalog parts miss."""
-
-    runs: tuple[object, ...]  # (count, max id): a run is inserted once and never updated in place
-    events: tuple[object, ...]
-    verdicts: tuple[object, ...]
-    jobs: tuple[object, ...]
-    catalog: tuple[object, ...]  # checkpoints, drafters, and the speedup curves (rare: a new one drops everything)
-
-    @property
-    def runs_count(self) -> int:
-        return int(self.runs[0] or 0)
-
-    @property
-    def runs_max_id(self) -> int:
-        return int(self.runs[1] or 0)
 
 
 @contextmanager

@@ -1,23 +1,21 @@
-"""What the watcher makes of a listed model: drafter or checkpoint, its kind, its specs, and which repos matter.
+"""What the watcher makes of a listed model: drafter or checkpoint, its kind, its specs, which repos matter, and
+whether a new checkpoint is a base upgrade.
 
-Functions of the Hub listing and of what the store already holds: `drafted_index` reads the recorded drafters and
-their targets, `declared_targets` the checkpoints a drafter's name implies. The only Hub reads are
-`revision_spec`'s, through the Hub client, of one pinned revision.
+Pure: every function here decides from values it is given (a listed `HubModel`, a config, the `DraftedIndex` of
+the recorded drafters, the checkpoints a drafter's name implies) and reads neither the Hub nor the store;
+registry/watch/inputs.py gathers those inputs, and registry/watch/units.py acts on the decisions.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from registry import hub
 from registry.domain import configs, names, upgrades
 from registry.domain.drafter_facts import built_in_methods, drafter_facts
-from registry.domain.pair import TOKENIZER_FILES
 from registry.domain.records import CheckpointSpec, RevisionSpec
-from registry.domain.tokenizers import tokenizer_digest
-from registry.hub import HubClient, HubModel
-from registry.store import Store
+from registry.hub import HubModel
 
 DRAFTER_TAGS = frozenset({"dflash", "eagle3", "eagle", "speculators", "speculative-decoding-draft", "dspark", "mtp"})
 DRAFTER_ARCHITECTURES = frozenset(
@@ -31,31 +29,8 @@ DRAFTER_ARCHITECTURES = frozenset(
         "DFlashSpeculator",
     }
 )
-# Listed once per poll, so drafters of publishers nobody watches are found too: by tag or library name, and by a
-# word of the repo name (`search:<word>`). The Hub's tag filter matches a tag exactly and tags keep the case their
-# author gave them (nvidia/Kimi-K2.7-Code-DFlash is tagged `DFlash`, not `dflash`), while its search matches repo
-# ids whatever their case: a drafter tagged in any spelling but named for its method is found by the name.
-DRAFTER_QUERIES = ("dflash", "eagle3", "speculators", "speculative-decoding",
-                   *(f"{hub.SEARCH_PREFIX}{word}" for word in ("dflash", "dspark", "eagle3", "speculator")))
-QUERY_PREFIX = "tag:"  # cursor rows of drafter queries are named tag:<tag>, or search:<word> for a name search
-
-
-def query_unit(query: str) -> str:
-    """The cursor row of a drafter query: tag:<tag>, or the search query itself (search:<word>)."""
-    return query if query.startswith(hub.SEARCH_PREFIX) else f"{QUERY_PREFIX}{query}"
-
-
-def unit_query(unit: str) -> str | None:
-    """The drafter query a poll unit names (None for an org)."""
-    if unit.startswith(QUERY_PREFIX):
-        return unit[len(QUERY_PREFIX):]
-    return unit if unit.startswith(hub.SEARCH_PREFIX) else None
-
-
-def drafter_queries_text(queries: tuple[str, ...] = DRAFTER_QUERIES) -> str:
-    tags = [q for q in queries if not q.startswith(hub.SEARCH_PREFIX)]
-    words = [q[len(hub.SEARCH_PREFIX):] for q in queries if q.startswith(hub.SEARCH_PREFIX)]
-    return f"tagged {', '.join(tags)}" + (f", or named for {', '.join(words)} in any case" if words else "")
+# Drafted checkpoints a checkpoint succeeds, each with the drafters that declare it (see predecessors).
+Predecessors = list[tuple[str, tuple[str, ...]]]
 
 
 def looks_like_drafter(model: HubModel) -> bool:
@@ -106,43 +81,6 @@ def checkpoint_spec(model: HubModel) -> CheckpointSpec:
     )
 
 
-def revision_spec(client: HubClient, repo_id: str, sha: str, last_modified: datetime | None, *,
-                  with_tokenizer: bool) -> RevisionSpec:
-    """Read a repo at a pinned sha. A gated or missing repo becomes a revision with its problem recorded."""
-    try:
-        revision = client.revision(repo_id, sha)
-        listed = {f.path: f for f in revision.files}
-        # Listed sizes first: nothing big or stored in LFS is downloaded, and an absent file costs no request.
-        config_file = listed.get("config.json")
-        config_raw = (client.download(repo_id, "config.json", sha)
-                      if config_file is not None and client.fits_download(config_file) else None)
-    except hub.GatedRepo as exc:
-        return RevisionSpec(sha=sha, last_modified=last_modified, config_problem=f"gated: {exc}")
-    except hub.RepoNotFound as exc:
-        return RevisionSpec(sha=sha, last_modified=last_modified, config_problem=f"missing: {exc}")
-    # RevisionNotFound goes up: a listed sha the Hub no longer has is re-read, never stored as missing.
-    tokenizer = None
-    if with_tokenizer:
-        files = {name: client.download(repo_id, name, sha) for name in TOKENIZER_FILES
-                 if name in listed and client.fits_download(listed[name])}
-        try:
-            tokenizer = tokenizer_digest({k: v for k, v in files.items() if v is not None}) or None
-        except configs.ConfigError:
-            tokenizer = None
-    return RevisionSpec(
-        sha=sha,
-        config_raw=config_raw,
-        config_problem=None if config_raw is not None else (
-            "no config.json in the repo" if config_file is None else "config.json too large to read"),
-        last_modified=last_modified or revision.last_modified,
-        tokenizer_digest=tokenizer,
-        weight_bytes=sum(f.size or 0 for f in revision.files if hub.is_weight_file(f.path)) or None,
-        weight_digest=hub.weight_digest(revision.files),
-        parameter_count=revision.parameters,
-        license=next((tag.split(":", 1)[1] for tag in revision.tags if tag.startswith("license:")), None),
-    )
-
-
 def built_in(spec: RevisionSpec) -> tuple[str, ...]:
     """The drafting methods a checkpoint's config read at this revision says it ships inside (an MTP head, a
     DSpark module): marked on the checkpoint as the catalog marks its own, so it is never waiting for a drafter."""
@@ -163,19 +101,21 @@ class DraftedIndex:
     drafter_ids: frozenset[str]
 
 
-def drafted_index(store: Store) -> DraftedIndex:
+def drafted_index(drafters: Iterable[tuple[str, tuple[str, ...]]]) -> DraftedIndex:
+    """The index of the recorded drafters, each given as (repo id, the canonical ids of its declared targets)."""
     drafted: dict[str, list[str]] = {}
     stems: list[tuple[str, str, bool]] = []
-    drafters = store.watch.drafters_with_targets()
+    drafter_ids = []
     for drafter, targets in drafters:
+        drafter_ids.append(drafter)
         for target in targets:
             # A target recorded before local paths were refused is no repo: it succeeds and precedes nothing.
             if names.is_repo_id(target):
-                drafted.setdefault(target, []).append(drafter.repo_id)
-        stem = names.drafter_target_stem(drafter.repo_id)
+                drafted.setdefault(target, []).append(drafter)
+        stem = names.drafter_target_stem(drafter)
         if stem is not None:
-            stems.append((drafter.repo_id, names.name_key(stem), bool(drafter.targets)))
-    return DraftedIndex(drafted, stems, frozenset(d.repo_id for d, _ in drafters))
+            stems.append((drafter, names.name_key(stem), bool(targets)))
+    return DraftedIndex(drafted, stems, frozenset(drafter_ids))
 
 
 def name_matched_drafters(index: DraftedIndex, repo_id: str, *, without_targets_only: bool = False) -> list[str]:
@@ -184,7 +124,7 @@ def name_matched_drafters(index: DraftedIndex, repo_id: str, *, without_targets_
             if stem_key == key and not (without_targets_only and has_targets)]
 
 
-def predecessors(index: DraftedIndex, model: HubModel) -> list[tuple[str, tuple[str, ...]]]:
+def predecessors(index: DraftedIndex, model: HubModel) -> Predecessors:
     """Drafted checkpoints this one upgrades (upgrades.upgraded_releases: the rule `lag --upgrades` pairs by too)."""
     new = names.parse_repo_id(model.repo_id)
     drafted = {names.parse_repo_id(target): target for target in index.drafted if target != model.repo_id}
@@ -193,16 +133,27 @@ def predecessors(index: DraftedIndex, model: HubModel) -> list[tuple[str, tuple[
     return sorted((drafted[old], tuple(sorted(index.drafted[drafted[old]]))) for old in upgraded)
 
 
-def interesting(index: DraftedIndex, model: HubModel) -> bool:
-    """Checkpoints worth a config read: declared targets, their derivatives, successors of drafted ones."""
+def interesting(index: DraftedIndex, model: HubModel, preceding: Predecessors) -> bool:
+    """Checkpoints worth a config read: declared targets, their derivatives, successors of drafted ones (`preceding`:
+    its `predecessors`, computed once for the model)."""
     if model.repo_id in index.drafted or set(model.base_models) & set(index.drafted):
         return True
     if name_matched_drafters(index, model.repo_id):
         return True
-    return bool(predecessors(index, model))
+    return bool(preceding)
 
 
-def declared_targets(store: Store, model: HubModel, config: dict | None) -> tuple[tuple[str, str], ...]:
+def base_upgrade(model: HubModel, preceding: Predecessors) -> Predecessors:
+    """The drafted checkpoints a newly released checkpoint upgrades, each with its drafters: the `base_upgrade`
+    alert's decision. Only an official release upgrades anything (`kind` "base": a vendor's own release, no
+    quantization or finetune of someone else's), and not a pretrained `-Base`/`-pt` parent, which is not what
+    drafters are trained for: its instruct release is the upgrade; like pairs with like (upgrades.is_upgrade)."""
+    pretrained = upgrades.release_role(names.parse_repo_id(model.repo_id)) == "pretrained"
+    return preceding if kind(model) == "base" and not pretrained else []
+
+
+def explicit_targets(model: HubModel, config: dict | None) -> tuple[tuple[str, str], ...]:
+    """The targets a drafter declares itself: its speculators `verifier` and its card's `base_model`."""
     targets: list[tuple[str, str]] = []
     if config is not None:
         facts = drafter_facts(config)
@@ -212,10 +163,16 @@ def declared_targets(store: Store, model: HubModel, config: dict | None) -> tupl
     for base in model.base_models:
         if names.is_repo_id(base):
             targets.append((base, "card_base_model"))
-    if not targets:
-        stem = names.drafter_target_stem(model.repo_id)
-        if stem is not None:
-            key = names.name_key(stem)
-            for checkpoint in store.reads.checkpoints_named(key):
-                targets.append((checkpoint.repo_id, "name_convention"))
     return tuple(dict.fromkeys(targets))
+
+
+def implied_target_key(model: HubModel) -> str | None:
+    """The name key of the checkpoint a drafter's repo name implies (`Qwen3-8B-DFlash` -> Qwen3-8B's), if any."""
+    stem = names.drafter_target_stem(model.repo_id)
+    return names.name_key(stem) if stem is not None else None
+
+
+def declared_targets(model: HubModel, config: dict | None, named: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """A drafter's targets: those it declares, else the recorded checkpoints its name implies (`named`: those of
+    `implied_target_key`)."""
+    return explicit_targets(model, config) or tuple(dict.fromkeys((repo_id, "name_convention") for repo_id in named))

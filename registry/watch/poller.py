@@ -19,6 +19,11 @@ and counted; the org goes on without it, and after QUARANTINE_AFTER failures the
 moves past it, to be retried later. Failures of the Hub itself (unreachable, rate limited, a refused token) stop
 the org or the whole poll instead.
 
+A poll unit is a query (queries.py: `OrgQuery` or `DrafterQuery`); `poll_org` runs one, each step a function of
+its own: what changed since the last poll (`_org_changes`, `_query_changes`), the vanished repos, the detailed
+listing (`_listed_changes`), staged releases, the listing recorded in units (`_record_pending`), the unseen repos.
+What the poll remembers between units is one PollCache (poll_cache.py), with its one invalidation rule.
+
 It is over 400 lines: one poll's steps (org and tag id listings, vanished and unseen repos, the detailed listing in
 units, failures and quarantine) share the poll's state, and splitting them would pass that state around instead.
 """
@@ -49,10 +54,13 @@ from registry.hub import (
     Unreadable,
 )
 from registry.store import Store
-# DRAFTER_QUERIES is re-exported (noqa F401): `drafters watch` and `drafters up` pass it to the Watcher.
-from registry.watch.classify import DRAFTER_QUERIES, capped, drafter_queries_text, query_unit, unit_query  # noqa: F401
+from registry.watch.classify import capped
 from registry.watch.events import OnPair
+from registry.watch.poll_cache import PollCache
 from registry.watch.poll_report import OrgReport, PollCut, PollReport, RepoFailed
+# Re-exported (noqa F401): `drafters watch` and `drafters up` pass DRAFTER_QUERIES to the Watcher.
+from registry.watch.queries import DRAFTER_QUERIES, drafter_queries_text  # noqa: F401
+from registry.watch.queries import DrafterQuery, OrgQuery, PollQuery, poll_queries
 from registry.watch.units import ModelUnits
 
 log = logging.getLogger(__name__)
@@ -97,20 +105,16 @@ class Watcher:
         self.owner = owner or f"watcher-{uuid.uuid4().hex[:8]}"
         self.lease_s = lease_s
         self.deadline_s = deadline_s
+        self.cache = PollCache()  # what a poll remembers between its units
         # Each model's unit of work; on_pair is called for new exact/structural pairs (see events.OnPair).
-        self.units = ModelUnits(store, client, on_pair)
+        self.units = ModelUnits(store, client, self.cache, on_pair)
         self._deadline: float | None = None
         self._units_this_poll = 0
         # The org a poll ran out of time or requests in: the next poll starts there, so that the orgs listed last
         # are not starved by a budget the first ones use up every time.
-        self._resume_at: str | None = None
+        self._resume_at: PollQuery | None = None
         self._failing: set[str] = set()  # repos of the org being polled with failures on record
         self._staged: set[str] = set()  # listed repos of the org being polled that were private until now
-        # This poll's id listing of each drafter tag (None: it failed), read once at the first query unit, and
-        # whether the drafters they no longer list have been read.
-        self._tag_ids: dict[str, list[ListedRepo] | None] | None = None
-        self._tag_vanished_done = False
-        self._catalog_done = False  # catalog drafters outside the watched orgs checked this poll
 
     # ---- the loop -----------------------------------------------------------------------------
 
@@ -120,36 +124,35 @@ class Watcher:
         started = time.monotonic()
         self._deadline = started + self.deadline_s if self.deadline_s else None
         report = PollReport()
-        self.units.new_poll()
-        self._tag_ids, self._tag_vanished_done, self._catalog_done = None, False, False
+        self.cache.new_poll()
         first_event = self.store.events.last_event_id()  # this poll's events are the ones after it
         self.client.start_budget()
         first_request = self.client.request_count
         self._units_this_poll = 0
-        units = self.orgs + [query_unit(query) for query in self.drafter_queries]
-        start = units.index(self._resume_at) if self._resume_at in units else 0
+        queries = poll_queries(self.orgs, self.drafter_queries)
+        start = queries.index(self._resume_at) if self._resume_at in queries else 0
         self._resume_at = None
-        for org in units[start:] + units[:start]:
+        for query in queries[start:] + queries[:start]:
             reason = report.unreachable or report.stopped
             if reason is not None:
                 # Every org would fail the same way after its own retries: say so once, quickly.
-                report.orgs.append(OrgReport(org=org, error=f"not polled: {reason}"))
+                report.orgs.append(OrgReport(org=query.row, error=f"not polled: {reason}"))
                 continue
             try:
-                org_report = self.poll_org(org, skip_if_polled_within_s=skip_if_polled_within_s)
+                org_report = self.poll_org(query, skip_if_polled_within_s=skip_if_polled_within_s)
             except Exception as exc:  # noqa: BLE001 - the watcher outlives any one org's surprise
-                log.warning("poll of %s failed unexpectedly: %s: %s", org, type(exc).__name__, exc)
-                org_report = OrgReport(org=org, error=f"unexpected {type(exc).__name__}: {exc}")
+                log.warning("poll of %s failed unexpectedly: %s: %s", query.row, type(exc).__name__, exc)
+                org_report = OrgReport(org=query.row, error=f"unexpected {type(exc).__name__}: {exc}")
             report.orgs.append(org_report)
             if org_report.cut and self._resume_at is None:
-                self._resume_at = org
+                self._resume_at = query
             if org_report.unreachable:
                 report.unreachable = org_report.error
             if org_report.stop_poll:
                 report.stopped = org_report.error
                 report.retry_after = org_report.retry_after
                 if self._resume_at is None:
-                    self._resume_at = org
+                    self._resume_at = query
                 if org_report.retry_after is None:
                     report.config_error = org_report.error
         report.events = self.store.events.events(after_id=first_event)
@@ -182,128 +185,51 @@ class Watcher:
         if self._deadline is not None and time.monotonic() > self._deadline:
             raise PollCut("poll time budget spent")
 
-    def poll_org(self, org: str, *, skip_if_polled_within_s: float = 0.0) -> OrgReport:
-        """Poll one org, or one drafter query (`tag:<tag>`, `search:<word>`), under its lease."""
+    def poll_org(self, query: PollQuery, *, skip_if_polled_within_s: float = 0.0) -> OrgReport:
+        """Poll one org, or one drafter query (a tag, `search:<word>`), under its lease."""
+        org = query.row
         report = OrgReport(org=org)
         got, cursor, baseline = self._acquire(org, skip_if_polled_within_s)
         if not got:
             report.skipped_lease = True
             return report
-        query = unit_query(org)
         completed = False
         try:
             # A spent deadline costs no listing request, once this poll has recorded something (a poll always
             # gets one unit done, however loaded the machine, so that polls move on).
             self._check_budget(before_unit=True)
             quarantined, self._failing = self.store.watch_state.org_failures(org)
-            # Repos the id listing shows changed, new or newly public: what the detailed listing must cover, and
-            # what it does not (an older repo that went public or was renamed) gets read on its own.
-            unseen: dict[str, None] = {}
-            # Recorded repos the id listing no longer shows publicly: renamed away, deleted or made private.
-            vanished: list[str] = []
-            if query is None and not baseline:
-                known, gone = self.store.reads.org_repos(org)
-                ids = self.client.list_org_ids(org)
-                public = {r.repo_id for r in ids if not r.private}
-                unseen = dict.fromkeys(
-                    r.repo_id for r in ids
-                    if not r.private and r.repo_id not in quarantined
-                    and (r.sha is None or known.get(r.repo_id) != r.sha or r.repo_id in gone)
-                )
-                vanished = [r for r in known if r not in public and r not in gone and r not in quarantined]
-                if not unseen and not vanished:
-                    completed = True
-                    return report
-            elif query is not None:
-                tagged = self._tag_listing(query)
-                self._read_untagged_drafters(org, report)
-                self._read_catalog_drafters(org, report)
-                if tagged is not None and not baseline:
-                    # The watched orgs' repos are their own listings' business.
-                    outside = [r for r in tagged if not r.private and r.repo_id.split("/", 1)[0] not in self.orgs]
-                    gone = {d.repo_id for d in self.store.reads.drafters() if d.status == "gone"}
-                    # A recorded drafter public again under its tag: its lastModified may be older than the cursor.
-                    unseen = dict.fromkeys(r.repo_id for r in outside if r.repo_id in gone
-                                           and r.repo_id not in quarantined)
-                    new = [r for r in outside
-                           if cursor is None or r.last_modified is None or r.last_modified > cursor]
-                    if not new and not unseen:
-                        completed = True
-                        return report
+            if isinstance(query, OrgQuery):
+                changes = self._org_changes(query, quarantined, baseline=baseline)
+            else:
+                changes = self._query_changes(query, cursor, quarantined, report, baseline=baseline)
+            if changes is None:  # nothing changed since the last poll
+                completed = True
+                return report
+            unseen, vanished = changes
             # Vanished repos first: one renamed and then committed to must be renamed before the listing shows
             # its new id, or it would be recorded (and announced) as a new repo and the old one lose its history.
             for repo_id in vanished[:MAX_UNSEEN_READS]:
                 self._check_budget(before_unit=True)
                 self._record_vanished(org, repo_id, report=report)
                 self._units_this_poll += 1
-
-            def unreadable(entry: Unreadable) -> None:
-                log.warning("%s: unreadable listing entry skipped: %s", org, entry.problem)
-                if entry.repo_id is not None and entry.repo_id not in quarantined:
-                    unseen.pop(entry.repo_id, None)
-                    self._count_failure(org, entry.repo_id, entry.problem, report)
-
-            stop_at = (lambda m: m.last_modified < cursor) if cursor else None
-            listing: Iterator[HubModel]
-            if query is None:
-                listing = self.client.list_org_models(org, sort="last_modified", stop_at=stop_at,
-                                                      on_unreadable=unreadable)
-            else:
-                # The first poll reads the tag's whole back catalogue (recorded, not announced): a drafter left
-                # out then would never be listed again, its lastModified being older than the cursor.
-                listing = self.client.list_tagged_models(query, stop_at=stop_at, on_unreadable=unreadable)
-            # Collect the changes first: a listing cut off half-way must not move the cursor past unseen models.
-            changed = list(listing)
-            report.listed = len(changed)
-            for model in changed:
-                unseen.pop(model.repo_id, None)
-            pending = [
-                m for m in sorted(changed, key=lambda m: (m.last_modified, m.repo_id))
-                if (cursor is None or m.last_modified >= cursor) and not m.private and m.repo_id not in quarantined
-                and (query is None or m.repo_id.split("/", 1)[0] not in self.orgs)
-            ]
-            if query is None:
+            pending = self._listed_changes(query, cursor, quarantined, unseen, report)
+            if isinstance(query, OrgQuery):
                 self.units.prefetch(pending)  # what is recorded of them: one read for the org's listing
-                # Created before the last poll's newest change, yet never recorded: it was private then (every
-                # public repo of the org was recorded, through the listing or its id listing), and its last
-                # private commit is newer than the cursor. A staged release: it is released when it went public.
-                self._staged = {m.repo_id for m in pending if cursor is not None and not baseline
-                                and m.created_at is not None and m.created_at <= cursor
-                                and m.repo_id not in self._failing}
-            else:
-                self._staged = set()
-            # A repo that failed (not yet quarantined) keeps the cursor at its lastModified, so the next poll
-            # lists it again; the models after it are recorded meanwhile.
-            ceiling: datetime | None = None
-            while pending:
-                # The deadline is checked between units only: a unit cut half-way would roll back, and a unit
-                # longer than the deadline would then never be recorded.
-                self._check_budget(before_unit=True)
-                try:
-                    done = self._record_unit(org, pending, baseline=baseline, report=report, ceiling=ceiling,
-                                             drafters_only=query is not None)
-                except RepoFailed as failed:
-                    index = next(i for i, m in enumerate(pending) if m is failed.model)
-                    if not self._count_failure(org, failed.model.repo_id, str(failed), report) and ceiling is None:
-                        ceiling = failed.model.last_modified
-                    pending = pending[index + 1:]
-                    continue
-                pending = pending[done:]
-                report.processed += done
-                self._units_this_poll += 1
+            self._staged = self._staged_releases(query, pending, cursor, baseline=baseline)
+            self._record_pending(org, pending, report, baseline=baseline, drafters_only=query.drafters_only)
             for repo_id in list(unseen)[:MAX_UNSEEN_READS]:
                 self._check_budget(before_unit=True)
-                self._record_unseen(org, repo_id, baseline=baseline, report=report, drafters_only=query is not None)
+                self._record_unseen(org, repo_id, baseline=baseline, report=report, drafters_only=query.drafters_only)
                 self._units_this_poll += 1
             completed = True
         except (HubError, PollCut) as exc:
+            # A unit it cut off rolled back, and its PollCache.unit dropped what may hold what it wrote.
             report.error = str(exc)
             report.unreachable = isinstance(exc, HubUnreachable)
             report.cut = isinstance(exc, (PollCut, BudgetExhausted))
             report.stop_poll = isinstance(exc, (RateLimited, InvalidToken))
             report.retry_after = exc.retry_after + 1.0 if isinstance(exc, RateLimited) else None
-            # The cache may hold drafters of the unit that just rolled back.
-            self.units.forget()
             log.warning("poll of %s stopped: %s", org, exc)
         finally:
             error = report.error
@@ -312,9 +238,110 @@ class Watcher:
             self.store.watch_state.release_org_lease(org, self.owner, error=error, completed=completed)
         return report
 
+    def _org_changes(self, query: OrgQuery, quarantined: set[str], *,
+                     baseline: bool) -> tuple[dict[str, None], list[str]] | None:
+        """What the org's id listing shows changed against what the registry records: (unseen, vanished), or None
+        when nothing did. Unseen: repos changed, new or newly public, which the detailed listing must cover (what
+        it does not, an older repo that went public or was renamed, is read on its own). Vanished: recorded repos
+        the id listing no longer shows publicly (renamed away, deleted or made private). The first poll (baseline)
+        reads the whole detailed listing instead."""
+        if baseline:
+            return {}, []
+        known, gone = self.store.reads.org_repos(query.org)
+        ids = self.client.list_org_ids(query.org)
+        public = {r.repo_id for r in ids if not r.private}
+        unseen = dict.fromkeys(
+            r.repo_id for r in ids
+            if not r.private and r.repo_id not in quarantined
+            and (r.sha is None or known.get(r.repo_id) != r.sha or r.repo_id in gone)
+        )
+        vanished = [r for r in known if r not in public and r not in gone and r not in quarantined]
+        return (unseen, vanished) if unseen or vanished else None
+
+    def _query_changes(self, query: DrafterQuery, cursor: datetime | None, quarantined: set[str], report: OrgReport,
+                       *, baseline: bool) -> tuple[dict[str, None], list[str]] | None:
+        """What the tag's id listing shows new outside the watched orgs (their repos are their own listings'
+        business): (unseen, no vanished), or None when nothing is. Unseen: recorded drafters public again under
+        the tag, whose lastModified may be older than the cursor. Once a poll, at the first query, the drafters
+        no tag lists any more and the catalog drafters of unwatched orgs are read too. Without the tag's id
+        listing (it failed), or at the first poll, the detailed listing is read."""
+        tagged = self._tag_listing(query.query)
+        self._read_untagged_drafters(query.row, report)
+        self._read_catalog_drafters(query.row, report)
+        if tagged is None or baseline:
+            return {}, []
+        outside = [r for r in tagged if not r.private and r.repo_id.split("/", 1)[0] not in self.orgs]
+        gone = {d.repo_id for d in self.store.reads.drafters() if d.status == "gone"}
+        unseen = dict.fromkeys(r.repo_id for r in outside if r.repo_id in gone and r.repo_id not in quarantined)
+        new = [r for r in outside if cursor is None or r.last_modified is None or r.last_modified > cursor]
+        return (unseen, []) if new or unseen else None
+
+    def _listed_changes(self, query: PollQuery, cursor: datetime | None, quarantined: set[str],
+                        unseen: dict[str, None], report: OrgReport) -> list[HubModel]:
+        """The detailed listing, newest change first down to the cursor: the models to record, oldest change
+        first. Those it lists leave `unseen`; an unreadable entry is that repo's failure."""
+        org = query.row
+
+        def unreadable(entry: Unreadable) -> None:
+            log.warning("%s: unreadable listing entry skipped: %s", org, entry.problem)
+            if entry.repo_id is not None and entry.repo_id not in quarantined:
+                unseen.pop(entry.repo_id, None)
+                self._count_failure(org, entry.repo_id, entry.problem, report)
+
+        stop_at = (lambda m: m.last_modified < cursor) if cursor else None
+        listing: Iterator[HubModel]
+        if isinstance(query, OrgQuery):
+            listing = self.client.list_org_models(query.org, sort="last_modified", stop_at=stop_at,
+                                                  on_unreadable=unreadable)
+        else:
+            # The first poll reads the tag's whole back catalogue (recorded, not announced): a drafter left
+            # out then would never be listed again, its lastModified being older than the cursor.
+            listing = self.client.list_tagged_models(query.query, stop_at=stop_at, on_unreadable=unreadable)
+        # Collect the changes first: a listing cut off half-way must not move the cursor past unseen models.
+        changed = list(listing)
+        report.listed = len(changed)
+        for model in changed:
+            unseen.pop(model.repo_id, None)
+        return [
+            m for m in sorted(changed, key=lambda m: (m.last_modified, m.repo_id))
+            if (cursor is None or m.last_modified >= cursor) and not m.private and m.repo_id not in quarantined
+            and (isinstance(query, OrgQuery) or m.repo_id.split("/", 1)[0] not in self.orgs)
+        ]
+
+    def _staged_releases(self, query: PollQuery, pending: list[HubModel], cursor: datetime | None, *,
+                         baseline: bool) -> set[str]:
+        """Listed repos of a watched org created before the last poll's newest change, yet never recorded: each
+        was private then (every public repo of the org was recorded, through the listing or its id listing), and
+        its last private commit is newer than the cursor. A staged release: released when it went public."""
+        if not isinstance(query, OrgQuery) or cursor is None or baseline:
+            return set()
+        return {m.repo_id for m in pending
+                if m.created_at is not None and m.created_at <= cursor and m.repo_id not in self._failing}
+
+    def _record_pending(self, org: str, pending: list[HubModel], report: OrgReport, *, baseline: bool,
+                        drafters_only: bool) -> None:
+        """Record the listed models in units. A repo that failed (not yet quarantined) keeps the cursor at its
+        lastModified, so the next poll lists it again; the models after it are recorded meanwhile."""
+        ceiling: datetime | None = None
+        while pending:
+            # The deadline is checked between units only: a unit cut half-way would roll back, and a unit
+            # longer than the deadline would then never be recorded.
+            self._check_budget(before_unit=True)
+            try:
+                done = self._record_unit(org, pending, baseline=baseline, report=report, ceiling=ceiling,
+                                         drafters_only=drafters_only)
+            except RepoFailed as failed:
+                index = next(i for i, m in enumerate(pending) if m is failed.model)
+                if not self._count_failure(org, failed.model.repo_id, str(failed), report) and ceiling is None:
+                    ceiling = failed.model.last_modified
+                pending = pending[index + 1:]
+                continue
+            pending = pending[done:]
+            report.processed += done
+            self._units_this_poll += 1
+
     def _count_failure(self, org: str, repo_id: str, message: str, report: OrgReport) -> bool:
         """Log and count one repo's failure; True when it is now quarantined (skipped for a while)."""
-        self.units.forget()  # may hold what just rolled back
         record = self.store.watch_state.record_watch_failure(repo_id, org, message, quarantine_after=QUARANTINE_AFTER,
                                                  quarantine_s=QUARANTINE_S)
         report.failed.append(repo_id)
@@ -328,26 +355,28 @@ class Watcher:
     def _tag_listing(self, query: str) -> list[ListedRepo] | None:
         """This poll's id listing of the tag `query` (all tags are listed at the first query unit of a poll, so that
         the drafters none of them lists are known before any detailed listing); None when it failed."""
-        if self._tag_ids is None:
-            self._tag_ids = {}
+        if self.cache.tag_ids is None:
+            listings: dict[str, list[ListedRepo] | None] = {}
             for tag in self.drafter_queries:
                 try:
-                    self._tag_ids[tag] = self.client.list_tagged_ids(tag)
+                    listings[tag] = self.client.list_tagged_ids(tag)
                 except SYSTEMIC:
                     raise
                 except HubError as exc:
                     log.warning("id listing of tag %s failed: %s", tag, exc)
-                    self._tag_ids[tag] = None
-        return self._tag_ids.get(query)
+                    listings[tag] = None
+            self.cache.tag_ids = listings
+        return self.cache.tag_ids.get(query)
 
     def _read_untagged_drafters(self, org: str, report: OrgReport) -> None:
         """Drafters found by tag outside the watched orgs that no tag lists publicly any more (deleted, renamed,
         made private, untagged) are read once, as a watched org's vanished repos are; once a poll."""
-        if self._tag_vanished_done or self._tag_ids is None or any(
-                self._tag_ids.get(tag) is None for tag in self.drafter_queries):
+        tag_ids = self.cache.tag_ids
+        if self.cache.untagged_done or tag_ids is None or any(
+                tag_ids.get(tag) is None for tag in self.drafter_queries):
             return  # a tag listing failed (or was cut off): "not listed" would mean nothing this poll
-        self._tag_vanished_done = True
-        listed = {r.repo_id for ids in self._tag_ids.values() if ids for r in ids if not r.private}
+        self.cache.untagged_done = True
+        listed = {r.repo_id for ids in tag_ids.values() if ids for r in ids if not r.private}
         found_by_tag = [d.repo_id for d in self.store.reads.drafters()
                         if d.source == "hub" and d.status != "gone" and d.repo_id.split("/", 1)[0] not in self.orgs]
         for repo_id in [r for r in found_by_tag if r not in listed][:MAX_UNSEEN_READS]:
@@ -359,9 +388,9 @@ class Watcher:
         """Catalog drafters of orgs nobody watches (DRAFTERS_WATCHED_ORGS narrower than the catalog) are checked once
         a poll: their org's id listing (one request per org) shows which are gone from public view or at another
         head, and those are read as a watched org's vanished repos are, so a deleted one stops being "ok"."""
-        if self._catalog_done:
+        if self.cache.catalog_done:
             return
-        self._catalog_done = True
+        self.cache.catalog_done = True
         outside: dict[str, list[tuple[str, str | None]]] = {}
         for drafter in self.store.reads.drafters():
             owner = drafter.repo_id.split("/", 1)[0]
@@ -404,10 +433,9 @@ class Watcher:
         if model.private:
             return
         try:
-            with self.store.unit():
+            with self.cache.unit(self.store):
                 self.units.process_listed(model, baseline=baseline, drafters_only=drafters_only, revealed=True)
         except (PollCut, *SYSTEMIC):
-            self.units.forget()
             raise
         except Exception as exc:  # noqa: BLE001 - one repo's failure is that repo's
             self._count_failure(org, repo_id, str(RepoFailed(model, exc)), report)
@@ -430,7 +458,7 @@ class Watcher:
             self._count_failure(org, repo_id, f"{repo_id}: {exc}", report)
             return
         try:
-            with self.store.unit():
+            with self.cache.unit(self.store):
                 if revision is None or revision.private:
                     self.units.mark_gone(repo_id, "no longer public on the Hub (deleted or made private)")
                     return
@@ -439,7 +467,6 @@ class Watcher:
                     self.units.rename(repo_id, model.repo_id)
                 self.units.process_listed(model, baseline=False, drafters_only=drafters_only)
         except (PollCut, *SYSTEMIC):
-            self.units.forget()
             raise
         except Exception as exc:  # noqa: BLE001 - one repo's failure is that repo's
             self._count_failure(org, repo_id, f"{repo_id}: {type(exc).__name__}: {exc}", report)
@@ -462,7 +489,7 @@ class Watcher:
         cheap = 0
         current = pending[0]
         try:
-            with self.store.unit():
+            with self.cache.unit(self.store):
                 if not drafters_only:
                     self.units.prefetch(pending[:UNIT_BATCH])  # reads only what a drafter's unit made it forget
                 done = 0
@@ -481,7 +508,6 @@ class Watcher:
             return done
         except Exception as exc:
             if cheap:
-                self.units.forget()  # may hold what just rolled back
                 culprit = self._record_again(org, pending[:cheap], baseline=baseline, report=report,
                                              ceiling=ceiling, drafters_only=drafters_only)
                 if culprit is not None:
@@ -497,7 +523,7 @@ class Watcher:
         end, so the error does not say whose they were), which is returned with its error."""
         for batch in [models] + [[model] for model in models]:
             try:
-                with self.store.unit():
+                with self.cache.unit(self.store):
                     for model in batch:
                         # reads nothing from the Hub, as before
                         self.units.process_model(model, baseline=baseline, drafters_only=drafters_only,
@@ -506,7 +532,6 @@ class Watcher:
             except (PollCut, *SYSTEMIC):
                 raise
             except Exception as exc:  # noqa: BLE001 - one repo's failure is that repo's
-                self.units.forget()
                 if batch is models:
                     continue  # one of them is at fault: now one by one
                 return batch[0], exc

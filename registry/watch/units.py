@@ -1,8 +1,9 @@
 """One model's unit of work: record a listed checkpoint or drafter (revisions, verdicts, events), follow a rename,
 mark a repo gone, or apply a push hint for one repo.
 
-The caller (poller.py) opens the transaction (`store.unit()`) around each unit and decides what a failure means;
-this module only reads the Hub for the one repo and writes through the store.
+The caller (poller.py) opens the transaction (`PollCache.unit`) around each unit and decides what a failure
+means; this module gathers the unit's inputs (inputs.py: the Hub for the one repo, the store), hands them to the
+pure decisions of classify.py, and writes through the store.
 """
 
 from __future__ import annotations
@@ -14,14 +15,15 @@ from datetime import date
 from typing import TypeVar
 
 from registry import hub
-from registry.domain import configs, hub_presence, names, pair, upgrades
+from registry.domain import configs, hub_presence, pair
 from registry.domain.drafter_facts import detect_method
 from registry.domain.records import DrafterSpec, EventSpec, RevisionSpec
 from registry.domain.unit_records import CheckpointState, CheckpointUnit, DrafterState, DrafterUnit, TargetRead
 from registry.hub import HubClient, HubModel
 from registry.store import Store, aware, utcnow
-from registry.watch import classify, events
+from registry.watch import classify, events, inputs
 from registry.watch.classify import DraftedIndex
+from registry.watch.poll_cache import PollCache
 
 log = logging.getLogger(__name__)
 
@@ -29,52 +31,34 @@ _State = TypeVar("_State", CheckpointState, DrafterState)
 
 
 class ModelUnits:
-    def __init__(self, store: Store, client: HubClient, on_pair: events.OnPair | None = None) -> None:
+    def __init__(self, store: Store, client: HubClient, cache: PollCache,
+                 on_pair: events.OnPair | None = None) -> None:
         self.store = store
         self.client = client
+        self.cache = cache  # what the poll remembers of the store between units, and when it forgets
         self.on_pair = on_pair
-        self._index: DraftedIndex | None = None
-        # Whether a sha is the head of a recorded checkpoint or drafter of any org (a listing's shas are asked in
-        # one query, see prefetch): a listed model whose sha is none cannot be a moved one, and needs no more.
-        self._head_shas: dict[str | None, bool] = {}
-        # Recorded state of listed checkpoints, read for a whole listing at once (see prefetch); each entry is
-        # used once, by its own model's unit.
-        self._states: dict[str, CheckpointState | None] = {}
-
-    def new_poll(self) -> None:
-        self._index = None
-        self._head_shas = {}
-        self._states = {}
-
-    def forget(self) -> None:
-        """Drop the drafted-targets index and the prefetched states: a drafter changed (its unit may have read
-        targets), or a unit that may have changed either rolled back."""
-        self._index = None
-        self._states = {}
 
     def prefetch(self, models: list[HubModel]) -> None:
         """Read what the store records for these listed models in one query (not one per model) for their units
-        to come. Only a model's own unit changes its state, except drafter units and renames, which forget."""
-        missing = [m.repo_id for m in models if m.repo_id not in self._states]
+        to come, and (one more query) whether the shas of the new ones are recorded heads."""
+        missing = self.cache.unfetched([m.repo_id for m in models])
         if missing:
             found = self.store.watch.checkpoint_states(missing)
-            self._states.update({repo_id: found.get(repo_id) for repo_id in missing})
+            self.cache.keep_states({repo_id: found.get(repo_id) for repo_id in missing})
             # A new one may be a repo moved here from another org: whether its sha is a recorded head, for all.
-            new = {m.sha for m in models if found.get(m.repo_id) is None and m.sha not in self._head_shas}
+            heads = self.cache.head_shas
+            new = {m.sha for m in models if found.get(m.repo_id) is None and m.sha not in heads}
             if new:
-                heads = self.store.watch_state.recorded_heads(new)
-                self._head_shas.update({sha: sha in heads for sha in new})
+                recorded = self.store.watch_state.recorded_heads(new)
+                heads.update({sha: sha in recorded for sha in new})
 
     def _checkpoint_state(self, repo_id: str) -> CheckpointState | None:
-        if repo_id in self._states:
-            return self._states.pop(repo_id)
-        return self.store.watch.checkpoint_state(repo_id)
+        prefetched, state = self.cache.take_state(repo_id)
+        return state if prefetched else self.store.watch.checkpoint_state(repo_id)
 
     def _drafted(self) -> DraftedIndex:
-        """Target repo id -> drafters declaring it; kept for a poll, dropped whenever a drafter changes."""
-        if self._index is None:
-            self._index = classify.drafted_index(self.store)
-        return self._index
+        """Target repo id -> drafters declaring it; kept while the poll cache holds it."""
+        return self.cache.drafted(lambda: inputs.drafted_index(self.store))
 
     # ---- one listed model ---------------------------------------------------------------------
 
@@ -121,13 +105,15 @@ class ModelUnits:
             return
         # From here on this sha is a recorded head of the org (a rolled-back unit leaves it here: harmless, a
         # rename check then asks the database).
-        self._head_shas[model.sha] = True
+        self.cache.head_shas[model.sha] = True
         announce = not baseline and known is None
         checkpoint_spec = classify.checkpoint_spec(model)
         if revealed and known is None and not baseline:
             day, note = self._released_now(model)
             checkpoint_spec = replace(checkpoint_spec, released=day, released_precision="day", released_note=note)
-        if (known is None or unread) and not classify.interesting(self._drafted(), model):
+        # The drafted checkpoints a new one succeeds: what makes it worth a read, and (official) a base upgrade.
+        preceding = classify.predecessors(self._drafted(), model) if known is None or unread else []
+        if (known is None or unread) and not classify.interesting(self._drafted(), model, preceding):
             # Outside every drafted line: remember it exists, read its config only when it becomes relevant.
             store.watch.apply_checkpoint_unit(CheckpointUnit(
                 spec=checkpoint_spec,
@@ -139,18 +125,14 @@ class ModelUnits:
             ))
             return
         previous = state.head if state is not None else None
-        spec = classify.revision_spec(self.client, model.repo_id, model.sha, model.last_modified, with_tokenizer=True)
+        spec = inputs.revision_spec(self.client, model.repo_id, model.sha, model.last_modified, with_tokenizer=True)
         checkpoint_spec = replace(checkpoint_spec, built_in=classify.built_in(spec))
         unit_events = []
         if announce:
             unit_events.append(events.new_checkpoint(model))
-            # A pretrained `-Base`/`-pt` parent is not what drafters are trained for: its instruct release is the
-            # upgrade; like pairs with like (upgrades.is_upgrade).
-            pretrained = upgrades.release_role(names.parse_repo_id(model.repo_id)) == "pretrained"
-            official = classify.kind(model) == "base" and not pretrained
-            predecessors = classify.predecessors(self._drafted(), model) if official else []
-            if predecessors:
-                unit_events.append(events.base_upgrade(model, predecessors))
+            upgraded = classify.base_upgrade(model, preceding)
+            if upgraded:
+                unit_events.append(events.base_upgrade(model, upgraded))
         applied = store.watch.apply_checkpoint_unit(CheckpointUnit(
             spec=checkpoint_spec,
             revision=spec,
@@ -163,7 +145,7 @@ class ModelUnits:
             events=tuple(unit_events),
         ))
         if applied.attached:
-            self.forget()
+            self.cache.drop()  # drafters now declare it
         if baseline:
             return
         if known is not None and applied.created and previous is not None and classify.weights_changed(
@@ -188,9 +170,10 @@ class ModelUnits:
         a drafter's) may be that repo, renamed or moved to this org from another: the old id must redirect here.
         Another org's too, so that a repo moved into an org polled before its old one is not recorded (and
         announced) as a new repo."""
-        if model.sha not in self._head_shas:
-            self._head_shas[model.sha] = bool(self.store.watch_state.recorded_heads({model.sha}))
-        if not self._head_shas[model.sha]:
+        heads = self.cache.head_shas
+        if model.sha not in heads:
+            heads[model.sha] = bool(self.store.watch_state.recorded_heads({model.sha}))
+        if not heads[model.sha]:
             return None
         reads = self.store.reads
         records = reads.drafters_with_head(model.sha) if drafter else reads.checkpoints_with_head(model.sha)
@@ -208,7 +191,7 @@ class ModelUnits:
         reads = []
         for head in self.store.watch.heads_needing_details(targets) if targets else []:
             try:
-                spec = classify.revision_spec(self.client, head.repo_id, head.sha, head.last_modified,
+                spec = inputs.revision_spec(self.client, head.repo_id, head.sha, head.last_modified,
                                               with_tokenizer=True)
             except hub.RevisionNotFound:
                 continue  # its recorded head was force-pushed away: the target's own listing updates it
@@ -232,12 +215,12 @@ class ModelUnits:
             # The catalog named a sha the Hub has moved on from: read that one too, so that whether the weights
             # changed is judged on their digests, as for any later move.
             try:
-                catalog_revision = classify.revision_spec(self.client, model.repo_id, previous.sha, None,
+                catalog_revision = inputs.revision_spec(self.client, model.repo_id, previous.sha, None,
                                                           with_tokenizer=False)
             except hub.RevisionNotFound:
                 pass  # force-pushed away: nothing to compare with
-        spec = classify.revision_spec(self.client, model.repo_id, model.sha, model.last_modified,
-                                      with_tokenizer=False)
+        spec = inputs.revision_spec(self.client, model.repo_id, model.sha, model.last_modified,
+                                    with_tokenizer=False)
         # Parsed once, here: the method is detected from it and the store records its facts from it.
         config, config_problem = None, spec.config_problem
         if spec.config_raw is not None:
@@ -263,7 +246,7 @@ class ModelUnits:
             method=method,
             publisher=model.repo_id.split("/", 1)[0],
             source="hub" if known is None else known.source,
-            targets=classify.declared_targets(store, model, config),
+            targets=inputs.declared_targets(store, model, config),
             released=released_on,
             released_precision="day" if released_on is not None else None,
             gated=bool(model.gated),
@@ -281,7 +264,7 @@ class ModelUnits:
             targets_read=self._target_reads(targets),
             first_hub_revision=first_hub_revision and not baseline,
         ))
-        self.forget()
+        self.cache.drop()  # a drafter changed
         if baseline:
             return
         verdicts = applied.verdicts
@@ -333,7 +316,7 @@ class ModelUnits:
     def rename(self, old: str, new: str) -> None:
         """Keep one record across a move on the Hub: the checkpoint or drafter takes the new id."""
         self.store.watch.rename_repo(old, new)
-        self.forget()
+        self.cache.drop()  # ids moved
         log.info("%s was renamed to %s", old, new)
 
     def apply_hint(self, repo_id: str, head_sha: str | None = None, *, moved_from: str | None = None,
@@ -342,8 +325,7 @@ class ModelUnits:
         the hint says went public (`made_public`), or that was created before its org's cursor (so private at the
         last poll), is a staged release: released today, as the poll would find it."""
         # The poll may have read this repo's state before the hint changes it (the webhook runs in its own thread).
-        for prefetched in (repo_id, moved_from):
-            self._states.pop(prefetched or "", None)
+        self.cache.drop()
         try:
             try:
                 revision = self.client.revision(repo_id, head_sha)
@@ -352,11 +334,11 @@ class ModelUnits:
         except hub.RepoNotFound:
             revision = None
         if revision is None or revision.private:
-            with self.store.unit():
+            with self.cache.unit(self.store):
                 self.mark_gone(repo_id, "no longer public on the Hub (deleted or made private)")
             return
         model = revision.as_model()
-        with self.store.unit():
+        with self.cache.unit(self.store):
             if moved_from is not None and self.recorded_id(moved_from) == moved_from \
                     and self.recorded_id(model.repo_id) is None and self.canonical(moved_from) == model.repo_id:
                 self.rename(moved_from, model.repo_id)

@@ -21,7 +21,7 @@ from registry.domain.records import DrafterSpec
 from registry.hub import HubClient
 from registry.settings import Settings
 from registry.store import Store
-from registry.watch.classify import DRAFTER_QUERIES
+from registry.watch.queries import DRAFTER_QUERIES
 from registry.watch.poller import Watcher
 from tests.fakehub.scenario import DAY_0, QWEN3_8B_DFLASH_CONFIG
 from tests.fakehub.server import FakeHub

@@ -23,7 +23,7 @@ from registry.domain import names
 from registry.hub import HubClient
 from registry.reports import lag_table, upgrade_table
 from registry.store import Store
-from registry.watch.classify import DRAFTER_QUERIES
+from registry.watch.queries import DRAFTER_QUERIES
 from registry.watch.poller import Watcher
 from tests.fakehub.scenario import Scenario
 from tests.fakehub.server import FakeHub

@@ -21,7 +21,7 @@ from registry.hub import HubClient
 from registry.reports import lag_table
 from registry.store import Store
 from registry.watch import units as watch_units
-from registry.watch.classify import DRAFTER_QUERIES
+from registry.watch.queries import DRAFTER_QUERIES
 from registry.watch.poller import Watcher
 from tests.fakehub.scenario import (
     QWEN3_8B_CONFIG,

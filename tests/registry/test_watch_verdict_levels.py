@@ -21,7 +21,7 @@ import pytest
 from registry.hub import HubClient
 from registry.reports import lag_table, upgrade_table
 from registry.store import Store
-from registry.watch.classify import DRAFTER_QUERIES
+from registry.watch.queries import DRAFTER_QUERIES
 from registry.watch.poller import Watcher
 from tests.fakehub.scenario import QWEN35_27B_DFLASH_CONFIG, QWEN36_27B_CONFIG, Scenario
 from tests.fakehub.server import FakeHub
