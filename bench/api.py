@@ -23,9 +23,6 @@ from the body cache after one data-version query), 304 (warm with If-None-Match)
 path at a fixed arrival rate (open loop: a late answer does not slow the next request down), then warm again
 with a writer (a process of its own, `record_run` every --write-interval seconds, half of them into the hot
 targets, each measured days before it is recorded): what a worker recording runs does to the cache.
-
-Over 400 lines: the registry builder, the load generator, the servers and the writer it starts are one script,
-so that one command measures all of it and each round's reference in the same run.
 """
 
 from __future__ import annotations
@@ -45,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import insert, select
 
 from drafters.api.server import bind, make_server
 from drafters.api.workers import default_workers, serve_forked
@@ -54,14 +50,11 @@ from registry.domain.records import EventSpec
 from registry.domain.run import Run
 from registry.store import Store
 from registry.store.catalog_import import load_catalog
-from registry.store.models import BenchmarkRun, Checkpoint, CheckpointRevision, Compatibility
 from registry.store.runs import record_run
+from registry.store.seed import copy_checkpoints, copy_run, run_pairs
 
 CLIENTS = 100
-
-
-def _row(obj: object, table: object) -> dict:
-    return {c.name: getattr(obj, c.key) for c in table.__table__.columns if c.name != "id"}  # type: ignore[attr-defined]
+MEASURED = datetime(2026, 11, 1, tzinfo=UTC)  # the template run; its copies spread over the 300 days before
 
 
 def build_registry(url: str, targets: int, runs: int) -> list[str]:
@@ -76,60 +69,27 @@ def build_registry(url: str, targets: int, runs: int) -> list[str]:
             rounds=100, drafted=500, accepted=350, tau=4.5, acceptance_rate=0.7, histogram=(5, 10, 15, 20, 20, 30),
             marginal=(0.95, 0.85, 0.7, 0.55, 0.45), conditional=(0.95, 0.89, 0.82, 0.79, 0.82),
             uniform_draft_length=True, identity_gap=0.0)),
-        hardware="H100 SXM", lossless=True, created_at=datetime(2026, 11, 1, tzinfo=UTC),
+        hardware="H100 SXM", lossless=True, created_at=MEASURED,
     )
     recorded = record_run(store, replace(template, run_id="bench-template"))
-    copied: list[str] = []
-    source_of: dict[str, str] = {}
-    with store.engine.begin() as connection:
-        sources = connection.execute(select(Checkpoint)).all()
-        with store.session() as session:
-            originals = session.scalars(select(Checkpoint)).all()
-            heads = {c.id: session.scalars(select(CheckpointRevision).where(
-                CheckpointRevision.checkpoint_id == c.id, CheckpointRevision.sha == c.head_sha)).first()
-                for c in originals}
-            verdicts = {rev.id: session.scalars(select(Compatibility).where(
-                Compatibility.checkpoint_revision_id == rev.id)).all() for rev in heads.values() if rev is not None}
-            copyable = [c for c in originals if heads[c.id] is not None and verdicts.get(heads[c.id].id)]
-            count = len(sources)
-            n = 0
-            while count < targets:
-                source = copyable[n % len(copyable)]
-                n += 1
-                repo_id = f"bench-{n:05d}/{source.repo_id.split('/')[1]}"
-                values = {**_row(source, Checkpoint), "repo_id": repo_id, "org": f"bench-{n:05d}"}
-                checkpoint_id = connection.execute(insert(Checkpoint).values(values)).inserted_primary_key[0]
-                head = heads[source.id]
-                revision_id = connection.execute(insert(CheckpointRevision).values(
-                    {**_row(head, CheckpointRevision), "checkpoint_id": checkpoint_id})).inserted_primary_key[0]
-                rows = [{**_row(v, Compatibility), "checkpoint_revision_id": revision_id} for v in verdicts[head.id]]
-                connection.execute(insert(Compatibility), rows)
-                copied.append(repo_id)
-                source_of[repo_id] = source.repo_id
-                count += 1
+    source_of = copy_checkpoints(store, targets)
+    copied = list(source_of)
     # A copy has its source's verdicts: runs go to the drafters that are exact for their own target.
     exact = {t: [v.drafter_repo_id for v in store.reads.verdicts(checkpoint_repo_id=t) if v.verdict == "exact"]
              for t in set(source_of.values())}
-    with store.engine.begin() as connection:
-        base = connection.execute(select(BenchmarkRun).where(BenchmarkRun.run_id == recorded.run_id)).mappings().one()
-        base = {k: v for k, v in base.items() if k != "id"}
-        batch = []
-        engines = ("pytorch", "llama.cpp", "vllm")
-        gpus = ("H100 SXM", "A100 80GB", "RTX 4090", "L40S")
-        rng = random.Random(1)
-        for n in range(runs - 1):
-            target = copied[n % len(copied)]
-            drafters = exact.get(source_of[target]) or [base["drafter"]]
-            tau = round(rng.uniform(2.0, 6.0), 3)
-            batch.append({**base, "run_id": f"bench-{n:07d}", "target": target, "drafter": drafters[n % len(drafters)],
-                          "engine": engines[n % 3], "hardware": gpus[(n // 3) % 4], "tau": tau,
-                          "speedup": round(tau * rng.uniform(0.4, 0.6), 3),
-                          "created_at": base["created_at"] - timedelta(days=300) + timedelta(seconds=n * 259)})
-            if len(batch) == 5000:
-                connection.execute(insert(BenchmarkRun), batch)
-                batch = []
-        if batch:
-            connection.execute(insert(BenchmarkRun), batch)
+    engines, gpus = ("pytorch", "llama.cpp", "vllm"), ("H100 SXM", "A100 80GB", "RTX 4090", "L40S")
+    rng = random.Random(1)
+
+    def copy(n: int) -> dict[str, object]:
+        target = copied[n % len(copied)]
+        drafters = exact.get(source_of[target]) or [recorded.drafter]
+        tau = round(rng.uniform(2.0, 6.0), 3)
+        return {"run_id": f"bench-{n:07d}", "target": target, "drafter": drafters[n % len(drafters)],
+                "engine": engines[n % 3], "hardware": gpus[(n // 3) % 4], "tau": tau,
+                "speedup": round(tau * rng.uniform(0.4, 0.6), 3),
+                "created_at": MEASURED - timedelta(days=300) + timedelta(seconds=n * 259)}
+
+    copy_run(store, recorded.run_id, (copy(n) for n in range(runs - 1)))
     store.engine.dispose()
     return copied
 
@@ -159,37 +119,50 @@ async def closed_loop(base: str, name: str, paths: list[str], total: int, header
 
     async def one_client() -> None:
         nonlocal errors
-        reader, writer = await asyncio.open_connection(host, int(port))
+        connection = await Connection.open(host, int(port))
         try:
             for n in cursor:
                 started = time.perf_counter()
-                try:
-                    ok = await asyncio.wait_for(_get(reader, writer, paths[n % len(paths)], extra), 30) in (200, 304)
-                except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError):
-                    ok = False
-                    writer.close()
-                    reader, writer = await asyncio.open_connection(host, int(port))
+                ok = await connection.get(paths[n % len(paths)], extra) in (200, 304)
                 latencies.append((time.perf_counter() - started) * 1000)
                 errors += not ok
         finally:
-            writer.close()
+            connection.writer.close()
 
     started = time.perf_counter()
     await asyncio.gather(*(one_client() for _ in range(CLIENTS)))
     return Result(name, total, errors, time.perf_counter() - started, latencies)
 
 
-async def _get(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str, extra: str = "") -> int:
-    """One keep-alive GET on a raw connection: the client must cost far less than the server, and an httpx pool
-    with a hundred busy connections costs more than the server it measures."""
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}\r\n".encode())
-    await writer.drain()
-    head = await reader.readuntil(b"\r\n\r\n")
-    status = int(head.split(b" ", 2)[1])
-    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                   if line.lower().startswith(b"content-length:")), 0)
-    await reader.readexactly(length)
-    return status
+class Connection:
+    """One raw keep-alive connection: the client must cost far less than the server, and an httpx pool with a
+    hundred busy connections costs more than the server it measures. A failed request opens a fresh one."""
+
+    def __init__(self, host: str, port: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.host, self.port, self.reader, self.writer = host, port, reader, writer
+
+    @classmethod
+    async def open(cls, host: str, port: int) -> Connection:
+        return cls(host, port, *await asyncio.open_connection(host, port))
+
+    async def get(self, path: str, extra: str = "") -> int | None:
+        """The status of one GET (30 s at most), or None when it failed."""
+        try:
+            return await asyncio.wait_for(self._get(path, extra), 30)
+        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError):
+            self.writer.close()
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+            return None
+
+    async def _get(self, path: str, extra: str) -> int:
+        self.writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}\r\n".encode())
+        await self.writer.drain()
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)
+        await self.reader.readexactly(length)
+        return status
 
 
 async def burst(base: str, paths: list[str], rate: float, seconds: float, connections: int = 200) -> Result:
@@ -200,24 +173,19 @@ async def burst(base: str, paths: list[str], rate: float, seconds: float, connec
     latencies: list[float] = []
     errors = 0
 
-    async def connection() -> None:
+    async def take_due() -> None:
         nonlocal errors
-        reader, writer = await asyncio.open_connection(host, int(port))
+        connection = await Connection.open(host, int(port))
         try:
             while (item := await due.get()) is not None:
                 when, path = item
-                try:
-                    ok = await asyncio.wait_for(_get(reader, writer, path), 30) == 200
-                except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError):
-                    ok = False
-                    writer.close()
-                    reader, writer = await asyncio.open_connection(host, int(port))
+                ok = await connection.get(path) == 200
                 latencies.append((time.perf_counter() - when) * 1000)
                 errors += not ok
         finally:
-            writer.close()
+            connection.writer.close()
 
-    workers = [asyncio.create_task(connection()) for _ in range(connections)]
+    workers = [asyncio.create_task(take_due()) for _ in range(connections)]
     total = int(rate * seconds)
     start = time.perf_counter()
     for n in range(total):
@@ -254,11 +222,7 @@ def run_writer(url: str, listed: Path, interval_s: float, kind: str) -> None:
     """The writer process: `record_run` (or an event) until SIGTERM; prints how many and their median cost."""
     targets = listed.read_text().split("\n")
     store = Store.open(url)
-    with store.engine.connect() as connection:
-        hot = connection.execute(select(BenchmarkRun.target, BenchmarkRun.drafter).distinct()
-                                 .where(BenchmarkRun.target.in_(targets[:100]))).all()
-        others = connection.execute(select(BenchmarkRun.target, BenchmarkRun.drafter).distinct()
-                                    .where(BenchmarkRun.target.in_(targets[100:1000]))).all()
+    hot, others = run_pairs(store, targets[:100]), run_pairs(store, targets[100:1000])
     stop = False
 
     def on_term(_signum: int, _frame: object) -> None:

@@ -26,25 +26,13 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import streamlit as st  # noqa: E402
-from sqlalchemy import Engine, insert, select  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from registry.store.models import (
-    BenchmarkRun,
-    Checkpoint,
-    CheckpointRevision,
-    Compatibility,
-    Drafter,
-    DrafterRevision,
-    DrafterTarget,
-    Event,
-    RunSetResult,
-)
 from registry.domain.measurement import Acceptance, SetMeasurement, spread  # noqa: E402
 from registry.domain.run import Run  # noqa: E402
 from registry.settings import get_settings  # noqa: E402
-from registry.store.mappers import run_values, set_values  # noqa: E402
 from registry.store import Store  # noqa: E402
+from registry.store.seed import insert_rows, insert_runs, repo_ids, revision_ids  # noqa: E402
 
 TARGET_S = 1.5
 PAGES = ("overview", "availability", "lag", "benchmarks", "pair", "alerts")
@@ -55,7 +43,6 @@ SIZES = ("0.6B", "1.7B", "4B", "8B", "14B", "27B", "32B", "70B")
 HARDWARE = ("H200", "RTX 3090")
 ENGINES = ("pytorch", "vllm")
 PROMPT_SETS = ("gsm8k", "mt-bench")
-BATCH = 5_000
 
 
 @dataclass(frozen=True)
@@ -74,16 +61,10 @@ def _config(layers: int, hidden: int) -> str:
     }, sort_keys=True)
 
 
-def _insert(engine: Engine, table: object, rows: list[dict]) -> None:
-    with engine.begin() as connection:
-        for start in range(0, len(rows), BATCH):
-            connection.execute(insert(table), rows[start : start + BATCH])  # type: ignore[arg-type]
-
-
-def seed(engine: Engine, *, checkpoints: int, runs: int, rng: random.Random) -> None:
+def seed(store: Store, *, checkpoints: int, runs: int, rng: random.Random) -> None:
     now = datetime.now(UTC)
     first_day = date(2024, 1, 1)
-    _insert(engine, Checkpoint, [
+    insert_rows(store, "checkpoint", [
         {
             "repo_id": f"{ORGS[i % len(ORGS)]}/Model{i // 40}.{i % 5}-{SIZES[i % len(SIZES)]}-v{i}",
             "org": ORGS[i % len(ORGS)], "family": f"Model{i // 40}", "size": SIZES[i % len(SIZES)], "kind": "base",
@@ -92,11 +73,8 @@ def seed(engine: Engine, *, checkpoints: int, runs: int, rng: random.Random) -> 
         }
         for i in range(checkpoints)
     ])
-    with engine.connect() as connection:
-        checkpoint_ids = list(
-            connection.execute(select(Checkpoint.id, Checkpoint.repo_id).order_by(Checkpoint.id))
-        )
-    _insert(engine, CheckpointRevision, [
+    checkpoint_ids = repo_ids(store, "checkpoint")
+    insert_rows(store, "checkpoint_revision", [
         {
             "checkpoint_id": cid, "sha": f"{i:040x}", "seen_at": now, "hidden_size": 4096, "num_hidden_layers": 32,
             "vocab_size": 128256, "model_type": "llama", "weight_bytes": 16_000_000_000,
@@ -105,7 +83,7 @@ def seed(engine: Engine, *, checkpoints: int, runs: int, rng: random.Random) -> 
         for i, (cid, _) in enumerate(checkpoint_ids)
     ])
     drafters = max(checkpoints // 10, 1)
-    _insert(engine, Drafter, [
+    insert_rows(store, "drafter", [
         {
             "repo_id": f"drafters{i % 7}/Drafter-{i}-{METHODS[i % len(METHODS)]}", "method": METHODS[i % len(METHODS)],
             "publisher": f"drafters{i % 7}", "released": first_day + timedelta(days=rng.randrange(300, 1000)),
@@ -114,17 +92,13 @@ def seed(engine: Engine, *, checkpoints: int, runs: int, rng: random.Random) -> 
         }
         for i in range(drafters)
     ])
-    with engine.connect() as connection:
-        drafter_ids = list(connection.execute(select(Drafter.id, Drafter.repo_id).order_by(Drafter.id)))
-    _insert(engine, DrafterRevision, [
+    drafter_ids = repo_ids(store, "drafter")
+    insert_rows(store, "drafter_revision", [
         {"drafter_id": did, "sha": "d" * 40, "seen_at": now, "hidden_size": 4096, "weight_bytes": 1_000_000_000}
         for did, _ in drafter_ids
     ])
-    with engine.connect() as connection:
-        drafter_revisions = {d: r for d, r in connection.execute(select(DrafterRevision.drafter_id, DrafterRevision.id))}
-        checkpoint_revisions = {
-            c: r for c, r in connection.execute(select(CheckpointRevision.checkpoint_id, CheckpointRevision.id))
-        }
+    drafter_revisions = revision_ids(store, "drafter")
+    checkpoint_revisions = revision_ids(store, "checkpoint")
     targets, verdicts = [], []
     for index, (did, _) in enumerate(drafter_ids):
         chosen = rng.sample(checkpoint_ids, 10)
@@ -136,35 +110,28 @@ def seed(engine: Engine, *, checkpoints: int, runs: int, rng: random.Random) -> 
                 "verdict": "exact" if position < 2 and index % 3 else rng.choice(VERDICTS),
                 "reasons": ["bench"], "checks": [], "checked_at": now,
             })
-    _insert(engine, DrafterTarget, targets)
-    _insert(engine, Compatibility, verdicts)
-    _insert(engine, Event, [
+    insert_rows(store, "drafter_target", targets)
+    insert_rows(store, "compatibility", verdicts)
+    insert_rows(store, "event", [
         {"type": rng.choice(("new_drafter", "revision_changed", "lag_opened")), "subject": f"bench/{i}",
          "org": ORGS[i % len(ORGS)], "family": f"Model{i % 50}", "payload": {"message": f"bench event {i}"},
          "dedupe_key": f"bench:{i}", "created_at": now - timedelta(minutes=i)}
         for i in range(2_000)
     ])
     pairs = [(rng.choice(checkpoint_ids)[1], rng.choice(drafter_ids)[1]) for _ in range(300)]
-    # Rows written through the store's own encoders (one shape for a run), inserted in bulk for speed.
-    run_rows, set_rows = [], []
+    seeded = []
     for i in range(runs):
         target, drafter = pairs[min(int(rng.expovariate(1 / 40)), len(pairs) - 1)]
         failed = i % 20 == 0
         sets = () if failed else tuple(_bench_set(rng, name) for name in PROMPT_SETS)
-        run = Run(
+        seeded.append(Run(
             target=target, drafter=drafter, status="failed" if failed else "ok",
             failure_reason="bench failure" if failed else None, engine=ENGINES[i % 2], method="dflash",
             overall=None if failed else _bench_set(rng, "overall"), per_set=sets,
             hardware=HARDWARE[(i // 2) % 2], target_revision=f"{i // 5000:040x}", drafter_revision="d" * 40,
             run_id=f"{i:032x}", created_at=now - timedelta(minutes=runs - i),
-        )
-        run_rows.append(run_values(run))
-        set_rows.append([set_values(result) for result in sets])
-    _insert(engine, BenchmarkRun, run_rows)
-    with engine.connect() as connection:
-        pks = {run_id: pk for run_id, pk in connection.execute(select(BenchmarkRun.run_id, BenchmarkRun.id))}
-    _insert(engine, RunSetResult, [{**values, "run_pk": pks[run["run_id"]]}
-                                   for run, rows in zip(run_rows, set_rows, strict=True) for values in rows])
+        ))
+    insert_runs(store, seeded)
 
 
 def _bench_set(rng: random.Random, name: str) -> SetMeasurement:
@@ -209,7 +176,7 @@ def main() -> int:
         get_settings.cache_clear()
         store = Store.open(url)
         start = time.perf_counter()
-        seed(store.engine, checkpoints=args.checkpoints, runs=args.runs, rng=rng)
+        seed(store, checkpoints=args.checkpoints, runs=args.runs, rng=rng)
         seeded_s = time.perf_counter() - start
         store.engine.dispose()
         print(f"seeded {args.checkpoints:,} checkpoints and {args.runs:,} runs in {seeded_s:.1f} s "

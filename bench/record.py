@@ -26,16 +26,14 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import insert, select
-
 from registry import calibration
 from registry.calibration.recording import record_measurement
 from registry.domain.gpus import load_gpus
 from registry.domain.measurement import Acceptance, ForwardCosts, RunSettings, SetMeasurement, spread
 from registry.domain.run import Run
 from registry.store import Store
-from registry.store.models import BenchmarkRun
 from registry.store.runs import list_runs, record_run, regression_event, set_predictions
+from registry.store.seed import copy_run
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 GPU_NAMES = ("H100 SXM", "RTX 4090", "A100 80GB", "H200")
@@ -63,19 +61,9 @@ def template(hardware: str, minutes: int, run_id: str | None = None) -> Run:
 def seed(store: Store, runs: int) -> None:
     """`runs` stored runs on `host-0` and as many on catalog GPUs, by bulk insert."""
     recorded = record_run(store, template("host-0", 0, run_id="seed-template"))
-    with store.engine.begin() as connection:
-        base = connection.execute(select(BenchmarkRun).where(BenchmarkRun.run_id == recorded.run_id)).mappings().one()
-        base = {k: v for k, v in base.items() if k != "id"}
-        batch = []
-        for n in range(1, 2 * runs):
-            hardware = GPU_NAMES[n % len(GPU_NAMES)] if n % 2 else "host-0"
-            batch.append({**base, "run_id": f"seed-{n:07d}", "hardware": hardware,
-                          "created_at": T0 + timedelta(seconds=n)})
-            if len(batch) == 5000:
-                connection.execute(insert(BenchmarkRun), batch)
-                batch = []
-        if batch:
-            connection.execute(insert(BenchmarkRun), batch)
+    copy_run(store, recorded.run_id, ({"run_id": f"seed-{n:07d}", "created_at": T0 + timedelta(seconds=n),
+                                       "hardware": GPU_NAMES[n % len(GPU_NAMES)] if n % 2 else "host-0"}
+                                      for n in range(1, 2 * runs)))
 
 
 def at(run: Run, seconds: int) -> Run:

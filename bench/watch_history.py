@@ -38,22 +38,14 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [str(REPO_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
-from sqlalchemy import func, insert, select  # noqa: E402
+from sqlalchemy import text  # noqa: E402
 
 from registry.domain import names  # noqa: E402
 from registry.domain.records import CompatRecord  # noqa: E402
 from registry.hub import HubClient, HubModel  # noqa: E402
 from registry.store import Store  # noqa: E402
 from registry.store.db import StatementCounter  # noqa: E402
-from registry.store.models import (  # noqa: E402
-    Checkpoint,
-    CheckpointRevision,
-    Compatibility,
-    Drafter,
-    DrafterRevision,
-    DrafterTarget,
-    Event,
-)
+from registry.store.seed import insert_rows  # noqa: E402
 from registry.watch.inputs import declared_targets  # noqa: E402
 from registry.watch.poller import Watcher  # noqa: E402
 from tests.fakehub.scenario import DAY_0  # noqa: E402
@@ -61,35 +53,34 @@ from tests.fakehub.server import FakeHub  # noqa: E402
 from tests.fakehub.state import HubState  # noqa: E402
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+# The reference scan as it was written then, in SQL: the store no longer has a query like it to call.
+LIKE_SCAN = text("SELECT repo_id FROM checkpoint WHERE lower(repo_id) LIKE :pattern ESCAPE '\\'")
 CONFIG = json.dumps({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096})
-
-
-def _bulk(store: Store, model: type, rows: list[dict[str, Any]]) -> None:
-    with store.engine.begin() as connection:
-        for start in range(0, len(rows), 5000):
-            connection.execute(insert(model), rows[start:start + 5000])
 
 
 def seed(store: Store, size: int) -> None:
     targets, drafters = max(size // 10, 10), max(size // 100, 1)
-    _bulk(store, Event, [{"type": "note", "subject": f"s{n}", "org": "acme", "family": None, "payload": {},
-                          "dedupe_key": f"history-{n}", "created_at": T0 + timedelta(seconds=n)}
-                         for n in range(size)])
-    _bulk(store, Checkpoint, [{"id": i + 1, "repo_id": f"org-{i % 50}/Qwen3-{i}B", "org": f"org-{i % 50}",
-                               "name_key": names.name_key(f"Qwen3-{i}B"), "source": "hub", "first_seen": T0,
-                               "head_sha": f"c{i:039d}", "kind": "base"} for i in range(targets)])
-    _bulk(store, CheckpointRevision, [{"id": i + 1, "checkpoint_id": i + 1, "sha": f"c{i:039d}", "seen_at": T0,
-                                       "config_json": CONFIG, "hidden_size": 4096} for i in range(targets)])
-    _bulk(store, Drafter, [{"id": d + 1, "repo_id": f"z-lab/Qwen3-{d * 10}B-DFlash-b16", "method": "dflash",
-                            "publisher": "z-lab", "source": "hub", "first_seen": T0, "head_sha": f"d{d:039d}"}
-                           for d in range(drafters)])
-    _bulk(store, DrafterRevision, [{"id": d + 1, "drafter_id": d + 1, "sha": f"d{d:039d}", "seen_at": T0}
-                                   for d in range(drafters)])
-    _bulk(store, DrafterTarget, [{"drafter_id": d + 1, "target_repo_id": f"org-{(d * 10) % 50}/Qwen3-{d * 10}B",
-                                  "declared_by": "card_base_model"} for d in range(drafters)])
-    _bulk(store, Compatibility, [{"drafter_revision_id": d + 1, "checkpoint_revision_id": (d * 10 + k) % targets + 1,
-                                  "verdict": "exact" if k == 0 else "structural", "reasons": [], "checks": [],
-                                  "checked_at": T0} for d in range(drafters) for k in range(10)])
+    insert_rows(store, "event", ({"type": "note", "subject": f"s{n}", "org": "acme", "family": None, "payload": {},
+                                  "dedupe_key": f"history-{n}", "created_at": T0 + timedelta(seconds=n)}
+                                 for n in range(size)))
+    insert_rows(store, "checkpoint", ({"id": i + 1, "repo_id": f"org-{i % 50}/Qwen3-{i}B", "org": f"org-{i % 50}",
+                                       "name_key": names.name_key(f"Qwen3-{i}B"), "source": "hub", "first_seen": T0,
+                                       "head_sha": f"c{i:039d}", "kind": "base"} for i in range(targets)))
+    insert_rows(store, "checkpoint_revision", ({"id": i + 1, "checkpoint_id": i + 1, "sha": f"c{i:039d}",
+                                                "seen_at": T0, "config_json": CONFIG, "hidden_size": 4096}
+                                               for i in range(targets)))
+    insert_rows(store, "drafter", ({"id": d + 1, "repo_id": f"z-lab/Qwen3-{d * 10}B-DFlash-b16", "method": "dflash",
+                                    "publisher": "z-lab", "source": "hub", "first_seen": T0,
+                                    "head_sha": f"d{d:039d}"} for d in range(drafters)))
+    insert_rows(store, "drafter_revision", ({"id": d + 1, "drafter_id": d + 1, "sha": f"d{d:039d}", "seen_at": T0}
+                                            for d in range(drafters)))
+    insert_rows(store, "drafter_target", ({"drafter_id": d + 1, "declared_by": "card_base_model",
+                                           "target_repo_id": f"org-{(d * 10) % 50}/Qwen3-{d * 10}B"}
+                                          for d in range(drafters)))
+    insert_rows(store, "compatibility", ({"drafter_revision_id": d + 1,
+                                          "checkpoint_revision_id": (d * 10 + k) % targets + 1,
+                                          "verdict": "exact" if k == 0 else "structural", "reasons": [], "checks": [],
+                                          "checked_at": T0} for d in range(drafters) for k in range(10)))
 
 
 def fastest_ms(work: Callable[[], object], repeats: int) -> float:
@@ -114,8 +105,7 @@ def like_name_implied(store: Store, repo_id: str) -> list[str]:
     key = names.name_key(names.drafter_target_stem(repo_id) or "")
     parts = [part.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") for part in key.split("-")]
     with store.engine.connect() as connection:
-        found = connection.execute(select(Checkpoint.repo_id).where(
-            func.lower(Checkpoint.repo_id).like("%/%" + "%".join(parts) + "%", escape="\\"))).scalars()
+        found = connection.execute(LIKE_SCAN, {"pattern": "%/%" + "%".join(parts) + "%"}).scalars()
         return sorted(r for r in found if names.name_key(r.split("/", 1)[1]) == key)
 
 

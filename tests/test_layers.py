@@ -64,16 +64,8 @@ STRING_ATTRIBUTES = {"getattr", "hasattr", "setattr", "delattr"}
 STORE_RECORD_MODULES = {"registry.store.records", "registry.store.unit_records"}
 # Known violations in files other issues are rewriting, each with why it may stay until then.
 ALLOWED = {
-    ("bench/dashboard.py", "engine"): "seeds 100,000 runs straight into the tables (the store writes them one by "
-                                      "one) through the store's Engine",
-    ("bench/dashboard.py", "orm"): "the ORM tables of that seeding",
-    ("bench/api.py", "orm"): "copies 10,000 targets and 100,000 runs straight into the tables, as bench/dashboard.py",
-    ("bench/api.py", "session"): "the session of that copy",
-    ("bench/record.py", "orm"): "copies one run 100,000 times straight into the table, as bench/api.py",
     ("drafters/cli/__init__.py", "nested"): "`main` imports only the module of the command asked for (the literals "
                                             "of COMMANDS), so `drafters --help` and a light command start fast",
-    ("bench/watch_history.py", "orm"): "seeds 100,000 events, 10,000 checkpoints and their verdicts straight into "
-                                       "the tables, as bench/api.py",
     ("bench/record.py", "private"): "reproduces the recording as it was before issue 31 from calibration's own "
                                     "steps (`_run_bytes`, `_predict`), the reference its table is measured against",
     ("drafters/api/snapshot.py", "area"): "SnapshotStore subclasses Store and swaps in a Reads subclass; issue 36 "
