@@ -62,6 +62,10 @@ DYNAMIC_IMPORTS = {"import_module", "__import__"}
 STRING_ATTRIBUTES = {"getattr", "hasattr", "setattr", "delattr"}
 # The plain values every layer shares live in registry/domain (records.py, unit_records.py), never in the store.
 STORE_RECORD_MODULES = {"registry.store.records", "registry.store.unit_records"}
+# The SQL behind the store's read objects and its row mappers: the store's own, called through ReadOnlyQueries or
+# a Store area, so that a query has one caller to change with it.
+STORE_INTERNALS = {"registry.store.aggregates", "registry.store.run_aggregates", "registry.store.service_aggregates",
+                   "registry.store.mappers"}
 # Known violations in files other issues are rewriting, each with why it may stay until then.
 ALLOWED = {
     ("drafters/cli/__init__.py", "nested"): "`main` imports only the module of the command asked for (the literals "
@@ -241,6 +245,9 @@ def violations(root: Path) -> list[str]:
     problems += [problem for where, kind, problem in hidden_edges(root, modules) if (where, kind) not in ALLOWED]
     problems += [f"{modules[i.source].relative_to(root)}:{i.line}: {i.source} imports {i.name}: the shared value "
                  "types live in registry/domain" for i in found if i.name in STORE_RECORD_MODULES]
+    problems += [f"{modules[i.source].relative_to(root)}:{i.line}: {i.source} imports {i.target}, the store's own "
+                 "SQL (read through ReadOnlyQueries or a Store area)" for i in found
+                 if i.target in STORE_INTERNALS and not i.source.startswith(("registry.store", "migrations"))]
     problems += inherited_store_areas(root, modules)
     problems += [problem for where, problem in subclassed_store_areas(root, modules) if (where, "area") not in ALLOWED]
     problems += [problem for where, problem in private_reach_throughs(root, modules)
@@ -676,3 +683,21 @@ def test_the_check_catches_a_value_type_of_the_store_imported_outside_it(tmp_pat
         "dashboard/queries.py": "from registry.domain.records import DataParts\n"
                                 "from registry.store.read_only import DatabaseMissing\n",
     }) == []
+
+
+def test_the_check_catches_the_stores_sql_called_from_outside_it(tmp_path: Path) -> None:
+    store = {"registry/store/aggregates.py": "def counts_row(engine):\n    return engine\n",
+             "registry/store/mappers.py": "def run_values(run):\n    return run\n",
+             "registry/store/read_queries.py": "from registry.store import aggregates\n\n" + STORE_READ_OBJECT}
+    found = plant(tmp_path, {**store,
+                             "dashboard/queries.py": "from registry.store import aggregates\n\n"
+                                                     "def counts(db):\n    return aggregates.counts_row(db.engine)\n",
+                             "bench/dashboard.py": "import registry.store.mappers as m\n"})
+    assert sorted(p for p in found if "own SQL" in p) == [
+        "bench/dashboard.py:1: bench.dashboard imports registry.store.mappers, the store's own SQL (read through "
+        "ReadOnlyQueries or a Store area)",
+        "dashboard/queries.py:1: dashboard.queries imports registry.store.aggregates, the store's own SQL (read "
+        "through ReadOnlyQueries or a Store area)",
+    ], found
+    assert plant(tmp_path / "clean", {**store, "dashboard/queries.py": "from registry.store.read_queries import "
+                                                                       "ReadOnlyQueries\n"}) == []
