@@ -35,14 +35,14 @@ COMMANDS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
                                           "pair's measured acceptance."),
     )),
     ("Run the service", (
-        ("up", "drafters.cli.serving", "The main job: upgrade the database, load the catalog, then watch, deliver "
+        ("up", "drafters.cli.up", "The main job: upgrade the database, load the catalog, then watch, deliver "
                                        "alerts, verify and serve."),
         ("status", "drafters.cli.watching", "What each part of `drafters up` is doing, when it last succeeded and its "
                                             "last error; the watcher's orgs and quarantined repos."),
-        ("dashboard", "drafters.cli.serving", "Serve the Streamlit dashboard (read-only) on 127.0.0.1."),
-        ("serve", "drafters.cli.api_cli", "The registry as a read-only HTTP JSON API (OpenAPI at /openapi.json)."),
+        ("dashboard", "drafters.cli.up", "Serve the Streamlit dashboard (read-only) on 127.0.0.1."),
+        ("serve", "drafters.cli.serve", "The registry as a read-only HTTP JSON API (OpenAPI at /openapi.json)."),
         ("plan", "drafters.cli.planning", "Every exact pair and what this machine's worker does about it."),
-        ("demo", "drafters.cli.serving", "Build the tiny demo pairs and measure them."),
+        ("demo", "drafters.cli.up", "Build the tiny demo pairs and measure them."),
     )),
     ("Measure", (
         ("verify", "drafters.cli.verifying", "Run real speculative decoding for one (target, drafter) pair: lossless "
@@ -75,7 +75,7 @@ COMMANDS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         ("feed", "drafters.cli.watching", "Write the Atom feed of events (default: $DRAFTERS_HOME/feed.atom)."),
         ("hub-webhooks", "drafters.cli.watching", "The Hub webhook that watches every watched org, so that polling is "
                                                   "the safety net."),
-        ("push-server", "drafters.cli.api_cli", "Accept Hub webhook calls and read the named repo right away."),
+        ("push-server", "drafters.cli.serve", "Accept Hub webhook calls and read the named repo right away."),
     )),
     ("The database and the catalog", (
         ("db", "drafters.cli.lookup", "The database: upgrade the schema, create a read-only role."),

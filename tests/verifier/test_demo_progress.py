@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from rich.console import Console
 
-from drafters.cli.serving import TrainingBars, training_progress
+from drafters.cli.up import TrainingBars, training_progress
 from verifier.build_cache import training_steps
 from verifier.demo import BuildStep, build_each
 from verifier.tiny.qwen3 import Training, _fit

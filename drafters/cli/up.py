@@ -1,4 +1,4 @@
-"""Commands that serve: the dashboard, the demo pairs, and `drafters up`."""
+"""`drafters up` (the service), and the parts a user starts alone: the dashboard and the demo pairs."""
 
 from __future__ import annotations
 
