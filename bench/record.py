@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/record.py [--sizes 100,1000,10000,100000] [--records 20] [--reference-max 10000]
 
-Recording = registry.calibration.recording.record_measurement: the run, its regression check and event, and the
+Recording = registry.recording.record_measurement: the run, its regression check and event, and the
 pricing model's prediction of it, in one transaction. The prediction is fitted from the FIT_SAMPLE most recent
 runs of the run's fit group (its machine; for a catalog GPU, every catalog GPU), so the registry is seeded with
 real history where it hurts: `size` runs on one machine (`host-0`) and `size` runs on catalog GPUs, copies of one
@@ -27,10 +27,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from registry import calibration
-from registry.calibration.recording import record_measurement
 from registry.domain.gpus import load_gpus
 from registry.domain.measurement import Acceptance, ForwardCosts, RunSettings, SetMeasurement, spread
 from registry.domain.run import Run
+from registry.recording import record_measurement
 from registry.store import Store
 from registry.store.runs import list_runs, record_run, regression_event, set_predictions
 from registry.store.seed import copy_run

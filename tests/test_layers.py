@@ -44,6 +44,7 @@ LAYERS: tuple[tuple[str, str, int], ...] = (
     ("registry.reports", "registry reads", 5),
     ("registry.typed_ids", "registry reads", 5),
     ("registry.calibration", "registry reads", 5),
+    ("registry.recording", "registry reads", 5),
     ("registry.hub", "registry sources", 4),
     ("registry.local", "registry sources", 4),
     ("registry.store", "registry store", 3),

@@ -21,7 +21,6 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 
 from registry.calibration import published_tau_band
-from registry.calibration.recording import record_events, record_measurement
 from registry.domain import pair
 from registry.domain.doctor import NOT_ENGAGED, Diagnosis, Expectation, ProbeFacts, diagnose
 from registry.domain.drafter_facts import drafter_facts
@@ -31,6 +30,7 @@ from registry.domain.measurement import SetMeasurement
 from registry.domain.records import EventSpec
 from registry.domain.run import Run
 from registry.local import looks_like_folder, resolve_side
+from registry.recording import record_events, record_measurement
 from registry.store import NotFound, Store
 from registry.store.runs import list_runs
 from verifier.ingest import public_url

@@ -18,10 +18,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from registry.calibration.recording import record_measurement
 from registry.domain.engines import SERVER_ENGINE_NAMES, SERVER_KINDS
 from registry.domain.measurement import SetMeasurement, spread
 from registry.domain.run import Run
+from registry.recording import record_measurement
 from registry.store import Store
 from verifier.counters import (
     LLAMACPP_PREFIX,

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from registry.calibration.recording import record_measurement
 from registry.domain.engines import VERIFIER_ENGINES
 from registry.domain.measurement import RunSettings
 from registry.domain.curve import SpeedupCurve
 from registry.domain.run import Run
 from registry.domain.stored_json import from_json, to_json
+from registry.recording import record_measurement
 from registry.store import Store
 from registry.store import jobs as queue
 from verifier.curve_job import CURVE, CurveFailed, CurveRequest, curve_engine, run_curve

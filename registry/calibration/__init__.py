@@ -9,7 +9,7 @@ so that recording a run costs the same on a machine with a hundred stored runs a
 the newest runs are the ones that describe the machine as it is now.
 
 Stored, with the model version, rather than only computed on read: storing a run (`drafters verify`, llama.cpp,
-`drafters ingest`, all through recording.py) predicts it from the runs already stored and keeps that prediction
+`drafters ingest`, all through registry/recording.py) predicts it from the runs already stored and keeps that prediction
 with it (its run_prediction row), so the number shown is the forecast the model made before it could have been
 adjusted to this run, and it does not move when later runs arrive. The prediction carries MODEL_VERSION; a read
 (`drafters runs`, the dashboard) shows a stored prediction only when the current model made it, and otherwise

@@ -25,7 +25,7 @@ __all__ = ["Run", "get_run", "hardware_names", "list_runs", "recent_ok_runs_on_h
 def record_run(store: Store, run: Run) -> Run:
     """Store a run once per run_id; recording the same run_id again returns the stored run. A drafter or target
     named by an old id (a job queued before the repo was renamed) is stored under its current id, as its earlier
-    runs are. A measured run is recorded by registry.calibration.recording.record_measurement (with its event and
+    runs are. A measured run is recorded by registry.recording.record_measurement (with its event and
     prediction, in one transaction); this is its first write.
     Returns the run as it reads back (its id and time set, JSON values as stored)."""
     run = replace(run, run_id=run.run_id or uuid.uuid4().hex, created_at=run.created_at or utcnow(),

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import pytest
 
 from registry import calibration
-from registry.calibration.recording import record_measurement
 from registry.domain.gpus import load_gpus
 from registry.domain.measurement import RunSettings
+from registry.recording import record_measurement
 from registry.store.runs import Run, record_run
 from tests.registry.run_fixtures import measured as measurement
 from tests.dashboard.conftest import DFLASH_8B, QWEN3_8B, Seeded, assert_clean, chart_data, frame_with, run_page

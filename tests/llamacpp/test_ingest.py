@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from registry import calibration
-from registry.calibration.recording import RecordingFailed
+from registry.recording import RecordingFailed
 from registry.store.runs import list_runs
 from registry.store import Store
 from tests.llamacpp import SKIP_VARIABLE

@@ -10,12 +10,12 @@ import pytest
 from sqlalchemy import select
 
 from registry import calibration
-from registry.calibration.recording import record_measurement
 from registry.domain import pricing
 from registry.domain.catalog import load_catalog_data
 from registry.domain.gpus import load_gpus
 from registry.domain.memory import GIB
 from registry.domain.stored_json import to_json
+from registry.recording import record_measurement
 from registry.store.mappers import run_values
 from registry.store.models import BenchmarkRun
 from registry.store.runs import Run, get_run, record_run

@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import func, select
 
 from registry import calibration
-from registry.calibration.recording import RecordingFailed, record_measurement
 from registry.domain.measurement import ForwardCosts
 from registry.domain.run import Run
+from registry.recording import RecordingFailed, record_measurement
 from registry.store import Store
 from registry.store.models import BenchmarkRun, Event, RunPredictionRow
 from registry.store.runs import get_run, hardware_names, record_run

@@ -14,10 +14,10 @@ import pytest
 from sqlalchemy import update
 
 from registry import calibration
-from registry.calibration.recording import RecordingFailed
 from registry.domain.measurement import METRIC_VERSION, ForwardCosts
 from registry.domain.run import Run, RunPrediction
 from registry.domain.stored_json import from_json, to_json
+from registry.recording import RecordingFailed
 from registry.store import jobs as queue
 from registry.store.models import Job
 from registry.store.runs import get_run, list_runs
@@ -83,7 +83,7 @@ def test_a_stored_run_reads_back_and_prints_as_it_was_measured(store: Store, dat
 def test_a_run_whose_prediction_fails_is_not_half_stored(
     store: Store, tiny_target_dir: Path, tiny_draft_lm_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """verify_now records through registry.calibration.recording: when the prediction step fails after the run was
+    """verify_now records through registry.recording: when the prediction step fails after the run was
     written, the run goes too and the error names the step; the job's retry stores it whole."""
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("the GPU catalog cannot be read")

@@ -2,8 +2,9 @@
 of work. Both runners (verifier/jobs.py's verify_now and verifier/ingest.py) store their runs here and nowhere
 else, so a measurement is never found without its event or its prediction, and the sequence exists once.
 
-It lives beside the prediction rather than in the store because predicting a run reads the store (the run's fit
-group, its target's and drafter's sizes); the store's `unit()` makes every read and write in it one transaction.
+It sits above the store and beside calibration, not in either, because predicting a run reads the store (the
+run's fit group, its target's and drafter's sizes) and a run is stored with that prediction: it is the one caller
+of both. The store's `unit()` makes every read and write in it one transaction.
 """
 
 from __future__ import annotations
