@@ -14,7 +14,7 @@ least-disturbed run is the cost itself; the "before" columns are timed a third a
 - the targets a drafter's name implies when it declares none (`inputs.declared_targets`: one probe of the
   checkpoints' stored name key), against the filtered scan that came first (a LIKE over every repo id, timed in
   the same run) and against reading every checkpoint as before;
-- a new drafter's exact-before read (`watch_units.apply_drafter_unit`: the verdicts of its named targets, each
+- a new drafter's exact-before read (`store.watch.apply_drafter_unit`: the verdicts of its named targets, each
   read by id), against reading every verdict as before.
 
 Ratio = the cost / the smallest history's cost of the same kind; the goal is flat (at most 1.5).

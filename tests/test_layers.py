@@ -61,8 +61,8 @@ ORM_MODULES = {"registry.store.models", "sqlalchemy.orm"}
 ENGINE_NAMES = {"Engine", "Connection", "create_engine", "engine_from_config", "AsyncEngine", "create_async_engine"}
 DYNAMIC_IMPORTS = {"import_module", "__import__"}
 STRING_ATTRIBUTES = {"getattr", "hasattr", "setattr", "delattr"}
-# The plain values every layer shares live in registry/domain (records.py, unit_records.py), never in the store.
-STORE_RECORD_MODULES = {"registry.store.records", "registry.store.unit_records"}
+# The plain values every layer shares live in registry/domain (records.py, watch_records.py), never in the store.
+STORE_RECORD_MODULES = {"registry.store.records", "registry.store.watch_records"}
 # The SQL behind the store's read objects and its row mappers: the store's own, called through ReadOnlyQueries or
 # a Store area, so that a query has one caller to change with it.
 STORE_INTERNALS = {"registry.store.aggregates", "registry.store.run_aggregates", "registry.store.service_aggregates",
@@ -341,7 +341,7 @@ def private_reach_throughs(root: Path, modules: dict[str, Path]) -> list[tuple[s
 
 def store_value_types_imported(root: Path, modules: dict[str, Path]) -> list[str]:
     """A dataclass (or NamedTuple) defined in registry/store and imported outside it: a value shared across layers,
-    which belongs in registry/domain (records.py, unit_records.py), where every layer may import it."""
+    which belongs in registry/domain (records.py, watch_records.py), where every layer may import it."""
     defined: dict[str, set[str]] = {}
     for name, path in modules.items():
         if name.startswith("registry.store"):
@@ -599,12 +599,12 @@ def test_the_shared_value_types_live_in_the_domain(tmp_path: Path) -> None:
     found = plant(tmp_path, {
         "registry/store/records.py": "X = 1\n",
         "registry/watch/events.py": "from registry.store.records import X\n",
-        "drafters/cli.py": "import registry.store.unit_records\n",
+        "drafters/cli.py": "import registry.store.watch_records\n",
         "registry/domain/records.py": "X = 1\n",
         "registry/reports.py": "from registry.domain.records import X\n",
     })
     assert sorted(p for p in found if "value types" in p) == [
-        "drafters/cli.py:1: drafters.cli imports registry.store.unit_records: the shared value types live in "
+        "drafters/cli.py:1: drafters.cli imports registry.store.watch_records: the shared value types live in "
         "registry/domain",
         "registry/watch/events.py:1: registry.watch.events imports registry.store.records: the shared value types "
         "live in registry/domain",

@@ -3,7 +3,7 @@
 `Store` holds the engine, sessions and units of work (core.py) and one object per area, each listed on it below;
 an area that needs another gets it in its constructor, none inherits from another. Runs and jobs are functions
 over a Store (runs.py, jobs.py); the plain values that go in and out are in registry/domain/records.py and
-registry/domain/unit_records.py.
+registry/domain/watch_records.py.
 """
 
 from sqlalchemy import Engine
@@ -18,7 +18,7 @@ from registry.store.reads import Reads
 from registry.store.subscriptions import Subscriptions
 from registry.store.verdicts import Verdicts
 from registry.store.watch_state import WatchState
-from registry.store.watch_units import WatchUnits
+from registry.store.watch_writes import WatchWrites
 
 
 class Store(StoreCore):
@@ -44,7 +44,7 @@ class Store(StoreCore):
         self.verdicts = Verdicts(self)
         self.reads = Reads(self, self.lifecycle)
         self.events = Events(self)
-        self.watch = WatchUnits(self, lifecycle=self.lifecycle, checkpoints=self.checkpoints, drafters=self.drafters,
+        self.watch = WatchWrites(self, lifecycle=self.lifecycle, checkpoints=self.checkpoints, drafters=self.drafters,
                                 reads=self.reads, verdicts=self.verdicts, events=self.events)
         self.watch_state = WatchState(self)
         self.subscriptions = Subscriptions(self)

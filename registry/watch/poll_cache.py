@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from registry.domain.unit_records import CheckpointState
+from registry.domain.watch_records import CheckpointState
 from registry.hub import ListedRepo
 from registry.store import Store
 from registry.watch.classify import DraftedIndex

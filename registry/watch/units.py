@@ -18,7 +18,7 @@ from registry import hub
 from registry.domain import configs, hub_presence, pair
 from registry.domain.drafter_facts import detect_method
 from registry.domain.records import DrafterSpec, EventSpec, RevisionSpec
-from registry.domain.unit_records import CheckpointState, CheckpointUnit, DrafterState, DrafterUnit, TargetRead
+from registry.domain.watch_records import CheckpointState, CheckpointUnit, DrafterState, DrafterUnit, TargetRead
 from registry.hub import HubClient, HubModel
 from registry.store import Store, aware, utcnow
 from registry.watch import classify, events, inputs

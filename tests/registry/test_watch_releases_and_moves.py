@@ -15,7 +15,7 @@ import pytest
 
 from registry.hub import HubClient
 from registry.store import Store
-from registry.watch import units as watch_units
+from registry.watch import units
 from registry.watch.poller import Watcher
 from registry.watch.push import hint_from_payload
 from tests.fakehub.scenario import QWEN36_27B_CONFIG, Scenario
@@ -65,7 +65,7 @@ def test_a_staged_release_committed_after_the_cursor_is_released_when_it_went_pu
     scenario.state.commit(STAGED, {"generation_config.json": b"{}\n"}, title="Add generation config",
                           date=cursor + timedelta(days=2))
     flipped = cursor + timedelta(days=3, hours=4)
-    monkeypatch.setattr(watch_units, "utcnow", lambda: flipped)  # the watcher's clock: the day it saw it public
+    monkeypatch.setattr(units, "utcnow", lambda: flipped)  # the watcher's clock: the day it saw it public
     scenario.state.set_private(STAGED, False)
     assert not polled.poll_once().errors
     checkpoint = store.reads.get_checkpoint(STAGED)
@@ -78,7 +78,7 @@ def test_a_public_flip_by_webhook_releases_a_staged_repo_that_day(
 ) -> None:
     stage(scenario)
     flipped = utc(2026, 4, 10, 9)
-    monkeypatch.setattr(watch_units, "utcnow", lambda: flipped)
+    monkeypatch.setattr(units, "utcnow", lambda: flipped)
     repo = scenario.state.set_private(STAGED, False)
     # The Hub's webhook (version 3) for the visibility change: scope repo.config, updatedConfig.private false.
     hint = hint_from_payload({

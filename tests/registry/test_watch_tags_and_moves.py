@@ -20,7 +20,7 @@ from registry.domain.records import DrafterSpec, RevisionSpec
 from registry.hub import HubClient
 from registry.reports import lag_table
 from registry.store import Store
-from registry.watch import units as watch_units
+from registry.watch import units
 from registry.watch.queries import DRAFTER_QUERIES
 from registry.watch.poller import Watcher
 from tests.fakehub.scenario import (
@@ -175,7 +175,7 @@ def test_a_staged_releases_lag_starts_when_it_went_public(
                             pipeline_tag="text-generation", library_name="transformers", private=True)
     watcher.poll_once()
     flipped = utc(2026, 4, 10, 9)
-    monkeypatch.setattr(watch_units, "utcnow", lambda: flipped)  # the watcher's clock: the day it saw it public
+    monkeypatch.setattr(units, "utcnow", lambda: flipped)  # the watcher's clock: the day it saw it public
     scenario.state.set_private("Qwen/Qwen3.7-27B", False)
     assert not watcher.poll_once().errors
     assert ("base_upgrade", "Qwen/Qwen3.7-27B") in events(store)

@@ -1,5 +1,5 @@
 """The watcher's units of work, as plain values: what it read and decided for one model (the store applies each
-in one transaction, registry/store/watch_units.py) and what the store hands back."""
+in one transaction, registry/store/watch_writes.py) and what the store hands back."""
 
 from __future__ import annotations
 

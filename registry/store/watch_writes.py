@@ -15,7 +15,7 @@ from registry.domain.hub_presence import GONE
 from registry.domain.records import (
     CheckpointRecord, CompatRecord, DrafterRecord, DrafterSpec, EventSpec, RevisionRecord,
 )
-from registry.domain.unit_records import (
+from registry.domain.watch_records import (
     AppliedCheckpoint,
     AppliedDrafter,
     CheckpointState,
@@ -39,7 +39,7 @@ from registry.store.verdicts import Verdicts
 STATE_CHUNK = 5000
 
 
-class WatchUnits:
+class WatchWrites:
     """The watcher's units of work, over the other areas (each passed in, none inherited)."""
 
     def __init__(self, core: StoreCore, *, lifecycle: RepoLifecycle, checkpoints: Checkpoints, drafters: Drafters,
