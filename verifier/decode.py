@@ -1,7 +1,8 @@
 """The one decode loop (batch size 1) shared by the baseline and every drafting method.
 
-Prefill, then rounds: propose k tokens, one target forward over `[pending, d1..dk]` with the KV cache,
-accept/reject, commit the accepted drafts plus one target token, roll the cache back, tell the proposer.
+Prefill, then rounds (`verify_round`, one round per call): propose k tokens, one target forward over
+`[pending, d1..dk]` with the KV cache, accept/reject, roll the cache back; `decode` commits the accepted drafts plus
+one target token and tells the proposer.
 The proposer contract (positions, hidden states, cache) is documented in `verifier.proposer`.
 
 Rolling back. Every layer drops rejected positions with `cache.crop`: attention layers (full, sliding with recorded
@@ -191,6 +192,46 @@ def rollback_problem(model: Any) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Verified:
+    """One round as the target verified it: how many drafts it accepted, the tokens it commits, and its forward
+    output over `[pending, d1..dk]` (what the proposer reads next)."""
+
+    drafted: int
+    accepted: int
+    committed: list[int]  # the accepted drafts, then the target's own next token
+    verify_ids: torch.Tensor  # [pending, d1..dk]
+    out: Any
+    draft_seconds: float
+    verify_seconds: float
+
+
+def verify_round(model: Any, proposer: Proposer, cache: Any, pending: int, *, device: torch.device,
+                 temperature: float, generator: torch.Generator, wants_hidden: bool) -> Verified:
+    """One round: the proposer drafts k tokens, one target forward over `[pending, d1..dk]` with the KV cache,
+    accept/reject (greedy at temperature 0, else rejection sampling), the cache rolled back to what was kept."""
+    round_started = time.perf_counter()
+    proposal = proposer.propose(temperature, generator)
+    drafts = proposal.tokens.to(device=device, dtype=torch.long)
+    synchronize(device)
+    drafted_at = time.perf_counter()
+
+    verify_ids = torch.cat([torch.tensor([pending], device=device), drafts])
+    out = model(input_ids=verify_ids[None], cache=cache, use_cache=True, output_hidden_states=wants_hidden)
+    logits = out.logits[0]
+    if temperature == 0:
+        n_accepted, next_token = accept_greedy(logits, drafts)
+    else:
+        n_accepted, next_token = accept_sampled(logits, proposal, drafts, temperature, generator)
+    # Also trims what layers recorded for the rollback back to their working size when nothing is rejected.
+    cache.crop(-(drafts.shape[0] - n_accepted))
+    synchronize(device)
+    verified_at = time.perf_counter()
+    return Verified(drafted=drafts.shape[0], accepted=n_accepted, committed=[*drafts[:n_accepted].tolist(), next_token],
+                    verify_ids=verify_ids, out=out, draft_seconds=drafted_at - round_started,
+                    verify_seconds=verified_at - drafted_at)
+
+
 @torch.inference_mode()
 def decode(
     model: Any,
@@ -232,52 +273,26 @@ def decode(
     rounds: list[RoundRecord] = []
     stop_reason: Literal["eos", "length"] = "eos" if pending in eos_token_ids else "length"
     while pending not in eos_token_ids and len(tokens) < max_new_tokens:
-        round_started = time.perf_counter()
-        proposal = proposer.propose(temperature, generator)
-        drafts = proposal.tokens.to(device=device, dtype=torch.long)
-        synchronize(device)
-        drafted_at = time.perf_counter()
-
         start = prompt_ids.shape[0] + len(tokens) - 1  # position of the pending token
-        verify_ids = torch.cat([torch.tensor([pending], device=device), drafts])
-        out = model(input_ids=verify_ids[None], cache=cache, use_cache=True, output_hidden_states=wants_hidden)
-        logits = out.logits[0]
-        if temperature == 0:
-            n_accepted, next_token = accept_greedy(logits, drafts)
-        else:
-            n_accepted, next_token = accept_sampled(logits, proposal, drafts, temperature, generator)
-        # Also trims what layers recorded for the rollback back to their working size when nothing is rejected.
-        cache.crop(-(drafts.shape[0] - n_accepted))
-        synchronize(device)
-        verified_at = time.perf_counter()
-
-        committed = [*drafts[:n_accepted].tolist(), next_token]
-        emitted = committed[: max_new_tokens - len(tokens)]
+        verified = verify_round(model, proposer, cache, pending, device=device, temperature=temperature,
+                                generator=generator, wants_hidden=wants_hidden)
+        emitted = verified.committed[: max_new_tokens - len(tokens)]
         eos_at = next((i for i, token in enumerate(emitted) if token in eos_token_ids), None)
         if eos_at is not None:
             emitted = emitted[: eos_at + 1]
         tokens.extend(emitted)
-        rounds.append(
-            RoundRecord(
-                drafted=drafts.shape[0],
-                accepted=n_accepted,
-                emitted=len(emitted),
-                draft_seconds=drafted_at - round_started,
-                verify_seconds=verified_at - drafted_at,
-            )
-        )
+        rounds.append(RoundRecord(drafted=verified.drafted, accepted=verified.accepted, emitted=len(emitted),
+                                  draft_seconds=verified.draft_seconds, verify_seconds=verified.verify_seconds))
         if eos_at is not None:
             stop_reason = "eos"
             break
         if len(tokens) >= max_new_tokens:
             stop_reason = "length"
             break
-        pending = next_token
-        proposer.observe(
-            n_accepted,
-            torch.tensor(committed, device=device),
-            _target_view(out, cache, start, verify_ids[: n_accepted + 1], pending, n_accepted + 1),
-        )
+        pending = verified.committed[-1]
+        kept = verified.accepted + 1
+        proposer.observe(verified.accepted, torch.tensor(verified.committed, device=device),
+                         _target_view(verified.out, cache, start, verified.verify_ids[:kept], pending, kept))
 
     synchronize(device)
     return DecodeResult(
