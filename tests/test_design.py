@@ -134,12 +134,12 @@ TREE = {
     "registry/watch/poller.py": "X = 1\n" * 401,
     "registry/reports.py": "",
 }
+TABLE = "## registry/\n\n| module | holds |\n| --- | --- |\n"
 
 
 def test_the_checks_fail_on_a_missing_module_an_unnamed_one_and_a_wrong_count(tmp_path: Path) -> None:
     root = plant(tmp_path, TREE)
-    doc = ("# Design\n\n## registry/\n\n| module | holds |\n| --- | --- |\n"
-           "| `store/` | the one class (`__init__.py`), `events.py`, `gone.py` |\n"
+    doc = ("# Design\n\n" + TABLE + "| `store/` | the one class (`__init__.py`), `events.py`, `gone.py` |\n"
            "| `reports.py` | what the CLI prints; `events.py` |\n\n"
            "```\nwatch/units.py in a diagram is a picture\n```\n\n"
            "- `registry/reports.py` and `registry/store/events.py` stay over 400 lines.\n")
@@ -154,11 +154,8 @@ def test_the_checks_fail_on_a_missing_module_an_unnamed_one_and_a_wrong_count(tm
 
 def test_the_checks_pass_where_the_doc_says_where_everything_is(tmp_path: Path) -> None:
     root = plant(tmp_path, TREE)
-    doc = ("## registry/\n\n| module | holds |\n| --- | --- |\n"
-           "| `store/` | the one class, `events.py` |\n"
-           "| `watch/` | `poller.py`, `events.py` |\n"
-           "| `reports.py` | what the CLI prints |\n\n"
-           "- `watch/poller.py` and no other module stay over 400 lines.\n")
+    doc = (TABLE + "| `store/` | the one class, `events.py` |\n| `watch/` | `poller.py`, `events.py` |\n"
+           "| `reports.py` | what the CLI prints |\n\n- `watch/poller.py` and no other module stay over 400 lines.\n")
     assert named(root, doc)[1] == []
     assert unnamed_modules(root, doc) == []
     assert listed_long_modules(root, doc) == long_modules(root)
