@@ -20,6 +20,7 @@ from urllib.parse import urlencode
 import pandas as pd
 
 from registry import calibration, reports
+from registry.calibration.concurrency import stand_in
 from registry.domain import hub_presence, pair
 from registry.domain.coverage import coverage
 from registry.domain.curve import describe
@@ -177,9 +178,12 @@ def speedup_curves(db: ReadOnlyQueries) -> tuple[dict[int, str], pd.DataFrame]:
     rows = []
     for curve in db.speedup_curves():
         assert curve.curve_id is not None
+        # A curve of the tiny test models (or from a CPU) says so in its name: it is never read as a GPU's.
+        unlike_serving = stand_in(curve)
         labels[curve.curve_id] = (f"{curve.drafter or 'drafter'} on {curve.target} · {curve.hardware or '?'} · "
                                   f"{curve.engine} {curve.engine_version or ''} · {curve.conditions.max_new_tokens} "
-                                  f"tokens · {describe(curve)}")
+                                  f"tokens · {describe(curve)}"
+                                  + (f" [{unlike_serving}]" if unlike_serving else ""))
         rows += [(curve.curve_id, p.concurrency, p.speedup, p.tokens_per_s, p.baseline_tokens_per_s,
                   p.latency_per_token_s, p.tau, p.concurrency == curve.crossover) for p in curve.points]
     return labels, pd.DataFrame(rows, columns=CURVE_COLUMNS)

@@ -29,6 +29,7 @@ from registry.domain.measurement import RunSettings
 from registry.domain.stored_json import from_json, to_json
 from registry.store import Store
 from verifier.engines.llamacpp.engine import load_llamacpp_engine
+from verifier.harness.provenance import is_test_model
 from verifier.prompts import BUNDLED_SET_NAMES, Prompt, PromptSet, bundled_set, load_prompt_file
 from verifier.sweep import DEFAULT_MAX_NEW_TOKENS, measure_sweep
 
@@ -161,6 +162,9 @@ def _measure(store: Store, request: CurveRequest, target_dir: Path, drafter: Pat
                 provenance={
                     "source": "curve job", "thinking_asked": thinking, "slots": slots, "ctx_size_per_slot": per_slot,
                     "batch": "llama-server continuous batching over parallel slots",
+                    # The server's draft length (what pricing predicts the curve with), and whether the target is
+                    # one of the project's tiny builds: such a curve never speaks for serving a real checkpoint.
+                    "draft_length": engine.draft_length, "test_model": is_test_model(target_dir),
                     **{key: facts.get(key) for key in ("target_sha", "drafter_sha", "target_files_digest",
                                                        "drafter_files_digest", "gguf", "quantization", "spec_type",
                                                        "draft_parameters", "backend", "threads",

@@ -54,6 +54,8 @@ def test_a_curve_job_measures_the_pair_per_length_and_thinking_mode(llama_env: N
         assert curve.target == str(qwen3_target) and curve.drafter == str(draft_lm)
         assert curve.provenance["source"] == "curve job" and curve.provenance["slots"] == 2
         assert curve.provenance["thinking_asked"] is curve.conditions.thinking
+        # The tiny builds are flagged, so the curve never speaks for a real checkpoint; γ is what pricing needs.
+        assert curve.provenance["test_model"] is True and curve.provenance["draft_length"] > 0
         assert curve.conditions.prompt_format == "chat" and curve.conditions.prompt_set == "code+chat"
         assert "read by the served template" in (curve.conditions.thinking_note or "")
         assert [p.concurrency for p in curve.points] == [1, 2]
