@@ -14,6 +14,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from tests.drafter_variants import (KERNEL, RANK, TOP_K, dflash2_config, dflash2_from_dflash, dflash2_tensors,
+                                     write_drafter)
 from verifier.engines.pytorch import IncompatiblePair, RunSettings, run_pair
 from verifier.loading import LoadedTarget
 from verifier.methods import build_proposer as build
@@ -22,58 +24,9 @@ from verifier.methods.dflash2.model import CandidateSelector, GroupedDynamicCaus
 from verifier.prompts import bundled_set
 from verifier.proposer import TargetOutput
 
-KERNEL, GROUP, RANK, TOP_K = 3, 16, 8, 4
-
 
 def _settings(**overrides: Any) -> RunSettings:
     return replace(RunSettings(max_new_tokens=24, repeats=1, warmup=0, device="cpu"), **overrides)
-
-
-def _dflash2_tensors(config: dict, vocab: int, generator: torch.Generator, *, identity: bool) -> dict[str, torch.Tensor]:
-    """The DFlash 2 additions, by the names llama.cpp's tensor map reads (gguf-py `tensor_mapping.py`, without the
-    `model.` prefix the converter adds) and the shapes `dflash.cpp` creates (ggml dims reversed)."""
-    hidden = config["hidden_size"]
-    groups = hidden // GROUP
-    tensors: dict[str, torch.Tensor] = {}
-    for i in range(config["num_hidden_layers"]):
-        for conv in ("attention_conv", "mlp_conv"):
-            if identity:  # tap 0 weighs 1 on both sides, nothing else: the block passes through unchanged
-                base = torch.zeros(2, KERNEL, hidden)
-                base[:, 0] = 1.0
-                projection = torch.zeros(2 * KERNEL * groups, hidden)
-            else:
-                base = torch.randn(2, KERNEL, hidden, generator=generator) * 0.5
-                projection = torch.randn(2 * KERNEL * groups, hidden, generator=generator) * 0.1
-            tensors[f"layers.{i}.{conv}.base_kernel"] = base
-            tensors[f"layers.{i}.{conv}.kernel_projection.weight"] = projection
-    scale = 0.0 if identity else 1.0
-    tensors["candidate_selector.predecessor_codebook"] = torch.randn(vocab, RANK, generator=generator) * scale
-    tensors["candidate_selector.successor_codebook"] = torch.randn(vocab, RANK, generator=generator) * scale
-    tensors["candidate_selector.hidden_projection.weight"] = torch.randn(RANK, hidden, generator=generator)
-    return tensors
-
-
-def _dflash2_config(v1_config: dict) -> dict:
-    return v1_config | {
-        "architectures": ["DFlash2DraftModel"],
-        "dflash_config": v1_config["dflash_config"]
-        | {"conv_kernel_size": KERNEL, "conv_group_size": GROUP, "selector_rank": RANK, "selector_top_k": TOP_K},
-    }
-
-
-def _write(folder: Path, config: dict, tensors: dict[str, torch.Tensor]) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(config))
-    save_file({k: v.contiguous() for k, v in tensors.items()}, folder / "model.safetensors")
-    return folder
-
-
-def from_dflash(v1_dir: Path, out: Path, vocab: int, *, identity: bool, prefix: str = "", seed: int = 0) -> Path:
-    """A DFlash 2 drafter on the backbone of a DFlash v1 drafter (random backbones stay random)."""
-    v1_config = json.loads((v1_dir / "config.json").read_text())
-    generator = torch.Generator().manual_seed(seed)
-    tensors = load_file(v1_dir / "model.safetensors") | _dflash2_tensors(v1_config, vocab, generator, identity=identity)
-    return _write(out, _dflash2_config(v1_config), {prefix + name: t for name, t in tensors.items()})
 
 
 def random_backbone(v1_dir: Path, seed: int) -> dict[str, torch.Tensor]:
@@ -94,9 +47,9 @@ def random_dflash2_dir(tmp_path_factory: pytest.TempPathFactory, tiny_dflash_dir
     """Every weight random; stored with the `model.` prefix as some exports do."""
     v1_config = json.loads((tiny_dflash_dir / "config.json").read_text())
     generator = torch.Generator().manual_seed(11)
-    tensors = random_backbone(tiny_dflash_dir, 5) | _dflash2_tensors(v1_config, vocab, generator, identity=False)
+    tensors = random_backbone(tiny_dflash_dir, 5) | dflash2_tensors(v1_config, vocab, generator, identity=False)
     folder = tmp_path_factory.mktemp("dflash2") / "random"
-    return _write(folder, _dflash2_config(v1_config), {"model." + name: t for name, t in tensors.items()})
+    return write_drafter(folder, dflash2_config(v1_config), {"model." + name: t for name, t in tensors.items()})
 
 
 def _prefill(target: LoadedTarget, text: str) -> TargetOutput:
@@ -182,7 +135,7 @@ def test_identity_convolutions_and_flat_codebooks_draft_like_dflash_v1(
 ) -> None:
     """With tap 0 = 1 and no projection the convolutions pass the block through, and with zero codebooks the walk
     is the argmax: DFlash 2 must then draft exactly what the trained v1 drafter drafts, round after round."""
-    folder = from_dflash(tiny_dflash_dir, tmp_path / "identity", vocab, identity=True)
+    folder = dflash2_from_dflash(tiny_dflash_dir, tmp_path / "identity", vocab, identity=True)
     ours = build("dflash2", folder, tiny_target, _settings())
     v1 = build("dflash", tiny_dflash_dir, tiny_target, _settings())
     first = _prefill(tiny_target, "What is 12 plus 30?")

@@ -13,6 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from tests.drafter_variants import dspark_from_dflash
 from verifier.engines.pytorch import RunSettings, run_pair
 from verifier.folders import read_config
 from verifier.methods.dflash.config import DFlashFormatError, parse_dflash_config
@@ -21,6 +22,7 @@ from verifier.methods.dflash.layouts import load_backbone, zlab_config
 from verifier.methods import build_proposer as build
 from verifier.methods.dspark import MarkovHead, _head_settings, markov_head_shapes, split_tensors
 from verifier.prompts import bundled_set
+from verifier.tiny.dflash import cached_dflash_drafter
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "dflash"
 
@@ -106,30 +108,9 @@ def test_unknown_markov_tensors_are_refused_by_name(tmp_path: Path, tiny_target:
 def test_deepspec_exports_run_with_their_own_embedding_and_head(tmp_path: Path, tiny_target_dir: Path) -> None:
     """DeepSpec's layout: z-lab's config marked `projector_type: "dspark"`, z-lab's backbone names, the same Markov
     names as speculators, the drafter's own embed_tokens / full-vocabulary lm_head, and a confidence head."""
-    from verifier.tiny.dflash import cached_dflash_drafter
-
     zlab = cached_dflash_drafter(tiny_target_dir.parent, tiny_target_dir, trained=False)
-    folder = tmp_path / "dspark_tiny_block8"
-    shutil.copytree(zlab, folder)
-    config = json.loads((folder / "config.json").read_text())
-    config["dflash_config"] |= {"projector_type": "dspark", "markov_rank": 8, "markov_head_type": "gated",
-                                "use_confidence_head": True}
-    (folder / "config.json").write_text(json.dumps(config))
-    tensors = load_file(folder / "model.safetensors")
-    target = load_file(tiny_target_dir / "model.safetensors")
-    g = torch.Generator().manual_seed(0)
-    hidden, vocab = config["hidden_size"], config["vocab_size"]
-    tensors |= {
-        "embed_tokens.weight": target["model.embed_tokens.weight"].clone(),
-        "lm_head.weight": target.get("lm_head.weight", target["model.embed_tokens.weight"]).clone(),
-        "markov_head.markov_w1.weight": 0.1 * torch.randn(vocab, 8, generator=g),
-        "markov_head.markov_w2.weight": 0.1 * torch.randn(vocab, 8, generator=g),
-        "markov_head.gate_proj.weight": 0.1 * torch.randn(8, hidden + 8, generator=g),
-        "markov_head.gate_proj.bias": torch.zeros(8),
-        "confidence_head.proj.weight": torch.zeros(1, hidden),
-        "confidence_head.proj.bias": torch.zeros(1),
-    }
-    save_file(tensors, folder / "model.safetensors")
+    folder = dspark_from_dflash(zlab, tmp_path / "dspark_tiny_block8", tiny_target_dir)
+    config = read_config(folder)
     run = run_pair(tiny_target_dir, folder, [bundled_set("math")], _settings())
     assert run.method == "dspark"
     assert run.lossless is True and run.first_divergence is None
