@@ -54,15 +54,21 @@ class DoctorReport:
     events: tuple[str, ...]
 
 
-def served_ids(store: Store, served: Served) -> tuple[str | None, str | None, str | None]:
-    """(target, drafter, target revision) that the registry's llama.cpp runs recorded for the served GGUF's bytes."""
+def served_run(store: Store, served: Served) -> Run | None:
+    """The newest of the registry's llama.cpp runs whose target GGUF has the served file's bytes; None if none."""
     if served.model_sha256 is None:
-        return None, None, None
+        return None
     for run in list_runs(store, engine=SERVER_ENGINE_NAMES["llamacpp"], status="ok", limit=500):
         target_gguf = ((run.provenance or {}).get("gguf") or {}).get("target") or {}
         if target_gguf.get("sha256") == served.model_sha256:
-            return run.target, run.drafter, run.target_revision
-    return None, None, None
+            return run
+    return None
+
+
+def served_ids(store: Store, served: Served) -> tuple[str | None, str | None, str | None]:
+    """(target, drafter, target revision) that the registry's llama.cpp runs recorded for the served GGUF's bytes."""
+    run = served_run(store, served)
+    return (run.target, run.drafter, run.target_revision) if run is not None else (None, None, None)
 
 
 def trained_draft_length(side: pair.Side) -> int | None:

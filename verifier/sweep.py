@@ -25,7 +25,7 @@ from registry.domain.curve import CurvePoint, SpeedupCurve, SweepConditions
 from registry.domain.engines import SERVER_ENGINE_NAMES
 from registry.store import Store
 from verifier.counters import ServerReadError
-from verifier.doctor import served_ids
+from verifier.doctor import served_run
 from verifier.ingest import public_url
 from verifier.prompts import Prompt, PromptSet
 from verifier.server_probe import (
@@ -159,7 +159,12 @@ def measure_sweep(store: Store, url: str, baseline_url: str, *, concurrency: Seq
                 on_level(number, len(levels), point)
         if served.kind == "llamacpp":  # the sweep's own tasks now show the slot's speculative types
             served = replace(served, method=llamacpp_method(http, url) or served.method)
-    by_bytes_target, by_bytes_drafter, _ = served_ids(store, served)
+    # A served file whose bytes a registry run measured names the pair, and says whether it is one of the tiny test
+    # models: such a curve never speaks for a real checkpoint, whatever --target and --hardware say.
+    matched = served_run(store, served)
+    by_bytes_target, by_bytes_drafter = (matched.target, matched.drafter) if matched is not None else (None, None)
+    by_bytes = {} if matched is None else {"matched_run": matched.run_id,
+                                           "test_model": (matched.provenance or {}).get("test_model")}
     conditions = SweepConditions(
         max_new_tokens=max_new_tokens, temperature=0.0,
         prompt_set=prompt_set.name if prompt_set is not None else PROBE_SET,
@@ -171,4 +176,4 @@ def measure_sweep(store: Store, url: str, baseline_url: str, *, concurrency: Seq
         engine=SERVER_ENGINE_NAMES[served.kind], engine_version=engine_version or served.engine_version,
         hardware=hardware, conditions=conditions, points=tuple(points), job_id=job_id,
         provenance={"source": "sweep", "method": served.method, "model_sha256": served.model_sha256,
-                    "baseline_engine_version": baseline.engine_version, **(provenance or {})})
+                    "baseline_engine_version": baseline.engine_version, **by_bytes, **(provenance or {})})

@@ -343,6 +343,32 @@ def test_a_good_pair_is_healthy_and_found_by_its_gguf_bytes(
 
 
 @needs_llama
+def test_a_sweep_of_a_tiny_model_on_a_named_gpu_never_says_it_pays_there(
+    server_binary, llama_options, gguf_pieces: dict, measured_store: Store, qwen3_target: Path
+) -> None:
+    """The served GGUF's bytes are the registry's tiny test target: the sweep's curve says so in its provenance, so
+    even with a catalog GPU given as its hardware it never stands for a launch there."""
+    from registry.calibration.concurrency import concurrency_for, stand_in
+    from registry.calibration.launch_inputs import pick_gpu
+    from verifier.sweep import measure_sweep
+
+    spec_server = _served(server_binary, llama_options, gguf_pieces["target"], (gguf_pieces["draft_lm"], "draft-simple", 4))
+    base_server = _served(server_binary, llama_options, gguf_pieces["target"], None)
+    with spec_server as spec, base_server as base:
+        curve = measure_sweep(measured_store, spec.url, base.url, concurrency=[1], max_new_tokens=4,
+                              requests_per_level=2, hardware="NVIDIA H100 80GB HBM3", api_key=_api_key(spec),
+                              baseline_api_key=_api_key(base))
+
+    runs = {r.run_id: r for r in list_runs(measured_store, engine="llama.cpp", status="ok")}
+    matched = runs[curve.provenance["matched_run"]]
+    assert curve.target == matched.target == str(qwen3_target) and matched.provenance["test_model"] is True
+    assert curve.provenance["test_model"] is True
+    assert stand_in(curve) == "tiny test models on NVIDIA H100 80GB HBM3"
+    shown = concurrency_for([curve], pick_gpu("H100 SXM"), "llama.cpp")
+    assert not shown.measured and "c≈" not in shown.text and "only curves from tiny test models" in shown.text
+
+
+@needs_llama
 def test_a_random_drafter_is_flagged_with_its_likely_causes(
     server_binary, llama_options, gguf_pieces: dict, measured_store: Store, qwen3_target: Path,
 ) -> None:

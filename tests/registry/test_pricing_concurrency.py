@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from registry.domain import pricing
 from registry.domain.curve import CurvePoint, SpeedupCurve, SweepConditions
 from registry.domain.pricing_concurrency import curve_errors, fitted_device, predict_curve
 from registry.store import Store
+from tests.conftest import REPO_ROOT
 from tests.support.cli import drafters
 
 EIGHT_BIT = pricing.Quantization("8-bit", 8.0)
@@ -106,3 +109,35 @@ def test_price_cli_predicts_the_curve_per_gpu_and_its_error_on_a_measured_one(tm
     assert table.returncode == 0, table.stderr
     assert "predicted speedup at each concurrency" in table.stdout and "give --draft-length" in table.stdout
     assert drafters(*args[:-1], "0,4", env=env).returncode == 2
+
+
+def test_bench_curve_price_reports_the_error_on_every_stored_curve(tmp_path: Path) -> None:
+    """bench/curve_price.py --database: each stored curve predicted at its levels, the error per level and the
+    median over all; a curve that records no draft length is named as not checked, with why."""
+    url = f"sqlite:///{tmp_path / 'registry.db'}"
+    store = Store.open(url)
+    points = tuple(CurvePoint(concurrency=c, requests=8, output_tokens=100, seconds=1.0, tokens_per_s=100 * s,
+                              baseline_tokens_per_s=100.0, latency_per_token_s=0.01,
+                              baseline_latency_per_token_s=0.01, tau=4.0, drafts=10)
+                   for c, s in ((1, 2.6), (16, 1.1), (64, 0.9)))
+    checked = store.curves.record_curve(_curve(points, "NVIDIA H100 80GB HBM3", {"draft_length": 7}))
+    unchecked = store.curves.record_curve(_curve(points, "NVIDIA H100 80GB HBM3", {"source": "sweep"}))
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "curve_price.py"), "--database", url, "--json"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    body = json.loads(result.stdout)
+    (curve,) = body["curves"]
+    assert curve["curve_id"] == checked.curve_id and curve["gamma"] == 7 and "H100 SXM" in curve["device_basis"]
+    assert [level["concurrency"] for level in curve["levels"]] == [1, 16, 64]
+    for level, measured in zip(curve["levels"], (2.6, 1.1, 0.9)):
+        assert level["measured"] == pytest.approx(measured)
+        assert level["error"] == pytest.approx(level["predicted"] / measured - 1)
+    assert body["levels"] == 3
+    assert body["median_abs_error"] == pytest.approx(sorted(abs(level["error"]) for level in curve["levels"])[1])
+    # The shape: each level's speedup ÷ the lowest level's, predicted against measured.
+    first = curve["levels"][0]
+    shape = sorted(abs((x["predicted"] / first["predicted"]) / (x["measured"] / first["measured"]) - 1)
+                   for x in curve["levels"][1:])
+    assert body["median_abs_shape_error"] == pytest.approx(sum(shape) / 2)
+    (skipped,) = body["skipped"]
+    assert skipped.startswith(f"curve {unchecked.curve_id} ") and "give --draft-length" in skipped
