@@ -173,14 +173,15 @@ def hybrid_rollback(cache: Path, device: torch.device, new_tokens: int) -> dict[
 
 def sampling(cache: Path, samples: int, *, require_power: bool) -> dict[str, Any]:
     """`require_power`: fail unless some position was tested (a dry run's few samples may test none)."""
-    from tests.verifier.test_first_round import ALPHA, first_rounds, position_p_values
+    from tests.verifier.test_first_round import ALPHA, QWEN3_PROMPTS, first_rounds, position_p_values
 
     target_dir = cached_target(cache)
     target = load_target(target_dir, device="cpu")
     proposer = DraftLMProposer(load_causal_lm(cached_draft_lm(cache, target_dir), device=torch.device("cpu"),
                                               dtype=torch.float32), draft_length=2,
                                target_vocab=target.model.config.vocab_size)
-    p_values = position_p_values(target, first_rounds(target, proposer, 1.0, samples), 1.0)
+    p_values = position_p_values(target, QWEN3_PROMPTS, first_rounds(target, proposer, QWEN3_PROMPTS, 1.0, samples),
+                                 1.0)
     found = {"temperature": 1.0, "samples": samples, "p_values": p_values, "alpha": ALPHA}
     if (require_power and not p_values) or min(p_values.values(), default=1.0) <= ALPHA:
         raise CheckFailed(f"T>0 sampling is not the target's: {found}")
