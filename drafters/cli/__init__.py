@@ -124,14 +124,14 @@ def main() -> None:
     # The asked command's module; an unknown word loads them all, so the usage error can suggest the nearest one.
     module = MODULES.get(arguments[0])
     load_commands((module,) if module else ())
-    app = importlib.import_module("drafters.cli.common").app  # loaded with the commands above
+    command = importlib.import_module("drafters.cli.common").command()  # the app, with the commands loaded above
 
     # Warnings reach the user through the commands' own output; DRAFTERS_LOG_LEVEL=INFO shows the details.
     logging.basicConfig(level=os.environ.get("DRAFTERS_LOG_LEVEL", "ERROR").upper(),
                         format="%(asctime)s %(name)s %(levelname)s %(message)s", force=True)
     try:
         # Non-standalone mode hands back typer.Exit's code (and a command's return value) instead of exiting.
-        result = app(standalone_mode=False)
+        result = command(standalone_mode=False, prog_name="drafters")
     except DraftersError as exc:  # every layer's errors for the user: one line, the status the error carries
         message = exc.args[0] if exc.args else str(exc)
         _fail(str(message), exc.exit_code)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, get_args
 
 import typer
+import typer.main
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from drafters.cli import render
 from registry.errors import Failed, UserError
@@ -25,6 +28,40 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 
 # Repo ids are at most 96 characters on the Hub; paths are bounded by the file system's PATH_MAX.
 MAX_REF_CHARS = 4096
+
+
+def command() -> TyperGroup:
+    """`app` as the command `main` runs, its options' help naming values as a terminal user reads them: a flag
+    takes none (Typer prints `<bool>` beside every flag), a value its kind (`TEXT`, `INTEGER`, `PATH`, …), an argument
+    its name in capitals."""
+    built = typer.main.get_command(app)
+    assert isinstance(built, TyperGroup)  # app has subcommands
+    _name_values(built)
+    return built
+
+
+_VALUE_NAMES = {str: "TEXT", int: "INTEGER", float: "NUMBER", datetime: "DATETIME"}
+
+
+def _name_values(command: TyperGroup | TyperCommand) -> None:
+    help_option = command.get_help_option(command.context_class(command))  # made once and kept by the command
+    for param in [*command.params, *([help_option] if help_option else [])]:
+        if isinstance(param, TyperOption) and param.metavar is None:
+            param.metavar = "" if param.is_flag or param.count else _value_name(param)
+        elif isinstance(param, TyperArgument) and param.metavar is None and param.name:
+            param.metavar = param.name.upper()  # the usage line's `TARGET DRAFTER`, as click writes it
+    for sub in command.commands.values() if isinstance(command, TyperGroup) else ():
+        _name_values(sub)
+
+
+def _value_name(option: TyperOption) -> str:
+    kind = option.type_descriptor
+    if kind.choices is not None:
+        return "|".join(str(getattr(choice, "value", choice)) for choice in kind.choices)
+    if kind.is_path or kind.is_file:
+        return "PATH"
+    element = get_args(kind.annotation)[0] if kind.is_list else kind.annotation
+    return _VALUE_NAMES.get(element, "PATH" if element is Path else "TEXT")
 
 
 def checked_ref(value: str, what: str) -> str:

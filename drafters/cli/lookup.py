@@ -271,7 +271,10 @@ def _gone_from_hub(store: Store, value: str, *, drafter: bool) -> str | None:
 
 
 @app.command("check")
-def check(drafter: str, target: str, as_json: JsonOption = False) -> None:
+def check(drafter: Annotated[str, typer.Argument(help="The drafter: a repo id or a local folder (either order where "
+                                                          "the registry knows which side is the drafter).")],
+          target: Annotated[str, typer.Argument(help="The target checkpoint: a repo id or a local folder.")],
+          as_json: JsonOption = False) -> None:
     """The verdict for one pair; each side is a repo id the registry knows or a local folder with config.json."""
     checked_ref(drafter, "the drafter")
     checked_ref(target, "the target")

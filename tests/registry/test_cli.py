@@ -160,3 +160,36 @@ def test_the_help_overview_lists_every_command_from_its_own_module_without_loadi
                             "'huggingface_hub'))))"], capture_output=True, text=True, timeout=60)
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.strip().splitlines()[-1] == "['drafters.cli.render']"
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_every_commands_help_names_its_values_and_gives_flags_none(columns: int, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from drafters.cli import MODULES, load_commands
+    from drafters.cli.common import command
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    load_commands()
+    built = command()
+    paths = [(name,) for name in MODULES if name not in ("db", "catalog")]
+    paths += [(group, sub) for group in ("db", "catalog") for sub in built.commands[group].commands]  # type: ignore[attr-defined]
+    for path in paths:
+        with pytest.raises(SystemExit) as done:
+            built.main(args=[*path, "--help"], prog_name="drafters")
+        assert done.value.code == 0, path
+        text = capsys.readouterr().out
+        assert "Usage: drafters " + " ".join(path) in text, path
+        assert max(len(line) for line in text.splitlines()) <= columns, path
+        options = text[text.index("Options"):]
+        assert "<bool>" not in options and "<str>" not in options and "<int" not in options, (path, options)
+        assert " --help " in options and "Show this message" in options
+    verify = _help(built, "verify", capsys)
+    assert "TARGET" in verify.split("\n", 3)[1] and "--repeats" in verify and "INTEGER" in verify
+    check = _help(built, "check", capsys)
+    assert "The drafter: a repo id or a local folder" in check and "The target checkpoint" in check
+
+
+def _help(built: object, name: str, capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit):
+        built.main(args=[name, "--help"], prog_name="drafters")  # type: ignore[attr-defined]
+    return capsys.readouterr().out
