@@ -29,6 +29,7 @@ from registry.files import open_private_append
 from registry.hub import HubClient
 from registry.processes import die_with_parent, stop as stop_process
 from registry.settings import CanaryServer, Settings
+from registry.domain.memory import binary_size
 from registry.domain.records import JobRecord
 from registry.store import Store
 from registry.store.runs import get_run
@@ -281,7 +282,7 @@ class Service:
     def _download_progress(self, what: str, done: int, total: int) -> None:
         state = "done" if done >= total else "downloading"
         self.downloading = done < total
-        self.status("download", state, detail=f"{what}: {done / 2**30:.2f} of {total / 2**30:.2f} GB",
+        self.status("download", state, detail=f"{what}: {binary_size(done)} of {binary_size(total)}",
                     success=done >= total)
 
     def _worker_loop(self) -> None:

@@ -323,7 +323,7 @@ def events_after(store: Store, after: int, limit: int, types: list[str] | None, 
 
 def plan(store: Store, limit: int) -> Built:
     """Every exact pair as the live worker with the most memory plans it (the plan the dashboard shows; `drafters
-    plan` plans for its own machine): measured / queued / downloading / needs N GB / gated / no engine, with reasons."""
+    plan` plans for its own machine): measured / queued / downloading / needs N GiB / gated / no engine, with reasons."""
     workers, rows = live_plan(store)
     worker = workers[0] if workers else None
     return Built(to_jsonable({

@@ -12,6 +12,7 @@ from rich.text import Text
 from drafters.cli import render
 from drafters.cli.common import Failed, JsonOption, app, checked_ref, open_store
 from registry.domain import plan
+from registry.domain.memory import binary_size
 from registry.hub import HubClient
 from registry.hub.download import Downloader
 from registry.settings import get_settings
@@ -30,7 +31,7 @@ def plan_command(
         "--structural/--exact-only", help="Include structural pairs (default: DRAFTERS_AUTOVERIFY_STRUCTURAL).")] = None,
 ) -> None:
     """Every exact pair, newest releases first then the catalog backlog, and what this machine's worker does about
-    it: measured / queued / downloading / needs N GB / gated / no engine — always with the reason."""
+    it: measured / queued / downloading / needs N GiB / gated / no engine — always with the reason."""
     settings = get_settings()
     worker = autoverify.capability(settings, "plan")
     rows = autoverify.make_plan(open_store(), worker,
@@ -44,9 +45,9 @@ def plan_command(
         })
         return
     render.console.print(render.plain(
-        f"worker: {worker.device}, {plan.gb(worker.memory_bytes)} memory, engines "
+        f"worker: {worker.device}, {binary_size(worker.memory_bytes)} memory, engines "
         f"{', '.join(f'{k} ({v})' for k, v in worker.engines.items()) or 'none (pip install the verifier extra)'}, "
-        f"download budget {plan.gb(worker.disk_budget_bytes)}" + ("" if settings.autoverify else
+        f"download budget {binary_size(worker.disk_budget_bytes)}" + ("" if settings.autoverify else
                                                                  "; autoverify is off (DRAFTERS_AUTOVERIFY=0)")),
         markup=False, highlight=False)
     if not rows:
@@ -91,5 +92,5 @@ def fetch_command(
                 repo, revision)
         except ValueError as error:  # a DownloadFailed is a Failed already
             raise Failed(str(error)) from error
-    render.console.print(render.plain(f"{fetched.path} ({plan.gb(fetched.bytes)} downloaded in "
+    render.console.print(render.plain(f"{fetched.path} ({binary_size(fetched.bytes)} downloaded in "
                                       f"{fetched.seconds:.1f} s)"), markup=False, highlight=False)

@@ -216,3 +216,8 @@ def smallest_card(rows: Sequence[BudgetRow], quantization: str) -> int | None:
     """The smallest card (GB) the pair fits at one quantization, or None when none of them does."""
     fitting = [row.card_gb for row in rows if row.quantization == quantization and row.fits]
     return min(fitting) if fitting else None
+
+
+def binary_size(value: int | float) -> str:
+    """Bytes in binary units, as every size the project prints (a card's "24 GB" is 24 GiB)."""
+    return f"{value / GIB:.1f} GiB" if value >= GIB / 10 else f"{value / 2**20:.1f} MiB"

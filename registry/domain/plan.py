@@ -18,7 +18,7 @@ from typing import Any
 from registry.domain.coverage import Coverage, coverage, layout_of
 from registry.domain.measurement import METRIC_VERSION
 from registry.domain.names import COMMIT_SHA
-from registry.domain.memory import GIB, estimate_parameters, kv_cache_bytes, kv_geometry, stored_bits_per_weight
+from registry.domain.memory import binary_size, estimate_parameters, kv_cache_bytes, kv_geometry, stored_bits_per_weight
 
 
 MEASURED = "measured"
@@ -132,11 +132,6 @@ class PlanInputs:
     measured: frozenset[tuple[str, str, str, str, str, str | None, int]] = frozenset()  # see measurement_identity
     jobs: Mapping[str, JobFacts] = field(default_factory=dict)  # by dedupe key
     downloads: Mapping[tuple[str, str], DownloadFacts] = field(default_factory=dict)  # by (repo id, sha)
-
-
-def gb(value: int | float) -> str:
-    """Bytes in binary units, as every size the project prints (a card's "24 GB" is 24 GiB)."""
-    return f"{value / GIB:.1f} GiB" if value >= GIB / 10 else f"{value / 2**20:.1f} MiB"
 
 
 def measurement_identity(drafter: str, drafter_sha: str, target: str, target_sha: str, engine: str,
@@ -261,14 +256,14 @@ def plan_pair(pair: PairFacts, inputs: PlanInputs, worker: WorkerCapability,
     if memory is None:
         return row(UNKNOWN, f"size of {pair.target.repo_id} unknown (no safetensors metadata)", **known)
     if memory > worker.memory_bytes:
-        return row(NEEDS_MEMORY, f"needs {gb(memory)} (this worker has {gb(worker.memory_bytes)})", **known)
+        return row(NEEDS_MEMORY, f"needs {binary_size(memory)} (this worker has {binary_size(worker.memory_bytes)})", **known)
     if download > worker.disk_budget_bytes:
-        return row(NEEDS_DISK, f"needs {gb(download)} of disk (download budget {gb(worker.disk_budget_bytes)})",
+        return row(NEEDS_DISK, f"needs {binary_size(download)} of disk (download budget {binary_size(worker.disk_budget_bytes)})",
                    **known)
     if unpinned is not None:
         return row(UNKNOWN, f"fits, but no Hub commit of {unpinned} is recorded yet (the watcher records it)",
                    **known)
-    return row(READY, f"fits: needs {gb(memory)} of {gb(worker.memory_bytes)}; {gb(download)} to download",
+    return row(READY, f"fits: needs {binary_size(memory)} of {binary_size(worker.memory_bytes)}; {binary_size(download)} to download",
                **known)
 
 
@@ -296,7 +291,7 @@ def _known_work(pair: PairFacts, inputs: PlanInputs, identity: tuple[str, str, s
         if active:
             done = sum(d.bytes_done for d in active)
             total = sum(d.bytes_total or 0 for d in active)
-            return row(DOWNLOADING, f"downloading: {gb(done)} of {gb(total)}", **known)
+            return row(DOWNLOADING, f"downloading: {binary_size(done)} of {binary_size(total)}", **known)
         return row(RUNNING, "measuring", **known)
     if not job.fits_a_live_worker:
         return row(QUEUED, "queued; fits no live worker", **known)

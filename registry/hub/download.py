@@ -27,6 +27,7 @@ from huggingface_hub.utils import filter_repo_objects
 
 from registry.errors import Failed
 from registry.hub import HubClient
+from registry.domain.memory import binary_size
 from registry.domain.names import COMMIT_SHA
 from registry.hub.types import GatedRepo, HubError, RepoNotFound, RevisionNotFound
 from registry.store import Store
@@ -55,10 +56,6 @@ class Fetched:
     path: Path
     bytes: int  # downloaded by this call (0 when the folder was already complete)
     seconds: float
-
-
-def gb(value: int) -> str:
-    return f"{value / 2**30:.2f} GB"
 
 
 def wanted(paths: Iterable[str]) -> list[str]:
@@ -123,7 +120,7 @@ class Downloader:
         on_disk = _bytes_in(folder)
         free = shutil.disk_usage(folder).free
         if free < total - on_disk:
-            raise self._failed(repo_id, sha, f"disk full: {repo_id} needs {gb(total - on_disk)}, {gb(free)} free",
+            raise self._failed(repo_id, sha, f"disk full: {repo_id} needs {binary_size(total - on_disk)}, {binary_size(free)} free",
                                on_disk, 0.0, register=True, path=folder, total=total)
         ledger.start_download(self.store, repo_id, sha, str(folder), total)
         what = f"{repo_id}@{sha[:12]}"
@@ -189,8 +186,8 @@ class Downloader:
     def _make_room(self, repo_id: str, sha: str, needed: int, keep: set[tuple[str, str]]) -> None:
         """Evict the least recently used complete downloads (only the service's own) until `needed` fits."""
         if needed > self.budget_bytes:
-            raise DownloadFailed(f"{repo_id} needs {gb(needed)} of disk, more than the download budget of "
-                                 f"{gb(self.budget_bytes)}", retry=False)
+            raise DownloadFailed(f"{repo_id} needs {binary_size(needed)} of disk, more than the download budget of "
+                                 f"{binary_size(self.budget_bytes)}", retry=False)
         rows = ledger.list_downloads(self.store)
         used = sum(max(row.bytes_total or 0, row.bytes_done) for row in rows
                    if row.status in (ledger.COMPLETE, ledger.DOWNLOADING) and (row.repo_id, row.revision) != (repo_id, sha))
@@ -205,7 +202,7 @@ class Downloader:
             ledger.mark_evicted(self.store, row.repo_id, row.revision)
             used -= row.bytes_total or row.bytes_done
         if used + needed > self.budget_bytes:
-            raise DownloadFailed(f"{repo_id} needs {gb(needed)} of disk; {gb(used)} of the {gb(self.budget_bytes)} "
+            raise DownloadFailed(f"{repo_id} needs {binary_size(needed)} of disk; {binary_size(used)} of the {binary_size(self.budget_bytes)} "
                                  "download budget is held by downloads in use", retry=True)
 
 

@@ -141,3 +141,8 @@ def test_estimate_parameters_says_what_it_used() -> None:
     from_name = memory.estimate_parameters(parameter_count=None, weight_bytes=None, config=None, size_label="8B")
     assert from_name == memory.ParameterEstimate(8 * 10**9, "size in the name (8B)")
     assert memory.estimate_parameters(parameter_count=None, weight_bytes=None, config=None, size_label="E4B").parameters is None
+
+
+def test_sizes_are_printed_in_the_binary_units_they_are_counted_in() -> None:
+    assert memory.binary_size(24 * 2**30) == "24.0 GiB" and memory.binary_size(1.5 * 2**30) == "1.5 GiB"
+    assert memory.binary_size(3 * 2**20) == "3.0 MiB"  # below a tenth of a GiB, MiB: a tiny model is not "0.0 GiB"

@@ -262,6 +262,7 @@ def test_a_full_disk_fails_the_job_with_the_reason_and_records_nothing(
                          fetch=autoverify.fetcher(downloader)).work_once()
         assert handled is not None and handled.id == job.id and handled.status == queue.FAILED
         assert handled.error is not None and handled.error.startswith(f"disk full: {TARGET} needs ")
+        assert " GB" not in handled.error and handled.error.count("iB") == 2  # binary units, said as such
         assert handled.attempts == 1  # not retried in a loop
         assert list_runs(sqlite_store) == []  # nothing half-recorded
         assert downloader.complete_folder(TARGET, job.payload["target_revision"]) is None
