@@ -44,10 +44,22 @@ def _failed_repos(report: PollReport) -> list[str]:
     return list(dict.fromkeys(repo for org in report.orgs for repo in org.failed))
 
 
+NOT_POLLED = "not polled: "  # the poller's prefix for the orgs it skipped after the Hub stopped answering
+
+
 def _print_poll(report: PollReport) -> None:
+    # The orgs that failed alike are one line: offline, every watched org fails with the same error.
+    failing: dict[str, list[str]] = {}
     for org in report.orgs:
-        state = "busy (another watcher)" if org.skipped_lease else (f"[red]{render.plain(org.error)}[/]" if org.error else "ok")
+        if org.error and not org.skipped_lease:
+            failing.setdefault(org.error.removeprefix(NOT_POLLED), []).append(org.org)
+            continue
+        state = "busy (another watcher)" if org.skipped_lease else "ok"
         render.console.print(f"  {render.plain(org.org):<14} listed {org.listed:>5}  processed {org.processed:>5}  {state}")
+    for error, orgs in failing.items():
+        named = orgs[0] if len(orgs) == 1 else (f"{len(orgs)} orgs ({', '.join(orgs[:3])}"
+                                                 + (f" and {len(orgs) - 3} more)" if len(orgs) > 3 else ")"))
+        render.console.print(render.styled("  {} not read: [red]{}[/]", named, error))
     render.console.print(f"poll: {len(report.events)} new events, {report.requests} Hub requests, {report.seconds:.1f}s")
     failed = _failed_repos(report)
     if failed:
@@ -97,7 +109,8 @@ def watch(
             raise Failed(report.config_error)
         if report.errors and all(o.error for o in report.orgs):
             raise Failed(f"no watched org could be read ({len(report.orgs)} unreachable): the Hub at "
-                         f"{get_settings().shown_hub_endpoint} did not answer")
+                         f"{get_settings().shown_hub_endpoint} did not answer. Check the network; behind a proxy "
+                         "set HTTPS_PROXY; for a mirror set DRAFTERS_HUB_ENDPOINT")
         incomplete = _incomplete(report)
         if incomplete:
             raise Partial(f"the poll is incomplete ({'; '.join(incomplete)}); what it read is recorded and the "

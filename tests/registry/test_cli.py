@@ -193,3 +193,17 @@ def _help(built: object, name: str, capsys: pytest.CaptureFixture[str]) -> str:
     with pytest.raises(SystemExit):
         built.main(args=[name, "--help"], prog_name="drafters")  # type: ignore[attr-defined]
     return capsys.readouterr().out
+
+
+def test_watch_once_offline_says_it_once_and_what_to_do(db_env: dict[str, str]) -> None:
+    with socket.socket() as closed:  # a port nothing listens on: every request is refused, as with no network
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    result = drafters("watch", "--once", env={**db_env, "DRAFTERS_HUB_ENDPOINT": f"http://127.0.0.1:{port}"},
+                      columns=80)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout.count("ConnectError") == 1, result.stdout  # every watched org failed alike: one line
+    assert " orgs (" in result.stdout and "more) not read" in result.stdout
+    error = result.stderr.strip()
+    assert error.count("\n") == 0 and "did not answer" in error
+    assert "HTTPS_PROXY" in error and "DRAFTERS_HUB_ENDPOINT" in error
