@@ -52,7 +52,8 @@ def weight_files(folder: Path) -> list[Path]:
             f"{folder} has only pickle weights ({', '.join(pickles)}); the verifier loads safetensors only "
             "because pickle files can run arbitrary code. Convert the weights to safetensors first."
         )
-    raise LoadError(f"{folder} has no *.safetensors weight files")
+    raise LoadError(f"{folder} has no *.safetensors weight files: `drafters fetch REPO --revision SHA` downloads a "
+                    "repo's config, tokenizer and weights into $DRAFTERS_HOME/downloads and prints the folder to pass")
 
 
 def file_sha256(path: Path) -> str:
@@ -78,7 +79,8 @@ def cached_snapshot(repo_id: str, revision: str, *, cache_dir: Path | None = Non
         folder = snapshot_download(repo_id, revision=revision, cache_dir=cache_dir, local_files_only=True)
     except LocalEntryNotFoundError as error:
         raise LoadError(
-            f"{repo_id}@{revision} is not in the local Hugging Face cache; download it first "
-            "(the verifier never downloads)"
+            f"{repo_id}@{revision} is not in the local Hugging Face cache, and the verifier never downloads: "
+            f"`drafters fetch {repo_id} --revision SHA` downloads it into $DRAFTERS_HOME/downloads and prints the "
+            "folder to pass instead of the repo id"
         ) from error
     return Path(folder)

@@ -207,3 +207,19 @@ def test_watch_once_offline_says_it_once_and_what_to_do(db_env: dict[str, str]) 
     error = result.stderr.strip()
     assert error.count("\n") == 0 and "did not answer" in error
     assert "HTTPS_PROXY" in error and "DRAFTERS_HUB_ENDPOINT" in error
+
+
+def test_verify_without_weights_names_the_folder_and_drafters_fetch(db_env: dict[str, str], tmp_path: Path,
+                                                                     tiny_target_dir: Path,
+                                                                     tiny_dflash_dir: Path) -> None:
+    bare = tmp_path / "bare-target"
+    bare.mkdir()
+    (bare / "config.json").write_text((tiny_target_dir / "config.json").read_text())
+    result = drafters("verify", str(bare), str(tiny_dflash_dir), "--repeats", "1", env=db_env, columns=80,
+                      timeout=300)
+    assert result.returncode != 0
+    error = result.stderr.strip().splitlines()[-1]
+    assert f"{bare} has no *.safetensors weight files" in error and "drafters fetch REPO --revision SHA" in error
+    missing = drafters("verify", "Qwen/Qwen3-8B", str(tiny_dflash_dir), "--repeats", "1", env=db_env, columns=80,
+                       timeout=300)
+    assert missing.returncode != 0 and "drafters fetch Qwen/Qwen3-8B --revision SHA" in missing.stderr
