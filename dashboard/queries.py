@@ -23,7 +23,7 @@ from registry import calibration, reports
 from registry.calibration.concurrency import stand_in
 from registry.domain import hub_presence, pair
 from registry.domain.coverage import coverage
-from registry.domain.curve import describe
+from registry.domain.curve import SpeedupCurve, describe
 from registry.domain.conditions import conditions_label, model_kind
 from registry.store import aware
 from registry.store.read_only import FILL_COMMANDS, DatabaseMissing, Rows  # noqa: F401 - for the pages
@@ -168,7 +168,15 @@ def service_summary(parts: pd.DataFrame, jobs: Mapping[str, int], now: datetime)
 
 
 CURVE_COLUMNS = ["curve", "concurrency", "speedup", "tokens_per_s", "baseline_tokens_per_s", "latency_per_token_s",
-                 "tau", "crossover"]
+                 "tau", "crossover", "max_new_tokens", "prompt_set", "series"]
+
+
+def curve_series(curve: SpeedupCurve) -> str:
+    """What two curves must share to be drawn against length or kind of prompt: the pair, the server and every
+    condition but those two (temperature, prompt format, thinking)."""
+    c = curve.conditions
+    return " · ".join(str(part) for part in (curve.target, curve.drafter, curve.engine, curve.engine_version,
+                                             curve.hardware, c.temperature, c.prompt_format, c.thinking))
 
 
 def speedup_curves(db: ReadOnlyQueries) -> tuple[dict[int, str], pd.DataFrame]:
@@ -185,7 +193,8 @@ def speedup_curves(db: ReadOnlyQueries) -> tuple[dict[int, str], pd.DataFrame]:
                                   f"tokens · {describe(curve)}"
                                   + (f" [{unlike_serving}]" if unlike_serving else ""))
         rows += [(curve.curve_id, p.concurrency, p.speedup, p.tokens_per_s, p.baseline_tokens_per_s,
-                  p.latency_per_token_s, p.tau, p.concurrency == curve.crossover) for p in curve.points]
+                  p.latency_per_token_s, p.tau, p.concurrency == curve.crossover, curve.conditions.max_new_tokens,
+                  curve.conditions.prompt_set, curve_series(curve)) for p in curve.points]
     return labels, pd.DataFrame(rows, columns=CURVE_COLUMNS)
 
 

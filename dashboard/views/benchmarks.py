@@ -4,6 +4,7 @@ draft position. A series is one (hardware, engine, metric version, prompt set): 
 from __future__ import annotations
 
 import altair as alt
+import pandas as pd
 import streamlit as st
 
 from dashboard import data, panels
@@ -34,7 +35,46 @@ def concurrency_section() -> None:
     st.altair_chart(line + even + crossing, width="stretch")
     st.caption("Dashed rule: 1.0×, break-even; below it the drafter slows the server down. Red: the crossover, "
                "the first measured concurrency where it stops paying.")
-    data.dataframe(shown.drop(columns=["curve"]), hide_index=True, width="stretch", key="curve_points")
+    data.dataframe(shown.drop(columns=["curve", "series"]), hide_index=True, width="stretch", key="curve_points")
+    same = points[points["series"] == shown["series"].iloc[0]]
+    length_section(same[same["prompt_set"] == shown["prompt_set"].iloc[0]])
+    category_section(same[same["max_new_tokens"] == shown["max_new_tokens"].iloc[0]])
+
+
+def length_section(curves: pd.DataFrame) -> None:
+    """The selected pair's speedup against output length (beellama.cpp#33: 2.58× at 64 tokens, 0.84× at 2,048)."""
+    st.subheader("Speedup vs output length")
+    lengths = sorted(curves["max_new_tokens"].unique())
+    if len(lengths) < 2:
+        st.caption(f"One length measured for this pair ({lengths[0]} tokens): `drafters verify --engine llamacpp "
+                   "--concurrency 1,4 --max-new-tokens 128,512,2048` measures a curve per length.")
+        return
+    chart = alt.Chart(curves).mark_line(point=True).encode(
+        x=alt.X("max_new_tokens:Q", title="tokens generated per request", scale=alt.Scale(type="log", base=2)),
+        y=alt.Y("speedup:Q", title="speedup"), color=alt.Color("concurrency:N", title="concurrency"),
+        tooltip=["max_new_tokens", "concurrency", "speedup", "tau"])
+    even = alt.Chart(curves.head(1)).mark_rule(strokeDash=[4, 3], color="#555").encode(y=alt.datum(1.0))
+    st.altair_chart(chart + even, width="stretch")
+    data.dataframe(curves[["max_new_tokens", "concurrency", "speedup", "tau"]].sort_values(
+        ["concurrency", "max_new_tokens"]), hide_index=True, width="stretch", key="curve_lengths")
+
+
+def category_section(curves: pd.DataFrame) -> None:
+    """The selected pair's speedup per kind of prompt: category moves τ by 2× or more (z-lab/dflash#60)."""
+    st.subheader("Speedup per kind of prompt")
+    sets = sorted(curves["prompt_set"].unique())
+    if len(sets) < 2:
+        st.caption(f"One prompt set measured for this pair ({sets[0]}): `drafters sweep --prompts cat-coding` "
+                   "(then cat-math, cat-chat, …) measures one curve per kind of prompt.")
+        return
+    chart = alt.Chart(curves).mark_bar().encode(
+        x=alt.X("prompt_set:N", title="prompt set"), xOffset="concurrency:N",
+        y=alt.Y("speedup:Q", title="speedup"), color=alt.Color("concurrency:N", title="concurrency"),
+        tooltip=["prompt_set", "concurrency", "speedup", "tau"])
+    even = alt.Chart(curves.head(1)).mark_rule(strokeDash=[4, 3], color="#555").encode(y=alt.datum(1.0))
+    st.altair_chart(chart + even, width="stretch")
+    data.dataframe(curves[["prompt_set", "concurrency", "speedup", "tau"]].sort_values(["prompt_set", "concurrency"]),
+                   hide_index=True, width="stretch", key="curve_categories")
 
 
 with data.guard("Speedup vs concurrency"):

@@ -12,7 +12,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
 from dashboard.launch import launch
+from registry.domain.curve import CurvePoint, SpeedupCurve, SweepConditions
 from registry.domain.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec
 from registry.settings import get_settings
 from registry.store import Store
@@ -144,6 +145,24 @@ def _runs(store: Store) -> tuple[dict[tuple[str, str], list[float]], list[str], 
             per_set=(measured("mt-bench", "digest-mt-bench", speedup=2.2, tau=3.0, marginal=(0.8, 0.5)),)),
     )
     return speedups, run_ids, failed.run_id or "", per_position
+
+
+def seed_curves(store: Store) -> None:
+    """Sweeps of the seeded pair on one H100: vllm-project/vllm#50851's shape (2.1× at c1, a slowdown from c8) at
+    256 tokens, the same prompts at 1,024 tokens, and math prompts at 256: a concurrency, a length and a
+    kind-of-prompt curve."""
+    speedups = {1: 2.1, 4: 1.4, 8: 0.77, 16: 0.7}
+    points = tuple(CurvePoint(concurrency=c, requests=16, output_tokens=2048, seconds=2.0, tokens_per_s=100 * s,
+                              baseline_tokens_per_s=100.0, latency_per_token_s=0.02, baseline_latency_per_token_s=0.03,
+                              tau=3.1, drafts=600) for c, s in speedups.items())
+    for max_new_tokens, prompt_set, scale in ((256, "sweep-default", 1.0), (1024, "sweep-default", 0.5),
+                                              (256, "cat-math", 1.25)):
+        conditions = SweepConditions(max_new_tokens=max_new_tokens, temperature=0.0, prompt_set=prompt_set,
+                                     prompt_digest=prompt_set, requests_per_level=16, url="http://gpu:8000",
+                                     baseline_url="http://gpu:8001")
+        store.curves.record_curve(SpeedupCurve(
+            target=QWEN3_8B, drafter=DFLASH_8B, engine="vllm", engine_version="0.21.1", hardware="H100",
+            conditions=conditions, points=tuple(replace(p, tokens_per_s=p.tokens_per_s * scale) for p in points)))
 
 
 def seed(store: Store, url: str) -> Seeded:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from registry.store import Store
-from tests.dashboard.conftest import SCREENSHOTS, seed, served
+from tests.dashboard.conftest import SCREENSHOTS, seed, seed_curves, served
 
 pytestmark = pytest.mark.browser
 
@@ -19,7 +19,8 @@ PAGES = {
     "availability": ["Checkpoints × drafter methods", "Checkpoints by best verdict per method", "targets tracked"],
     "lag": ["Open lags, still growing", "Base upgrades waiting for a drafter"],
     "benchmarks": ["Speedup and τ per prompt set", "Dashed rule: 1×, break-even", "Each measured run beside what the "
-                   "pricing model", "Acceptance by draft position", "Failed runs"],
+                   "pricing model", "Acceptance by draft position", "Failed runs", "the first measured concurrency "
+                   "where it stops paying", "Speedup vs output length", "Speedup per kind of prompt"],
     "pair": ["Memory budget", "Revisions"],
     "alerts": ["Atom feed", "drafters feed"],
     "plan": ["Plan", "Downloads"],
@@ -34,6 +35,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = f"sqlite:///{root / 'registry.db'}"
     store = Store.open(url)
     seed(store, url)
+    seed_curves(store)  # the concurrency, length and kind-of-prompt charts drawn
     store.engine.dispose()
     with served(root, url) as base:
         yield base

@@ -8,6 +8,7 @@ import sys
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from statistics import mean, pstdev
@@ -520,6 +521,37 @@ def test_benchmarks_plot_speedup_against_concurrency_with_the_crossover(dashboar
     assert list(table["speedup"]) == pytest.approx(list(speedups.values()))
     assert list(table["crossover"]) == [False, False, True, False]
     assert any("first measured concurrency where it stops paying" in c.value for c in app.caption)
+    assert any("One length measured for this pair (256 tokens)" in c.value for c in app.caption)
+    assert any("One prompt set measured for this pair (sweep-default)" in c.value for c in app.caption)
+
+    # The same pair at 1,024 tokens, then on math prompts at 256: the page draws the pair's speedup against length
+    # (same prompts) and per kind of prompt (same length), never mixing another condition in.
+    def record(max_new_tokens: int, prompt_set: str, scale: float, hardware: str = "H100") -> int:
+        curve = SpeedupCurve(target=QWEN3_8B, drafter=DFLASH_8B, engine="vllm", engine_version="0.21.1",
+                             hardware=hardware, conditions=replace(conditions, max_new_tokens=max_new_tokens,
+                                                                 prompt_set=prompt_set, prompt_digest=prompt_set),
+                             points=tuple(replace(p, tokens_per_s=p.tokens_per_s * scale) for p in points))
+        return dashboard_db.store.curves.record_curve(curve).curve_id  # type: ignore[return-value]
+
+    record(2048, "sweep-default", 3.0, hardware="A100")  # another machine: never on the H100's length curve
+    longer = record(1024, "sweep-default", 0.5)
+    record(256, "cat-math", 1.25)  # the newest: the page opens on it
+    st.cache_data.clear()
+    app = run_page("benchmarks")
+    assert_clean(app)
+    categories = _frame_of(app, ["prompt_set", "concurrency", "speedup", "tau"])
+    assert sorted(set(categories["prompt_set"])) == ["cat-math", "sweep-default"]
+    [sweep] = [s for s in app.selectbox if s.label == "Sweep"]
+    app = sweep.set_value(longer).run()
+    lengths = _frame_of(app, ["max_new_tokens", "concurrency", "speedup", "tau"])
+    at_c1 = lengths[lengths["concurrency"] == 1]
+    assert list(at_c1["max_new_tokens"]) == [256, 1024] and list(at_c1["speedup"]) == pytest.approx([2.1, 1.05])
+    assert any("One prompt set measured for this pair (sweep-default)" in c.value for c in app.caption)
+
+
+def _frame_of(app: AppTest, columns: list[str]) -> pd.DataFrame:
+    [frame] = [e.value for e in app.dataframe if list(e.value.columns) == columns]
+    return frame
 
 
 def test_benchmarks_summary_history_and_acceptance(dashboard_db: Seeded) -> None:
