@@ -65,6 +65,7 @@ class Service:
     ended: set[str] = field(default_factory=set)
     downloading: bool = False
     on_build_step: StepReport | None = None  # the demo build's training steps (None: a line at each quarter)
+    job_quarters: dict[int, int] = field(default_factory=dict)  # the quarter of each job's steps last said
 
     @property
     def instance(self) -> str:
@@ -285,15 +286,26 @@ class Service:
         self.status("download", state, detail=f"{what}: {binary_size(done)} of {binary_size(total)}",
                     success=done >= total)
 
+    def _job_progress(self, job_id: int, done: int, total: int, label: str) -> None:
+        """A job's measurement as it goes: a line at each quarter of its steps (a CPU job takes minutes)."""
+        quarter = 4 * done // total if total else 0
+        if quarter <= self.job_quarters.get(job_id, 0):
+            return
+        self.job_quarters[job_id] = quarter
+        if quarter < 4:  # the last quarter is the job's result line
+            self.say(f"verify job {job_id}: {done} of {total} steps ({label})")
+        self.status("worker", "running", detail=f"job {job_id}: {done} of {total} steps")
+
     def _worker_loop(self) -> None:
         # The same id after a restart (this host and home), so the new process takes back the job the old one held.
-        worker = Worker(self.store, worker_id=self.worker_id or f"{self.instance}-worker")
+        worker = Worker(self.store, worker_id=self.worker_id or f"{self.instance}-worker",
+                        on_progress=self._job_progress)
         if self.settings.autoverify:
             capability = self._capability()
             fetch = autoverify.host_fetcher(self.store, self.settings, capability.disk_budget_bytes,
                                             on_progress=self._download_progress)
             worker = Worker(self.store, worker_id=capability.worker_id, memory_bytes=capability.memory_bytes,
-                            engines=tuple(capability.engines), fetch=fetch)
+                            engines=tuple(capability.engines), fetch=fetch, on_progress=self._job_progress)
             autoverify.announce(self.store, capability)
 
         def report(job: JobRecord) -> None:

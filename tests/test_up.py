@@ -99,6 +99,8 @@ def test_up_shows_drafters_lag_speedups_and_alerts(tmp_path: Path, hub: FakeHub,
         results = [line for line in output.lines if re.search(r"verify job \d+: done: .+ \+ .+: \d+\.\d\d× "
                                                              r"\(\d+\.\d\d–\d+\.\d\d, n=1\), τ \d+\.\d\d", line)]
         assert len(results) == 5, output.lines[-40:]
+        # and each measurement as it goes, before its result
+        assert any(re.search(r"verify job \d+: \d+ of \d+ steps \(.+\)", line) for line in output.lines), output.lines[-40:]
         assert sum(1 for d in store.reads.drafters() if d.in_21) == 21
         store.engine.dispose()
         _screenshots(url)

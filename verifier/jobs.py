@@ -285,6 +285,8 @@ class Worker:
     engines: tuple[str, ...] | None = None
     # Fetches a download job's folders: (request) -> ((target, drafter) folders, provenance); raises to fail it.
     fetch: Callable[[VerifyRequest], tuple[tuple[Path, Path | None], dict[str, Any]]] | None = None
+    # Told each step of the job in hand: (job id, steps done, steps in all, what the step was).
+    on_progress: Callable[[int, int, int, str], None] | None = None
 
     # The lease on the job in hand (None between jobs): run_job checks it, so an executor that calls run_job
     # (a test's, tests/support/worker_process.py) stops and records nothing once the lease is lost too.
@@ -293,6 +295,7 @@ class Worker:
     def run_job(self, job: queue.JobRecord) -> Run:
         request = VerifyRequest.from_payload(job.payload)
         lease = self._lease_of(job)
+        progress = self._progress_of(job)
         if request.download:
             if self.fetch is None:
                 raise RuntimeError("this worker does not download; the job needs a worker that does")
@@ -300,8 +303,15 @@ class Worker:
             if lease is not None:
                 lease.check()
             return verify_now(self.store, request, job_id=job.id, run_id=job_run_id(job.id), folders=folders,
-                              provenance=provenance, lease=lease)
-        return verify_now(self.store, request, job_id=job.id, run_id=job_run_id(job.id), lease=lease)
+                              provenance=provenance, lease=lease, progress=progress)
+        return verify_now(self.store, request, job_id=job.id, run_id=job_run_id(job.id), lease=lease,
+                          progress=progress)
+
+    def _progress_of(self, job: queue.JobRecord) -> Callable[[int, int, str], None] | None:
+        report = self.on_progress
+        if report is None:
+            return None
+        return lambda done, total, label: report(job.id, done, total, label)
 
     def _lease_of(self, job: queue.JobRecord) -> Lease | None:
         return self.lease if self.lease is not None and self.lease.job_id == job.id else None
@@ -310,7 +320,7 @@ class Worker:
         """A curve job runs here, beside the llama-servers it starts; a verify job through the executor."""
         if job.kind == CURVE:
             return curve_now(self.store, CurveRequest.from_payload(job.payload), job_id=job.id,
-                             lease=self._lease_of(job))
+                             lease=self._lease_of(job), progress=self._progress_of(job))
         return (self.executor or (lambda _store, j: self.run_job(j)))(self.store, job)
 
     def work_once(self) -> queue.JobRecord | None:

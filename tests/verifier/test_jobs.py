@@ -132,9 +132,14 @@ def test_worker_runs_queue_and_goes_on_after_a_failure(store: Store, tiny_target
                                        prompt_sets=("code",), settings=FAST))
     good = enqueue(store, VerifyRequest(target=str(tiny_target_dir), drafter=str(tiny_draft_lm_dir),
                                         prompt_sets=("math",), settings=FAST))
-    worker = Worker(store, heartbeat_s=0.5)
+    steps: list[tuple[int, int, int, str]] = []
+    worker = Worker(store, heartbeat_s=0.5, on_progress=lambda *step: steps.append(step))
     assert worker.drain(timeout_s=300) == 2
     bad_job, good_job = queue.get_job(store, bad.id), queue.get_job(store, good.id)
+    # Each measured step of the job in hand is told, named by its job, up to the last (what `up` prints).
+    assert steps and {job for job, *_ in steps} == {good.id}
+    assert [done for _, done, _, _ in steps] == list(range(1, len(steps) + 1)) and steps[-1][1] == steps[-1][2]
+    assert any("baseline" in label for *_, label in steps) and any("draft-lm" in label for *_, label in steps)
     assert bad_job.status == queue.FAILED and "neither a model folder" in bad_job.error
     assert good_job.status == queue.DONE
     run = get_run(store, good_job.run_id)
