@@ -31,6 +31,7 @@ from drafters.api import reader as reader_module
 from registry.store import event_horizon as events_module
 from drafters.api.app import ApiConfig, create_app
 from drafters.api.server import ApiServer, bind
+from drafters.api.snapshot import SnapshotStore
 from registry.domain.compat import VERDICT_ORDER
 from registry.domain.json_shapes import SCHEMA_VERSION, versioned
 from registry.domain.plan import WorkerCapability
@@ -797,3 +798,11 @@ def test_a_body_new_runs_made_stale_is_served_while_its_successor_builds(filled:
     finally:
         release.set()
         server.stop()
+
+
+def test_a_snapshot_reads_through_one_reads_object_in_every_area(store: Store) -> None:
+    load_catalog(store)
+    snapshot = SnapshotStore(store)
+    assert snapshot.watch.reads is snapshot.reads  # the watcher's area never reads around the snapshot
+    drafter = snapshot.reads.get_drafter("z-lab/Qwen3-8B-DFlash-b16")
+    assert drafter is not None and snapshot.reads.get_drafter("z-lab/Qwen3-8B-DFlash-b16") is drafter  # remembered

@@ -50,5 +50,4 @@ class SnapshotStore(Store):
     """A read-only Store whose drafter reads are remembered for its lifetime (one data version)."""
 
     def __init__(self, base: Store) -> None:
-        super().__init__(base.engine)
-        self.reads = _RememberingReads(self, self.lifecycle)
+        super().__init__(base.engine, reads=_RememberingReads)  # store.watch reads through the same object

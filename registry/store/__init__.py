@@ -36,13 +36,14 @@ class Store(StoreCore):
     - `curves`: speedup curves, one per `drafters sweep`
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, reads: type[Reads] = Reads) -> None:
+        """`reads`: the reads class every area that reads shares (the API's snapshot remembers its drafters)."""
         super().__init__(engine)
         self.lifecycle = RepoLifecycle(self)
         self.checkpoints = Checkpoints(self, self.lifecycle)
         self.drafters = Drafters(self, self.lifecycle)
         self.verdicts = Verdicts(self)
-        self.reads = Reads(self, self.lifecycle)
+        self.reads = reads(self, self.lifecycle)
         self.events = Events(self)
         self.watch = WatchWrites(self, lifecycle=self.lifecycle, checkpoints=self.checkpoints, drafters=self.drafters,
                                 reads=self.reads, verdicts=self.verdicts, events=self.events)
