@@ -79,14 +79,14 @@ def release_to_dashboard(interval_s: float) -> dict[str, float]:
                 now = time.monotonic()
                 if seen is None and store.reads.get_drafter(DRAFTER) is not None:
                     seen = now - start
-                if queued is None and queue.list_jobs(store):
+                if queued is None and store.jobs.list_jobs():
                     queued = now - start
                 frame = queries.latest_speedups(dashboard)
                 if not frame.empty and DRAFTER in set(frame["drafter"]):
                     shown = now - start
                     break
                 time.sleep(0.05)
-            while (job := queue.list_jobs(store)[0]).status == queue.RUNNING:
+            while (job := store.jobs.list_jobs()[0]).status == queue.RUNNING:
                 time.sleep(0.05)  # the run is stored just before its job is marked done
             run = get_run(store, job.run_id or "")
             assert run is not None and run.status == "ok", run

@@ -46,8 +46,8 @@ def _drain(url: str, worker_id: str, ready: multiprocessing.synchronize.Barrier,
     store = Store.open(url)
     claimed: list[int] = []
     ready.wait()
-    while (job := queue.claim(store, worker_id, kinds=(KIND,))) is not None:
-        queue.finish(store, job.id, worker_id, run_id=None)
+    while (job := store.jobs.claim(worker_id, kinds=(KIND,))) is not None:
+        store.jobs.finish(job.id, worker_id, run_id=None)
         claimed.append(job.id)
     results.put(claimed)
     store.engine.dispose()
@@ -61,7 +61,7 @@ def _with_database(admin_url: str, action):  # type: ignore[no-untyped-def]
 def run_round(url: str, workers: int, jobs: int) -> Round:
     store = Store.open(url)
     for _ in range(jobs):
-        queue.enqueue(store, KIND, {})
+        store.jobs.enqueue(KIND, {})
     store.engine.dispose()
     context = multiprocessing.get_context("spawn")
     ready = context.Barrier(workers + 1)
@@ -76,7 +76,7 @@ def run_round(url: str, workers: int, jobs: int) -> Round:
     for process in processes:
         process.join()
     store = Store.open(url)
-    done = len(queue.list_jobs(store, status=queue.DONE))
+    done = len(store.jobs.list_jobs(status=queue.DONE))
     store.engine.dispose()
     return Round(workers, jobs, seconds, claimed_once=len(claimed) == len(set(claimed)) == done == jobs)
 

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 import pandas as pd
 
 from registry.domain.plan import WorkerCapability, counts
-from registry.store.downloads import list_downloads
 from registry.store.plan_facts import live_plan
 from registry.store.read_queries import ReadOnlyQueries
 
@@ -37,7 +36,7 @@ def plan_view(db: ReadOnlyQueries, *, structural: bool = False) -> PlanView:
     downloads = pd.DataFrame(
         [{"repo_id": d.repo_id, "revision": d.revision[:12], "status": d.status, "done_gib": _gib(d.bytes_done),
           "total_gib": _gib(d.bytes_total), "seconds": d.seconds, "error": d.error, "last_used_at": d.last_used_at}
-         for d in reversed(list_downloads(store))], columns=DOWNLOAD_COLUMNS)
+         for d in reversed(store.downloads.list_downloads())], columns=DOWNLOAD_COLUMNS)
     if not workers:
         return PlanView(None, 0, {}, pd.DataFrame(columns=PLAN_COLUMNS), downloads)
     worker = workers[0]

@@ -40,7 +40,6 @@ from registry.store import Store
 from registry.store.catalog_import import CatalogSummary, load_catalog
 from registry.store.read_only import open_read_only
 from registry.store.runs import record_run
-from registry.store.workers import register_worker
 from tests.registry.run_fixtures import full_run, measured
 from tests.support.cli import drafters, popen
 
@@ -228,8 +227,8 @@ def test_drafter_and_plan(api: httpx.Client, filled: Store) -> None:
     assert (idle["workers"], idle["pairs"], idle["worker"]) == (0, [], None) and "no live worker" in idle["reason"]
 
     # The plan the dashboard shows: every exact pair as the live worker with the most memory plans it.
-    register_worker(filled, WorkerCapability(worker_id="w-small", device="cpu", memory_bytes=2 * 2**30,
-                                             engines={"pytorch": "test"}, disk_budget_bytes=10 * 2**30), host="h")
+    filled.workers.register_worker(WorkerCapability(worker_id="w-small", device="cpu", memory_bytes=2 * 2**30,
+                                                    engines={"pytorch": "test"}, disk_budget_bytes=10 * 2**30), host="h")
     plan = api.get("/v1/plan?limit=500").json()
     assert plan["workers"] == 1 and plan["worker"]["worker_id"] == "w-small" and plan["reason"] is None
     pairs = {(p["target"], p["drafter"]): p for p in plan["pairs"]}
@@ -504,8 +503,8 @@ def test_every_error_is_one_problem_shape(api: httpx.Client) -> None:
 
 def test_served_bodies_match_the_openapi_schemas(api: httpx.Client, filled: Store) -> None:
     """29.5: every 200 schema was `{}` (routes return Response), so nothing checked a body against its contract."""
-    register_worker(filled, WorkerCapability(worker_id="w", device="cpu", memory_bytes=2 * 2**30,
-                                             engines={"pytorch": "test"}, disk_budget_bytes=10 * 2**30), host="h")
+    filled.workers.register_worker(WorkerCapability(worker_id="w", device="cpu", memory_bytes=2 * 2**30,
+                                                    engines={"pytorch": "test"}, disk_budget_bytes=10 * 2**30), host="h")
     document = api.get("/openapi.json").json()
     head_sha = api.get(f"/v1/targets/{TARGET}/drafters").json()["head_sha"]
     served = {

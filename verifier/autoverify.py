@@ -25,7 +25,6 @@ from registry.settings import Settings
 from registry.store import Store
 from registry.store import jobs as queue
 from registry.store.plan_facts import plan_inputs
-from registry.store.workers import live_workers, register_worker
 from verifier.jobs import VerifyRequest, enqueue
 
 ENGINE_OPTIONS = {stored: option for option, stored in VERIFIER_ENGINES.items()}
@@ -90,7 +89,7 @@ def capability(settings: Settings, worker_id: str, device: Device | None = None,
 
 
 def make_plan(store: Store, worker: WorkerCapability, *, structural: bool = False) -> list[PlanRow]:
-    live = [w.memory_bytes for w in live_workers(store)]
+    live = [w.memory_bytes for w in store.workers.live_workers()]
     return plan_pairs(plan_inputs(store, structural=structural, live_memory=live or None), worker)
 
 
@@ -128,7 +127,7 @@ def plan_and_enqueue(store: Store, settings: Settings, worker: WorkerCapability
 
 def announce(store: Store, worker: WorkerCapability) -> None:
     """State this worker's capabilities (and beat): what `make_plan` and the claim read."""
-    register_worker(store, worker, host=socket.gethostname())
+    store.workers.register_worker(worker, host=socket.gethostname())
 
 
 def fetcher(downloader: Downloader) -> Callable[[VerifyRequest], tuple[tuple[Path, Path | None], dict[str, Any]]]:

@@ -95,7 +95,7 @@ class Lease:
     def renew(self) -> bool | None:
         """True: extended; False: another worker holds the job (lost); None: the database did not answer."""
         try:
-            ours = queue.heartbeat(self.store, self.job_id, self.worker_id, lease_s=self.lease_s)
+            ours = self.store.jobs.heartbeat(self.job_id, self.worker_id, lease_s=self.lease_s)
         except Exception as error:  # noqa: BLE001 - the heartbeat must outlive any database error
             log.warning("heartbeat of job %s failed, retrying in %gs: %s: %s", self.job_id, self.retry_s,
                         type(error).__name__, _one_line(getattr(error, "orig", None) or error))
@@ -169,7 +169,7 @@ def curve_now(store: Store, request: CurveRequest, *, job_id: int | None = None,
 def enqueue_curve(store: Store, request: CurveRequest) -> queue.JobRecord | None:
     """Queue a curve; only a worker with llama.cpp claims it."""
     gpus = 1 if str(request.settings.get("device", "auto")).startswith("cuda") else 0
-    return queue.enqueue(store, CURVE, request.to_payload(), num_gpus=gpus, engine=curve_engine())
+    return store.jobs.enqueue(CURVE, request.to_payload(), num_gpus=gpus, engine=curve_engine())
 
 
 def run_engine(request: VerifyRequest, progress: Callable[[int, int, str], None] | None = None,
@@ -251,9 +251,9 @@ def enqueue(store: Store, request: VerifyRequest, *, dedupe_key: str | None = No
             max_attempts: int = 3, memory_bytes: int | None = None) -> queue.JobRecord | None:
     """Queue a request; `memory_bytes`: the device memory it needs, so only a worker that has it claims it."""
     gpus = 1 if str(request.settings.get("device", "auto")).startswith("cuda") else 0
-    return queue.enqueue(store, VERIFY, request.to_payload(), dedupe_key=dedupe_key, max_attempts=max_attempts,
-                         num_gpus=gpus, memory_bytes=memory_bytes,
-                         engine=VERIFIER_ENGINES[request.engine] if memory_bytes is not None else None)
+    return store.jobs.enqueue(VERIFY, request.to_payload(), dedupe_key=dedupe_key, max_attempts=max_attempts,
+                              num_gpus=gpus, memory_bytes=memory_bytes,
+                              engine=VERIFIER_ENGINES[request.engine] if memory_bytes is not None else None)
 
 
 def enqueue_cached_pair(store: Store, drafter: str, drafter_sha: str, target: str, target_sha: str,
@@ -326,8 +326,8 @@ class Worker:
     def work_once(self) -> queue.JobRecord | None:
         """Claim and finish one job that fits this worker; None when there is none. A job whose lease another
         worker took meanwhile is left to that worker: nothing is recorded, the job is not touched."""
-        job = queue.claim(self.store, self.worker_id, lease_s=self.lease_s, kinds=(VERIFY, CURVE),
-                          memory_bytes=self.memory_bytes, engines=self.engines)
+        job = self.store.jobs.claim(self.worker_id, lease_s=self.lease_s, kinds=(VERIFY, CURVE),
+                                    memory_bytes=self.memory_bytes, engines=self.engines)
         if job is None:
             return None
         stop = threading.Event()
@@ -338,25 +338,25 @@ class Worker:
             record = self._run(job)
         except LeaseLost as lost:
             log.warning("%s", lost)
-            return queue.get_job(self.store, job.id)
+            return self.store.jobs.get_job(job.id)
         except Exception as error:  # noqa: BLE001 - the worker goes on
             # A download that cannot succeed (gated, gone, disk full, over budget) says so and is not retried.
             retry = bool(getattr(error, "retry", True))
-            queue.fail(self.store, job.id, self.worker_id, error=_one_line(error), retry=retry)
-            return queue.get_job(self.store, job.id)
+            self.store.jobs.fail(job.id, self.worker_id, error=_one_line(error), retry=retry)
+            return self.store.jobs.get_job(job.id)
         finally:
             stop.set()
             beat.join()
             self.lease = None
         if isinstance(record, list):  # a curve job: its curves are stored (they name the job)
-            queue.finish(self.store, job.id, self.worker_id, run_id=None)
+            self.store.jobs.finish(job.id, self.worker_id, run_id=None)
         elif record.status == "ok":
-            queue.finish(self.store, job.id, self.worker_id, run_id=record.run_id)
+            self.store.jobs.finish(job.id, self.worker_id, run_id=record.run_id)
         else:
             # A run that fails on its own (bad weights, no fit, out of memory) fails the same way again.
-            queue.fail(self.store, job.id, self.worker_id, error=record.failure_reason or "failed", retry=False,
-                       run_id=record.run_id)
-        return queue.get_job(self.store, job.id)
+            self.store.jobs.fail(job.id, self.worker_id, error=record.failure_reason or "failed", retry=False,
+                                 run_id=record.run_id)
+        return self.store.jobs.get_job(job.id)
 
     def _heartbeat(self, lease: Lease, stop: threading.Event) -> None:
         """Renew the lease every heartbeat_s until the job ends or is lost; a failed renewal is retried."""
@@ -366,7 +366,7 @@ class Worker:
 
     def reclaim_own(self) -> list[int]:
         """At start: the jobs a previous process under this worker id left running go back to the queue."""
-        return queue.release_own(self.store, self.worker_id)
+        return self.store.jobs.release_own(self.worker_id)
 
     def run_forever(self, stop: threading.Event, idle_s: float = 2.0,
                     on_job: Callable[[queue.JobRecord], None] | None = None) -> None:

@@ -75,13 +75,13 @@ class Downloader:
 
     def complete_folder(self, repo_id: str, sha: str) -> Path | None:
         """The folder of a finished download, or None (never a folder whose download is still partial)."""
-        row = ledger.get_download(self.store, repo_id, sha)
+        row = self.store.downloads.get_download(repo_id, sha)
         if row is None or row.status != ledger.COMPLETE or not Path(row.path).is_dir():
             return None
         return Path(row.path)
 
     def in_use_bytes(self) -> int:
-        rows = ledger.list_downloads(self.store)
+        rows = self.store.downloads.list_downloads()
         return sum(max(row.bytes_total or 0, row.bytes_done) for row in rows
                    if row.status in (ledger.COMPLETE, ledger.DOWNLOADING))
 
@@ -91,7 +91,7 @@ class Downloader:
             raise DownloadFailed(f"{repo_id}: downloads are pinned to a 40-hex commit sha, not {sha!r}", retry=False)
         done = self.complete_folder(repo_id, sha)
         if done is not None:
-            ledger.touch(self.store, repo_id, sha)
+            self.store.downloads.touch(repo_id, sha)
             return Fetched(repo_id, sha, done, 0, 0.0)
         try:
             revision = self.client.revision(repo_id, sha)
@@ -122,7 +122,7 @@ class Downloader:
         if free < total - on_disk:
             raise self._failed(repo_id, sha, f"disk full: {repo_id} needs {binary_size(total - on_disk)}, {binary_size(free)} free",
                                on_disk, 0.0, register=True, path=folder, total=total)
-        ledger.start_download(self.store, repo_id, sha, str(folder), total)
+        self.store.downloads.start_download(repo_id, sha, str(folder), total)
         what = f"{repo_id}@{sha[:12]}"
         stop = threading.Event()
         watcher = threading.Thread(target=self._report, args=(repo_id, sha, what, folder, total, stop), daemon=True)
@@ -160,7 +160,7 @@ class Downloader:
             raise self._failed(repo_id, sha, f"{repo_id}@{sha[:12]}: {', '.join(corrupt)} does not match the sha256 "
                                "the Hub advertises (deleted)", _bytes_in(folder), seconds, retry=True)
         fetched = total - on_disk
-        ledger.finish_download(self.store, repo_id, sha, bytes_done=total, seconds=seconds)
+        self.store.downloads.finish_download(repo_id, sha, bytes_done=total, seconds=seconds)
         if self.on_progress is not None:
             self.on_progress(what, total, total)
         return Fetched(repo_id, sha, folder, fetched, seconds)
@@ -168,8 +168,8 @@ class Downloader:
     def _failed(self, repo_id: str, sha: str, reason: str, done: int, seconds: float, *, retry: bool = False,
                 register: bool = False, path: Path | None = None, total: int | None = None) -> DownloadFailed:
         if register:
-            ledger.start_download(self.store, repo_id, sha, str(path), total)
-        ledger.finish_download(self.store, repo_id, sha, bytes_done=done, seconds=seconds, error=reason)
+            self.store.downloads.start_download(repo_id, sha, str(path), total)
+        self.store.downloads.finish_download(repo_id, sha, bytes_done=done, seconds=seconds, error=reason)
         return DownloadFailed(reason, retry=retry)
 
     def _report(self, repo_id: str, sha: str, what: str, folder: Path, total: int, stop: threading.Event) -> None:
@@ -177,7 +177,7 @@ class Downloader:
         while not stop.wait(PROGRESS_EVERY_S):
             done = min(_bytes_in(folder), total)
             try:
-                ledger.progress(self.store, repo_id, sha, done)
+                self.store.downloads.progress(repo_id, sha, done)
             except Exception:  # noqa: BLE001 - progress is advisory; the download goes on
                 pass
             if self.on_progress is not None:
@@ -188,7 +188,7 @@ class Downloader:
         if needed > self.budget_bytes:
             raise DownloadFailed(f"{repo_id} needs {binary_size(needed)} of disk, more than the download budget of "
                                  f"{binary_size(self.budget_bytes)}", retry=False)
-        rows = ledger.list_downloads(self.store)
+        rows = self.store.downloads.list_downloads()
         used = sum(max(row.bytes_total or 0, row.bytes_done) for row in rows
                    if row.status in (ledger.COMPLETE, ledger.DOWNLOADING) and (row.repo_id, row.revision) != (repo_id, sha))
         for row in rows:  # least recently used first
@@ -199,7 +199,7 @@ class Downloader:
             path = Path(row.path)
             if path.is_dir() and path.resolve().is_relative_to(self.root.resolve()):
                 shutil.rmtree(path, ignore_errors=True)
-            ledger.mark_evicted(self.store, row.repo_id, row.revision)
+            self.store.downloads.mark_evicted(row.repo_id, row.revision)
             used -= row.bytes_total or row.bytes_done
         if used + needed > self.budget_bytes:
             raise DownloadFailed(f"{repo_id} needs {binary_size(needed)} of disk; {binary_size(used)} of the {binary_size(self.budget_bytes)} "

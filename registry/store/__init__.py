@@ -1,8 +1,8 @@
 """The registry's one database: the only package that sees the ORM and sessions.
 
 `Store` holds the engine, sessions and units of work (core.py) and one object per area, each listed on it below;
-an area that needs another gets it in its constructor, none inherits from another. Runs and jobs are functions
-over a Store (runs.py, jobs.py); the plain values that go in and out are in registry/domain/records.py and
+an area that needs another gets it in its constructor, none inherits from another. Runs are still functions
+over a Store (runs.py); the plain values that go in and out are in registry/domain/records.py and
 registry/domain/watch_records.py.
 """
 
@@ -11,14 +11,17 @@ from sqlalchemy import Engine
 from registry.store.checkpoints import Checkpoints
 from registry.store.core import NotFound, StoreCore, aware, utcnow
 from registry.store.curves import Curves
+from registry.store.downloads import Downloads
 from registry.store.drafters import Drafters
 from registry.store.events import Events
+from registry.store.jobs import Jobs
 from registry.store.lifecycle import RepoLifecycle
 from registry.store.reads import Reads
 from registry.store.subscriptions import Subscriptions
 from registry.store.verdicts import Verdicts
 from registry.store.watch_state import WatchState
 from registry.store.watch_writes import WatchWrites
+from registry.store.workers import Workers
 
 
 class Store(StoreCore):
@@ -34,6 +37,9 @@ class Store(StoreCore):
     - `watch_state`: cursors, leases, failures and quarantine, service status rows
     - `subscriptions`: webhook subscriptions and their deliveries
     - `curves`: speedup curves, one per `drafters sweep`
+    - `jobs`: the job queue (enqueue, claim what fits a worker under a lease, heartbeat, finish, fail, read back)
+    - `workers`: workers' stated capabilities, refreshed by their heartbeat, and the live ones
+    - `downloads`: the download ledger (each revision the service fetched: progress, completion, last use, eviction)
     """
 
     def __init__(self, engine: Engine, reads: type[Reads] = Reads) -> None:
@@ -50,6 +56,9 @@ class Store(StoreCore):
         self.watch_state = WatchState(self)
         self.subscriptions = Subscriptions(self)
         self.curves = Curves(self)
+        self.jobs = Jobs(self)
+        self.workers = Workers(self)
+        self.downloads = Downloads(self)
 
 
 __all__ = ["NotFound", "Store", "aware", "utcnow"]

@@ -15,7 +15,6 @@ from registry.domain.plan import (
     DownloadFacts, JobFacts, PairFacts, PlanInputs, PlanRow, SideFacts, WorkerCapability, as_utc, plan_pairs,
 )
 from registry.store import Store
-from registry.store.workers import live_workers
 from registry.store.models import (
     BenchmarkRun, Checkpoint, CheckpointRevision, Compatibility, Download, Drafter, DrafterRevision, Job,
 )
@@ -115,7 +114,7 @@ def plan_inputs(store: Store, *, structural: bool = False, live_memory: list[int
 def live_plan(store: Store, *, structural: bool = False) -> tuple[list[WorkerCapability], list[PlanRow]]:
     """The live workers (most memory first) and every pair as the first of them plans it; no rows when none is live.
     What the dashboard and the API show; `drafters plan` plans for this machine's own worker instead."""
-    workers = live_workers(store)
+    workers = store.workers.live_workers()
     if not workers:
         return [], []
     inputs = plan_inputs(store, structural=structural, live_memory=[w.memory_bytes for w in workers])

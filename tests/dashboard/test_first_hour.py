@@ -11,7 +11,6 @@ import streamlit as st
 
 from dashboard import cells, data
 from registry.domain.records import CheckpointSpec
-from registry.store.jobs import enqueue
 from registry.store.runs import Run, record_run
 from tests.dashboard.conftest import (
     DFLASH_4B, DFLASH_8B, QWEN3_4B, QWEN3_8B, Seeded, assert_clean, chart_specs, frame_with, run_page,
@@ -101,7 +100,7 @@ def test_empty_pages_say_what_the_service_is_doing(sqlite_url: str, monkeypatch)
     store.watch_state.set_service_status("host-1", "watcher", "waiting", detail="last poll: 0 orgs",
                                          error="ConnectError: [Errno 111] Connection refused")
     for kind in ("a", "b", "c"):
-        enqueue(store, "verify", {"pair": kind})
+        store.jobs.enqueue("verify", {"pair": kind})
     st.cache_data.clear()
     app = run_page("alerts")
     assert_clean(app)

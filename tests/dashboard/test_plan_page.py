@@ -9,9 +9,7 @@ from dashboard import plan_queries, queries
 
 from registry.domain.memory import GIB
 from registry.domain.plan import WorkerCapability, plan_pairs
-from registry.store import downloads as ledger
 from registry.store.plan_facts import plan_inputs
-from registry.store.workers import register_worker
 from tests.dashboard.conftest import DFLASH_8B, Seeded, assert_clean, frame_with, point_dashboard_at, run_page
 
 WORKER = WorkerCapability("gpu-1", "cuda: NVIDIA H200", 141 * GIB, {"pytorch": "torch 2.13"}, 100 * GIB,
@@ -26,9 +24,9 @@ def test_without_a_live_worker_the_page_says_how_to_get_one(dashboard_db: Seeded
 
 def test_the_page_lists_every_pair_with_the_planners_state_and_reason(
         dashboard_db: Seeded, monkeypatch: pytest.MonkeyPatch) -> None:
-    register_worker(dashboard_db.store, WORKER, host="h")
-    ledger.start_download(dashboard_db.store, DFLASH_8B, "d" * 40, "/downloads/x", 2 * GIB)
-    ledger.progress(dashboard_db.store, DFLASH_8B, "d" * 40, GIB)
+    dashboard_db.store.workers.register_worker(WORKER, host="h")
+    dashboard_db.store.downloads.start_download(DFLASH_8B, "d" * 40, "/downloads/x", 2 * GIB)
+    dashboard_db.store.downloads.progress(DFLASH_8B, "d" * 40, GIB)
     point_dashboard_at(dashboard_db.url, monkeypatch)
     app = run_page("plan")
     assert_clean(app)
@@ -43,7 +41,7 @@ def test_the_page_lists_every_pair_with_the_planners_state_and_reason(
 
 
 def test_the_plan_reads_through_the_dashboards_read_only_engine_on_both_backends(seeded: Seeded) -> None:
-    register_worker(seeded.store, WORKER, host="h")
+    seeded.store.workers.register_worker(WORKER, host="h")
     db = queries.ReadOnlyQueries(seeded.url)
     try:
         view = plan_queries.plan_view(db)

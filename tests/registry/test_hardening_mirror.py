@@ -60,7 +60,7 @@ def test_a_file_listed_only_in_the_tree_is_never_downloaded(store: Store, mirror
     fetched = downloader(store, hub, tmp_path, budget=listed + 1024).fetch(REPO, sha)
     assert sorted(p.name for p in fetched.path.iterdir() if p.is_file()) == ["config.json", "model.safetensors"]
     assert not [r.path for r in hub.requests if r.path.endswith("extra.safetensors")]
-    row = ledger.get_download(store, REPO, sha)
+    row = store.downloads.get_download(REPO, sha)
     assert row is not None and row.status == ledger.COMPLETE and row.bytes_done == listed
 
 

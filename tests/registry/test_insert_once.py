@@ -12,9 +12,8 @@ from sqlalchemy import event, func, select
 
 from registry.domain.plan import WorkerCapability
 from registry.domain.records import EventSpec
-from registry.store import Store, jobs
+from registry.store import Store
 from registry.store.models import Event, Job, ServiceStatus, WorkerRow
-from registry.store.workers import register_worker
 
 
 @contextmanager
@@ -47,8 +46,8 @@ def _worker(worker_id: str, memory: int) -> WorkerCapability:
 
 WRITES: dict[str, tuple[str, Callable[[Store], object]]] = {
     "event": ("event", lambda s: s.events.record_event(EventSpec(type="t", subject="s", dedupe_key="raced"))),
-    "job": ("job", lambda s: jobs.enqueue(s, "verify", {"n": 1}, dedupe_key="raced")),
-    "worker": ("worker", lambda s: register_worker(s, _worker("raced", 8), host="h")),
+    "job": ("job", lambda s: s.jobs.enqueue("verify", {"n": 1}, dedupe_key="raced")),
+    "worker": ("worker", lambda s: s.workers.register_worker(_worker("raced", 8), host="h")),
     "service status": ("service_status", lambda s: s.watch_state.set_service_status("h", "raced", "running")),
 }
 
@@ -78,8 +77,8 @@ def test_the_loser_of_a_registration_race_still_states_its_capabilities(store: S
     """A worker row inserted by a rival is updated with what this writer states, not left as the rival's."""
     rival = Store.open(database_url)
     try:
-        with raced(store, "worker", lambda: register_worker(rival, _worker("w", 8), host="rival")):
-            register_worker(store, _worker("w", 16), host="mine")
+        with raced(store, "worker", lambda: rival.workers.register_worker(_worker("w", 8), host="rival")):
+            store.workers.register_worker(_worker("w", 16), host="mine")
     finally:
         rival.engine.dispose()
     with store.session() as session:

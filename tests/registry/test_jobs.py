@@ -20,65 +20,65 @@ def _expire(store: Store, job_id: int) -> None:
 
 
 def test_claim_finish(store: Store) -> None:
-    job = jobs.enqueue(store, "verify", {"target": "t", "drafter": "d"})
+    job = store.jobs.enqueue("verify", {"target": "t", "drafter": "d"})
     assert job is not None and job.status == jobs.QUEUED
-    claimed = jobs.claim(store, "w1")
+    claimed = store.jobs.claim("w1")
     assert claimed is not None and claimed.id == job.id and claimed.attempts == 1
-    assert jobs.claim(store, "w2") is None
-    assert jobs.heartbeat(store, job.id, "w1")
-    assert not jobs.heartbeat(store, job.id, "w2")
-    assert jobs.finish(store, job.id, "w1", run_id="r1")
-    done = jobs.get_job(store, job.id)
+    assert store.jobs.claim("w2") is None
+    assert store.jobs.heartbeat(job.id, "w1")
+    assert not store.jobs.heartbeat(job.id, "w2")
+    assert store.jobs.finish(job.id, "w1", run_id="r1")
+    done = store.jobs.get_job(job.id)
     assert done.status == jobs.DONE and done.run_id == "r1"
 
 
 def test_dedupe_key_enqueues_once(store: Store) -> None:
-    assert jobs.enqueue(store, "verify", {}, dedupe_key="pair:a:b") is not None
-    assert jobs.enqueue(store, "verify", {}, dedupe_key="pair:a:b") is None
-    assert len(jobs.list_jobs(store)) == 1
+    assert store.jobs.enqueue("verify", {}, dedupe_key="pair:a:b") is not None
+    assert store.jobs.enqueue("verify", {}, dedupe_key="pair:a:b") is None
+    assert len(store.jobs.list_jobs()) == 1
 
 
 def test_lost_worker_is_retried_then_failed(store: Store) -> None:
-    job = jobs.enqueue(store, "verify", {}, max_attempts=2)
-    assert jobs.claim(store, "dead-1") is not None
+    job = store.jobs.enqueue("verify", {}, max_attempts=2)
+    assert store.jobs.claim("dead-1") is not None
     _expire(store, job.id)
-    again = jobs.claim(store, "w2")
+    again = store.jobs.claim("w2")
     assert again is not None and again.attempts == 2 and "lost its lease" in again.error
-    assert not jobs.finish(store, job.id, "dead-1", run_id=None)  # the dead worker's late answer is refused
+    assert not store.jobs.finish(job.id, "dead-1", run_id=None)  # the dead worker's late answer is refused
     _expire(store, job.id)
-    assert jobs.claim(store, "w3") is None
-    failed = jobs.get_job(store, job.id)
+    assert store.jobs.claim("w3") is None
+    failed = store.jobs.get_job(job.id)
     assert failed.status == jobs.FAILED and "lease expired" in failed.error
 
 
 def test_failure_retries_while_attempts_remain(store: Store) -> None:
-    job = jobs.enqueue(store, "verify", {}, max_attempts=2)
-    jobs.claim(store, "w")
-    assert jobs.fail(store, job.id, "w", error="out of memory", retry=True)
-    assert jobs.get_job(store, job.id).status == jobs.QUEUED
-    jobs.claim(store, "w")
-    assert jobs.fail(store, job.id, "w", error="out of memory", retry=True)
-    final = jobs.get_job(store, job.id)
+    job = store.jobs.enqueue("verify", {}, max_attempts=2)
+    store.jobs.claim("w")
+    assert store.jobs.fail(job.id, "w", error="out of memory", retry=True)
+    assert store.jobs.get_job(job.id).status == jobs.QUEUED
+    store.jobs.claim("w")
+    assert store.jobs.fail(job.id, "w", error="out of memory", retry=True)
+    final = store.jobs.get_job(job.id)
     assert final.status == jobs.FAILED and final.error == "out of memory"
 
 
 def test_concurrent_claims_take_each_job_once(store: Store) -> None:
     for i in range(30):
-        jobs.enqueue(store, "verify", {"i": i})
+        store.jobs.enqueue("verify", {"i": i})
     taken: list[int] = []
     lock = threading.Lock()
 
     def worker(name: str) -> None:
         idle = 0
         while idle < 3:
-            job = jobs.claim(store, name)
+            job = store.jobs.claim(name)
             if job is None:
                 idle += 1
                 continue
             idle = 0
             with lock:
                 taken.append(job.id)
-            assert jobs.finish(store, job.id, name, run_id=None)
+            assert store.jobs.finish(job.id, name, run_id=None)
 
     threads = [threading.Thread(target=worker, args=(f"w{i}",)) for i in range(4)]
     for thread in threads:
@@ -87,7 +87,7 @@ def test_concurrent_claims_take_each_job_once(store: Store) -> None:
         thread.join()
     assert sorted(taken) == sorted(set(taken))
     assert len(taken) == 30
-    assert all(j.status == jobs.DONE for j in jobs.list_jobs(store))
+    assert all(j.status == jobs.DONE for j in store.jobs.list_jobs())
 
 
 def test_runs_round_trip(store: Store) -> None:
@@ -131,10 +131,10 @@ def test_a_run_reads_back_as_it_was_recorded_with_every_part(store: Store) -> No
 
 
 def test_a_restarted_worker_fails_its_orphan_that_was_on_its_last_attempt(store: Store) -> None:
-    job = jobs.enqueue(store, "verify", {}, max_attempts=1)
-    assert job is not None and jobs.claim(store, "w", lease_s=600.0) is not None
-    assert jobs.release_own(store, "w") == [job.id]
-    failed = jobs.get_job(store, job.id)
+    job = store.jobs.enqueue("verify", {}, max_attempts=1)
+    assert job is not None and store.jobs.claim("w", lease_s=600.0) is not None
+    assert store.jobs.release_own("w") == [job.id]
+    failed = store.jobs.get_job(job.id)
     assert failed is not None and failed.status == jobs.FAILED
     assert failed.error == "its worker restarted during the last allowed attempt"
-    assert jobs.claim(store, "w") is None
+    assert store.jobs.claim("w") is None

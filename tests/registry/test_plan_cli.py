@@ -58,7 +58,7 @@ def test_fetch_downloads_only_what_a_measurement_loads(isolated_env: Path) -> No
         "config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
     assert refused.returncode == 1 and "pinned to a 40-hex commit sha" in refused.stderr
     store = Store.open(f"sqlite:///{isolated_env / 'registry.db'}")
-    row = ledger.get_download(store, "tinyorg/fetch-me", repo.sha)
+    row = store.downloads.get_download("tinyorg/fetch-me", repo.sha)
     store.engine.dispose()
     assert row is not None and row.status == ledger.COMPLETE and row.bytes_done == sum(
         len(v) for k, v in files.items() if k in {p.name for p in folder.iterdir()})

@@ -91,7 +91,7 @@ def enqueue_cheap_jobs(store: Store, count: int, target: Path, drafter: Path, pr
 
 
 def assert_each_job_done_with_one_run(store: Store, job_ids: list[int]) -> None:
-    jobs = {job.id: job for job in queue.list_jobs(store)}
+    jobs = {job.id: job for job in store.jobs.list_jobs()}
     assert sorted(jobs) == sorted(job_ids)
     assert Counter(job.status for job in jobs.values()) == Counter({queue.DONE: len(job_ids)})
     runs = list_runs(store)
@@ -113,7 +113,7 @@ def test_four_workers_finish_two_hundred_jobs_exactly_once(
     assert Counter(everything) == Counter({job_id: 1 for job_id in job_ids})  # no job ran twice, none was missed
     assert all(handled.values()), {w: len(jobs) for w, jobs in handled.items()}  # all four shared the queue
     assert_each_job_done_with_one_run(store, job_ids)
-    assert {job.attempts for job in queue.list_jobs(store)} == {1}
+    assert {job.attempts for job in store.jobs.list_jobs()} == {1}
 
 
 def test_job_of_a_worker_killed_mid_job_is_retried_by_another_and_finished_once(
@@ -134,7 +134,7 @@ def test_job_of_a_worker_killed_mid_job_is_retried_by_another_and_finished_once(
     assert sum(job_id == killed_job for jobs in handled.values() for job_id in jobs) == 1
     everything = [job_id for jobs in handled.values() for job_id in jobs]
     assert Counter(everything) == Counter({job_id: 1 for job_id in job_ids})
-    retried = queue.get_job(store, killed_job)
+    retried = store.jobs.get_job(killed_job)
     assert retried.status == queue.DONE and retried.attempts == 2  # type: ignore[union-attr]
     assert "lost its lease" in (retried.error or "")  # type: ignore[union-attr]
     assert_each_job_done_with_one_run(store, job_ids)

@@ -98,13 +98,13 @@ def test_ray_jobs_land_in_the_database_with_the_local_executors_results(
 ) -> None:
     payload = request_of(tiny_target_dir, tiny_draft_lm_dir).to_payload()
     # Asks for a GPU: on this cluster, which has none, the task gets a CPU slot instead of waiting forever.
-    on_ray = queue.enqueue(store, VERIFY, payload, num_gpus=1)
+    on_ray = store.jobs.enqueue(VERIFY, payload, num_gpus=1)
     done = ray_worker.work_once()
     assert done is not None and done.id == on_ray.id  # type: ignore[union-attr]
     assert done.status == queue.DONE and done.attempts == 1, done.error
     assert done.run_id == job_run_id(on_ray.id)  # type: ignore[union-attr]
 
-    local = queue.enqueue(store, VERIFY, payload)
+    local = store.jobs.enqueue(VERIFY, payload)
     local_done = Worker(store, worker_id="local-worker").work_once()
     assert local_done is not None and local_done.id == local.id and local_done.status == queue.DONE  # type: ignore[union-attr]
 
@@ -151,7 +151,7 @@ def test_a_killed_ray_task_sends_its_job_back_to_the_queue_and_the_retry_finishe
     slow = VerifyRequest(target=str(tiny_target_dir), drafter=str(tiny_draft_lm_dir),
                          prompt_sets=("code", "math", "chat", "multilingual"),
                          settings={"max_new_tokens": 48, "repeats": 2, "warmup": 0, "device": "cpu"})
-    job = queue.enqueue(store, VERIFY, slow.to_payload())
+    job = store.jobs.enqueue(VERIFY, slow.to_payload())
     outcome: list[queue.JobRecord | None] = []
     first = threading.Thread(target=lambda: outcome.append(ray_worker.work_once()))
     first.start()

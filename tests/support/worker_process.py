@@ -31,8 +31,8 @@ def say(message: dict[str, object]) -> None:
 
 
 def unfinished(store: Store) -> bool:
-    return bool(queue.list_jobs(store, status=queue.QUEUED, limit=1) or queue.list_jobs(store, status=queue.RUNNING,
-                                                                                         limit=1))
+    return bool(store.jobs.list_jobs(status=queue.QUEUED, limit=1) or store.jobs.list_jobs(status=queue.RUNNING,
+                                                                                           limit=1))
 
 
 def main() -> None:

@@ -164,7 +164,7 @@ def test_a_download_killed_midway_resumes_and_is_never_measured_half_done(
         [sys.executable, "-m", "tests.support.download_process", str(sqlite_store.engine.url), hub.url, str(root),
          TARGET, sha], env=env, stdout=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: (row := ledger.get_download(sqlite_store, TARGET, sha)) is not None and row.bytes_done > 0,
+        wait_for(lambda: (row := sqlite_store.downloads.get_download(TARGET, sha)) is not None and row.bytes_done > 0,
                  60, "the download to start")
         os.kill(process.pid, signal.SIGKILL)
         process.wait(10)
@@ -175,7 +175,7 @@ def test_a_download_killed_midway_resumes_and_is_never_measured_half_done(
     client = HubClient(hub.url, None, tmp_path / "client-cache", timeout=30.0)
     downloader = Downloader(sqlite_store, client, root, 10 * GIB)
     folder = downloader.folder(TARGET, sha)
-    assert ledger.get_download(sqlite_store, TARGET, sha).status == ledger.DOWNLOADING  # type: ignore[union-attr]
+    assert sqlite_store.downloads.get_download(TARGET, sha).status == ledger.DOWNLOADING  # type: ignore[union-attr]
     assert downloader.complete_folder(TARGET, sha) is None  # a measurement never gets this folder
     assert not (folder / "model.safetensors").exists()  # only huggingface_hub's temp file holds the partial bytes
 
@@ -302,14 +302,14 @@ def test_a_disk_that_fills_during_the_download_fails_it_with_the_reason_and_a_re
 
         thread = threading.Thread(target=fetch)
         thread.start()
-        wait_for(lambda: (row := ledger.get_download(sqlite_store, TARGET, sha)) is not None and row.bytes_done > 0,
+        wait_for(lambda: (row := sqlite_store.downloads.get_download(TARGET, sha)) is not None and row.bytes_done > 0,
                  60, "the download to start")
         filler = _fill(disk)
         thread.join(120)
         assert not thread.is_alive()
         [error] = outcome
         assert isinstance(error, DownloadFailed) and str(error) == f"disk full while downloading {TARGET}"
-        row = ledger.get_download(sqlite_store, TARGET, sha)
+        row = sqlite_store.downloads.get_download(TARGET, sha)
         assert row is not None and row.status == ledger.FAILED and row.error == str(error)
         assert downloader.complete_folder(TARGET, sha) is None  # a measurement never gets this folder
         assert not (downloader.folder(TARGET, sha) / "model.safetensors").exists()
@@ -320,7 +320,7 @@ def test_a_disk_that_fills_during_the_download_fails_it_with_the_reason_and_a_re
         assert downloader.complete_folder(TARGET, sha) == fetched.path
         served = state.repo(TARGET).head.files  # type: ignore[union-attr]
         assert (fetched.path / "model.safetensors").read_bytes() == served["model.safetensors"]
-        assert [(r.repo_id, r.status) for r in ledger.list_downloads(sqlite_store)] == [(TARGET, ledger.COMPLETE)]
+        assert [(r.repo_id, r.status) for r in sqlite_store.downloads.list_downloads()] == [(TARGET, ledger.COMPLETE)]
 
 
 def test_the_budget_evicts_the_least_recently_used_download_and_nothing_else(
@@ -341,7 +341,7 @@ def test_the_budget_evicts_the_least_recently_used_download_and_nothing_else(
     assert again.bytes == 0  # a complete download is reused, not fetched twice
     second = downloader.fetch("tinyorg/tiny-qwen3-b", b_sha)
     assert second.path.is_dir() and not first.path.exists()
-    assert ledger.get_download(sqlite_store, TARGET, a_sha).status == ledger.EVICTED  # type: ignore[union-attr]
+    assert sqlite_store.downloads.get_download(TARGET, a_sha).status == ledger.EVICTED  # type: ignore[union-attr]
     assert foreign.exists()  # the service never deletes what it did not download
     with pytest.raises(DownloadFailed, match="more than the download budget"):
         Downloader(sqlite_store, client, root, 1000).fetch(TARGET, a_sha)

@@ -111,7 +111,7 @@ def test_a_worker_that_lost_its_lease_in_a_stall_stops_and_records_nothing(
     assert not thread.is_alive() and errors == []
 
     assert finished == ["second"]  # measured to its end once
-    done = queue.get_job(store_a, job.id)
+    done = store_a.jobs.get_job(job.id)
     assert done.status == queue.DONE and done.lease_owner is None and done.attempts == 2
     assert [r.job_id for r in list_runs(store_a)] == [job.id]
     assert "database is locked" in caplog.text and "lease lost to another worker" in caplog.text, caplog.text
@@ -133,11 +133,11 @@ def test_a_stall_shorter_than_anyone_elses_claim_lets_the_worker_finish(
     assert entered.wait(60)
     with Stall(sqlite_file):
         time.sleep(4 * (0.2 + BUSY_TIMEOUT_S))  # several heartbeats fail meanwhile
-    lease = queue.get_job(store, job.id).lease_expires_at
+    lease = store.jobs.get_job(job.id).lease_expires_at
     time.sleep(1.0)
-    assert queue.get_job(store, job.id).lease_expires_at > lease  # the heartbeat thread is alive after the errors
+    assert store.jobs.get_job(job.id).lease_expires_at > lease  # the heartbeat thread is alive after the errors
     go_on.set()
     thread.join(120)
     assert finished == ["only"]
-    assert queue.get_job(store, job.id).status == queue.DONE
+    assert store.jobs.get_job(job.id).status == queue.DONE
     assert caplog.text.count("database is locked") >= 2, caplog.text  # failed beats, each said and retried

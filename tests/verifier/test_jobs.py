@@ -135,7 +135,7 @@ def test_worker_runs_queue_and_goes_on_after_a_failure(store: Store, tiny_target
     steps: list[tuple[int, int, int, str]] = []
     worker = Worker(store, heartbeat_s=0.5, on_progress=lambda *step: steps.append(step))
     assert worker.drain(timeout_s=300) == 2
-    bad_job, good_job = queue.get_job(store, bad.id), queue.get_job(store, good.id)
+    bad_job, good_job = store.jobs.get_job(bad.id), store.jobs.get_job(good.id)
     # Each measured step of the job in hand is told, named by its job, up to the last (what `up` prints).
     assert steps and {job for job, *_ in steps} == {good.id}
     assert [done for _, done, _, _ in steps] == list(range(1, len(steps) + 1)) and steps[-1][1] == steps[-1][2]
@@ -152,8 +152,8 @@ def test_job_of_a_killed_worker_is_retried_and_finished_once(store: Store, datab
                                        prompt_sets=("chat",), settings=FAST))
     # A worker process claims the job and is killed (SIGKILL) while it holds the lease.
     script = (
-        "import sys, time; from registry.store import Store; from registry.store import jobs;"
-        "s = Store.open(sys.argv[1]); j = jobs.claim(s, 'doomed', lease_s=1.0);"
+        "import sys, time; from registry.store import Store;"
+        "s = Store.open(sys.argv[1]); j = s.jobs.claim('doomed', lease_s=1.0);"
         "print(j.id, flush=True); time.sleep(600)"
     )
     proc = subprocess.Popen([sys.executable, "-c", script, database_url], stdout=subprocess.PIPE, text=True,
@@ -165,7 +165,7 @@ def test_job_of_a_killed_worker_is_retried_and_finished_once(store: Store, datab
         session.execute(update(Job).where(Job.id == job.id).values(lease_expires_at=utcnow() - timedelta(seconds=1)))
     worker = Worker(store, heartbeat_s=0.5)
     assert worker.drain(timeout_s=300) == 1
-    finished = queue.get_job(store, job.id)
+    finished = store.jobs.get_job(job.id)
     assert finished.status == queue.DONE and finished.attempts == 2
     assert [r.job_id for r in list_runs(store)] == [job.id]
 
@@ -221,10 +221,10 @@ def test_compare_reproduces_the_seed_experiment(database_url: str, gemma4_target
 def test_a_restarted_worker_takes_back_its_own_orphaned_job_first(store: Store) -> None:
     """The worker keeps its id across restarts (`drafters up`: stable_owner). The job its previous process held
     when it stopped is queued again at start and run before newer work, not left running until its lease ends."""
-    first = queue.enqueue(store, "verify", {"n": 1})
-    second = queue.enqueue(store, "verify", {"n": 2})
+    first = store.jobs.enqueue("verify", {"n": 1})
+    second = store.jobs.enqueue("verify", {"n": 2})
     assert first is not None and second is not None
-    claimed = queue.claim(store, "host-home-worker", lease_s=600.0)  # then the process stopped
+    claimed = store.jobs.claim("host-home-worker", lease_s=600.0)  # then the process stopped
     assert claimed is not None and claimed.id == first.id
     ran: list[int] = []
 
@@ -235,11 +235,11 @@ def test_a_restarted_worker_takes_back_its_own_orphaned_job_first(store: Store) 
     restarted = Worker(store, worker_id="host-home-worker", executor=executor)
     assert restarted.drain(timeout_s=60) == 2
     assert ran == [first.id, second.id]
-    done = queue.get_job(store, first.id)
+    done = store.jobs.get_job(first.id)
     assert done is not None and done.status == queue.DONE and done.attempts == 2
     assert done.error == "its worker restarted during attempt 1; queued again"
     # Another worker's live job is not its to take.
-    third = queue.enqueue(store, "verify", {"n": 3})
-    assert third is not None and queue.claim(store, "other-worker", lease_s=600.0) is not None
+    third = store.jobs.enqueue("verify", {"n": 3})
+    assert third is not None and store.jobs.claim("other-worker", lease_s=600.0) is not None
     assert restarted.reclaim_own() == []
-    assert queue.get_job(store, third.id).status == queue.RUNNING  # type: ignore[union-attr]
+    assert store.jobs.get_job(third.id).status == queue.RUNNING  # type: ignore[union-attr]

@@ -57,7 +57,7 @@ def test_new_pair_in_local_cache_is_queued_and_measured(store: Store, tmp_path: 
             for name in [*_files(folder), "README.md"] if repo.startswith("z-lab") else _files(folder):
                 hf_hub_download(repo, name, endpoint=hub.url, token=False)
         watcher.poll_once()
-    [job] = queue.list_jobs(store)
+    [job] = store.jobs.list_jobs()
     assert job.payload["drafter"] == "z-lab/tiny-qwen3-DFlash"
     assert job.payload["drafter_revision"] == store.reads.get_drafter("z-lab/tiny-qwen3-DFlash").head_sha
     assert [e.type for e in store.events.events()] == ["drafter_released", "lag_closed"]
@@ -66,7 +66,7 @@ def test_new_pair_in_local_cache_is_queued_and_measured(store: Store, tmp_path: 
     assert watcher_again is None  # queued once per pair of shas
 
     Worker(store, heartbeat_s=0.5).drain(timeout_s=600)
-    done = queue.get_job(store, job.id)
+    done = store.jobs.get_job(job.id)
     assert done.status == queue.DONE, done.error
     run = get_run(store, done.run_id)
     assert run.method == "dflash" and run.lossless
@@ -75,4 +75,4 @@ def test_new_pair_in_local_cache_is_queued_and_measured(store: Store, tmp_path: 
 
 def test_pair_not_in_cache_is_not_queued(store: Store, hf_cache: Path) -> None:
     assert enqueue_cached_pair(store, "z-lab/x", "a" * 40, "org/y", "b" * 40) is None
-    assert queue.list_jobs(store) == []
+    assert store.jobs.list_jobs() == []
