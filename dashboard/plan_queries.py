@@ -9,7 +9,6 @@ from dataclasses import dataclass
 import pandas as pd
 
 from registry.domain.plan import WorkerCapability, counts
-from registry.store.plan_facts import live_plan
 from registry.store.read_queries import ReadOnlyQueries
 
 PLAN_COLUMNS = ["state", "drafter", "target", "reason", "link", "memory_gib", "download_gib", "engine",
@@ -32,7 +31,7 @@ def _gib(value: object) -> float | None:
 
 def plan_view(db: ReadOnlyQueries, *, structural: bool = False) -> PlanView:
     store = db.store
-    workers, rows = live_plan(store, structural=structural)
+    workers, rows = store.plan_facts.live_plan(structural=structural)
     downloads = pd.DataFrame(
         [{"repo_id": d.repo_id, "revision": d.revision[:12], "status": d.status, "done_gib": _gib(d.bytes_done),
           "total_gib": _gib(d.bytes_total), "seconds": d.seconds, "error": d.error, "last_used_at": d.last_used_at}

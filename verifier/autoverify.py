@@ -24,7 +24,6 @@ from registry.hub.download import Downloader, DownloadFailed
 from registry.settings import Settings
 from registry.store import Store
 from registry.store import jobs as queue
-from registry.store.plan_facts import plan_inputs
 from verifier.jobs import VerifyRequest, enqueue
 
 ENGINE_OPTIONS = {stored: option for option, stored in VERIFIER_ENGINES.items()}
@@ -90,7 +89,7 @@ def capability(settings: Settings, worker_id: str, device: Device | None = None,
 
 def make_plan(store: Store, worker: WorkerCapability, *, structural: bool = False) -> list[PlanRow]:
     live = [w.memory_bytes for w in store.workers.live_workers()]
-    return plan_pairs(plan_inputs(store, structural=structural, live_memory=live or None), worker)
+    return plan_pairs(store.plan_facts.plan_inputs(structural=structural, live_memory=live or None), worker)
 
 
 def run_settings(settings: Settings, worker: WorkerCapability) -> dict[str, Any]:

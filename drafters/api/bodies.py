@@ -31,7 +31,6 @@ from registry.domain.launch import ENGINES, launch_command
 from registry.domain.plan import counts as plan_counts
 from registry.domain.run import Run
 from registry.store import NotFound, Store
-from registry.store.plan_facts import live_plan
 from registry.store.runs import list_runs
 
 MAX_PAGE = 1000
@@ -324,7 +323,7 @@ def events_after(store: Store, after: int, limit: int, types: list[str] | None, 
 def plan(store: Store, limit: int) -> Built:
     """Every exact pair as the live worker with the most memory plans it (the plan the dashboard shows; `drafters
     plan` plans for its own machine): measured / queued / downloading / needs N GiB / gated / no engine, with reasons."""
-    workers, rows = live_plan(store)
+    workers, rows = store.plan_facts.live_plan()
     worker = workers[0] if workers else None
     return Built(to_jsonable({
         "worker": None if worker is None else {

@@ -16,6 +16,7 @@ from registry.store.drafters import Drafters
 from registry.store.events import Events
 from registry.store.jobs import Jobs
 from registry.store.lifecycle import RepoLifecycle
+from registry.store.plan_facts import PlanFacts
 from registry.store.reads import Reads
 from registry.store.subscriptions import Subscriptions
 from registry.store.verdicts import Verdicts
@@ -40,6 +41,7 @@ class Store(StoreCore):
     - `jobs`: the job queue (enqueue, claim what fits a worker under a lease, heartbeat, finish, fail, read back)
     - `workers`: workers' stated capabilities, refreshed by their heartbeat, and the live ones
     - `downloads`: the download ledger (each revision the service fetched: progress, completion, last use, eviction)
+    - `plan_facts`: what the planner reads (pairs at both heads, what is measured, autoverify's jobs, downloads)
     """
 
     def __init__(self, engine: Engine, reads: type[Reads] = Reads) -> None:
@@ -59,6 +61,7 @@ class Store(StoreCore):
         self.jobs = Jobs(self)
         self.workers = Workers(self)
         self.downloads = Downloads(self)
+        self.plan_facts = PlanFacts(self, self.reads, self.workers)
 
 
 __all__ = ["NotFound", "Store", "aware", "utcnow"]

@@ -9,7 +9,6 @@ from dashboard import plan_queries, queries
 
 from registry.domain.memory import GIB
 from registry.domain.plan import WorkerCapability, plan_pairs
-from registry.store.plan_facts import plan_inputs
 from tests.dashboard.conftest import DFLASH_8B, Seeded, assert_clean, frame_with, point_dashboard_at, run_page
 
 WORKER = WorkerCapability("gpu-1", "cuda: NVIDIA H200", 141 * GIB, {"pytorch": "torch 2.13"}, 100 * GIB,
@@ -30,7 +29,7 @@ def test_the_page_lists_every_pair_with_the_planners_state_and_reason(
     point_dashboard_at(dashboard_db.url, monkeypatch)
     app = run_page("plan")
     assert_clean(app)
-    expected = plan_pairs(plan_inputs(dashboard_db.store), WORKER)
+    expected = plan_pairs(dashboard_db.store.plan_facts.plan_inputs(), WORKER)
     assert expected
     shown = frame_with(app, "reason")
     assert list(zip(shown["drafter"], shown["target"], shown["state"], shown["reason"])) == [
@@ -47,6 +46,6 @@ def test_the_plan_reads_through_the_dashboards_read_only_engine_on_both_backends
         view = plan_queries.plan_view(db)
     finally:
         db.close()
-    expected = plan_pairs(plan_inputs(seeded.store), WORKER)
+    expected = plan_pairs(seeded.store.plan_facts.plan_inputs(), WORKER)
     assert view.worker == WORKER and list(view.pairs["state"]) == [row.state for row in expected]
     assert sum(view.counts.values()) == len(expected) > 0

@@ -9,7 +9,6 @@ from registry.domain.memory import GIB
 from registry.domain.plan import WorkerCapability
 from registry.store import Store
 from registry.store import jobs as queue
-from registry.store.plan_facts import plan_inputs
 
 
 def test_a_worker_claims_only_what_fits_its_memory_and_engines(store: Store) -> None:
@@ -35,7 +34,7 @@ def test_a_job_that_fits_no_live_worker_is_shown_as_such(store: Store) -> None:
     store.jobs.enqueue("verify", {}, dedupe_key="auto:small", memory_bytes=GIB, engine="pytorch")
     [worker] = store.workers.live_workers()
     assert worker.device == "cpu" and worker.engines == {"pytorch": "torch 2"}
-    inputs = plan_inputs(store, live_memory=[w.memory_bytes for w in store.workers.live_workers()])
+    inputs = store.plan_facts.plan_inputs(live_memory=[w.memory_bytes for w in store.workers.live_workers()])
     assert inputs.jobs["auto:big"].fits_a_live_worker is False
     assert inputs.jobs["auto:small"].fits_a_live_worker is True
     assert store.workers.live_workers(within_s=-1) == []  # nobody beat in the future: nobody is live
@@ -54,7 +53,7 @@ def test_the_download_ledger(store: Store) -> None:
                                                                                 ("org/a", "complete")]
     store.downloads.mark_evicted("org/a", "a" * 40)
     assert store.downloads.get_download("org/a", "a" * 40).status == "evicted"  # type: ignore[union-attr]
-    assert plan_inputs(store).downloads[("org/b", "b" * 40)].status == "failed"
+    assert store.plan_facts.plan_inputs().downloads[("org/b", "b" * 40)].status == "failed"
 
 
 def test_two_parts_stating_the_same_worker_at_once_both_succeed(store: Store) -> None:
