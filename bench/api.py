@@ -50,7 +50,6 @@ from registry.domain.records import EventSpec
 from registry.domain.run import Run
 from registry.store import Store
 from registry.store.catalog_import import load_catalog
-from registry.store.runs import record_run
 from registry.store.seed import copy_checkpoints, copy_run, run_pairs
 
 CLIENTS = 100
@@ -71,7 +70,7 @@ def build_registry(url: str, targets: int, runs: int) -> list[str]:
             uniform_draft_length=True, identity_gap=0.0)),
         hardware="H100 SXM", lossless=True, created_at=MEASURED,
     )
-    recorded = record_run(store, replace(template, run_id="bench-template"))
+    recorded = store.runs.record_run(replace(template, run_id="bench-template"))
     source_of = copy_checkpoints(store, targets)
     copied = list(source_of)
     # A copy has its source's verdicts: runs go to the drafters that are exact for their own target.
@@ -240,7 +239,7 @@ def run_writer(url: str, listed: Path, interval_s: float, kind: str) -> None:
         if kind == "events":
             store.events.record_event(EventSpec(type="bench", subject=target, dedupe_key=f"bench-writer-{n}"))
         else:
-            record_run(store, Run(
+            store.runs.record_run(Run(
                 target=target, drafter=drafter, engine="pytorch", method="dflash", draft_length=15,
                 settings=RunSettings(max_new_tokens=64, repeats=3, dtype="bfloat16", seed=n),
                 overall=SetMeasurement(name="overall", digest="bench-writer", prompts=10, acceptance=Acceptance(

@@ -36,7 +36,6 @@ from registry.domain.memory import GIB  # noqa: E402
 from registry.settings import Settings  # noqa: E402
 from registry.store import Store  # noqa: E402
 from registry.store import jobs as queue  # noqa: E402
-from registry.store.runs import get_run  # noqa: E402
 from tests.fakehub.server import FakeHub  # noqa: E402
 from tests.fakehub.state import HubState, folder_files, readme_with_card, utc  # noqa: E402
 
@@ -88,7 +87,7 @@ def release_to_dashboard(interval_s: float) -> dict[str, float]:
                 time.sleep(0.05)
             while (job := store.jobs.list_jobs()[0]).status == queue.RUNNING:
                 time.sleep(0.05)  # the run is stored just before its job is marked done
-            run = get_run(store, job.run_id or "")
+            run = store.runs.get_run(job.run_id or "")
             assert run is not None and run.status == "ok", run
             download_s = float(run.provenance["download"]["seconds"])
             measured_s = (job.finished_at - job.started_at).total_seconds() - download_s  # type: ignore[operator]

@@ -32,7 +32,6 @@ from registry.domain.measurement import Acceptance, ForwardCosts, RunSettings, S
 from registry.domain.run import Run
 from registry.recording import record_measurement
 from registry.store import Store
-from registry.store.runs import list_runs, record_run, regression_event, set_predictions
 from registry.store.seed import copy_run
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -60,7 +59,7 @@ def template(hardware: str, minutes: int, run_id: str | None = None) -> Run:
 
 def seed(store: Store, runs: int) -> None:
     """`runs` stored runs on `host-0` and as many on catalog GPUs, by bulk insert."""
-    recorded = record_run(store, template("host-0", 0, run_id="seed-template"))
+    recorded = store.runs.record_run(template("host-0", 0, run_id="seed-template"))
     copy_run(store, recorded.run_id, ({"run_id": f"seed-{n:07d}", "created_at": T0 + timedelta(seconds=n),
                                        "hardware": GPU_NAMES[n % len(GPU_NAMES)] if n % 2 else "host-0"}
                                       for n in range(1, 2 * runs)))
@@ -75,16 +74,16 @@ def before_issue_31(store: Store, run: Run) -> Run:
     """Recording as it was before issue 31: the same unit of work, with a prediction fitted from every stored run
     of the run's machine (each one read and decoded), not the most recent FIT_SAMPLE."""
     with store.unit():
-        record = record_run(store, run)
-        event = regression_event(store, record)
+        record = store.runs.record_run(run)
+        event = store.runs.regression_event(record)
         if event is not None:
             store.events.record_event(event)
-        group = [r for r in list_runs(store, hardware=record.hardware, status="ok") if r.run_id != record.run_id]
+        group = [r for r in store.runs.list_runs(hardware=record.hardware, status="ok") if r.run_id != record.run_id]
         known: dict[tuple[str, bool], calibration.SideFacts] = {}
         prepared = {r.run_id: calibration._run_bytes(store, r, known) for r in group}
         prediction = calibration._predict(record, calibration._run_bytes(store, record, known), prepared,
                                           load_gpus(), overhead=True)
-        set_predictions(store, {record.run_id: prediction})
+        store.runs.set_predictions({record.run_id: prediction})
         return replace(record, prediction=prediction)
 
 

@@ -33,7 +33,6 @@ from registry.settings import get_settings
 from registry.store.db import DatabaseError
 from registry.store import Store
 from registry.store.read_queries import ReadOnlyQueries
-from registry.store.runs import list_runs
 
 # Long enough that moving between pages and widgets is instant, short enough that a watcher's news shows soon.
 TTL_S = 60
@@ -310,7 +309,7 @@ def pair_acceptance(url: str, target: str, drafter: str) -> tuple[pricing.Accept
 def drafters_for(url: str, repo_id: str) -> pd.DataFrame:
     store = _store(url)
     pairs = launchable_pairs(store, repo_id)
-    runs = [r for r in list_runs(store, target=repo_id) if r.status == "ok"]
+    runs = [r for r in store.runs.list_runs(target=repo_id) if r.status == "ok"]
     records = {p.drafter: None if p.built_in else store.reads.get_drafter(p.drafter) for p in pairs}
     order = rank(pairs, runs, pick_gpu(None), None, records=records,
                  target_parameters=side_parameters(store, repo_id, pairs[0].target_sha if pairs else None))

@@ -28,7 +28,6 @@ from registry.domain.conditions import conditions_label, model_kind
 from registry.store import aware
 from registry.store.read_only import FILL_COMMANDS, DatabaseMissing, Rows  # noqa: F401 - for the pages
 from registry.store.read_queries import ReadOnlyQueries
-from registry.store.runs import list_runs
 
 METHOD_LABELS: dict[str, str] = {
     "dflash": "DFlash",
@@ -596,7 +595,7 @@ def run_predictions(db: ReadOnlyQueries, *, target: str | None = None, drafter: 
     one stored with the run when the current model made it, else computed now from the other runs (this reads
     only). A run the model cannot predict has empty numbers and says why in prediction_note."""
     store = db.store
-    records = list_runs(store, target=target, drafter=drafter, limit=limit)
+    records = store.runs.list_runs(target=target, drafter=drafter, limit=limit)
     if target is not None:
         records = [r for r in records if r.drafter == drafter]  # drafter None: the target's baseline runs
     predictions = calibration.current_predictions(store, records)

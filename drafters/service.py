@@ -32,7 +32,6 @@ from registry.settings import CanaryServer, Settings
 from registry.domain.memory import binary_size
 from registry.domain.records import JobRecord
 from registry.store import Store
-from registry.store.runs import get_run
 from registry.store.catalog_import import load_catalog
 from registry.watch.poller import DRAFTER_QUERIES, Watcher, drafter_queries_text, stable_owner
 from verifier.demo import StepReport, enqueue_demo
@@ -309,7 +308,7 @@ class Service:
             autoverify.announce(self.store, capability)
 
         def report(job: JobRecord) -> None:
-            run = get_run(self.store, job.run_id) if job.run_id else None
+            run = self.store.runs.get_run(job.run_id) if job.run_id else None
             self.say(f"verify job {job.id}: {job.status}" + (f" ({job.error})" if job.error else "")
                      + (f": {result_line(run)}" if run is not None else ""))
             self.status("worker", "running", detail=f"last job {job.id}: {job.status}",  # type: ignore[attr-defined]

@@ -18,7 +18,6 @@ from registry import calibration
 from registry.domain.records import EventSpec
 from registry.domain.run import Run
 from registry.store import Store
-from registry.store.runs import get_run, record_run, regression_event, set_predictions
 
 
 class RecordingFailed(RuntimeError):
@@ -34,20 +33,20 @@ def record_measurement(store: Store, run: Run) -> Run:
     step = "storing the run"
     try:
         with store.unit():
-            record = record_run(store, run)
+            record = store.runs.record_run(run)
             step = "the regression check"
-            event = regression_event(store, record)
+            event = store.runs.regression_event(record)
             if event is not None:
                 store.events.record_event(event)  # once per dedupe key: a rerun records nothing
             if record.status != "ok" or calibration.stored_prediction(record) is not None:
                 return record
             step = "the prediction"
             prediction = calibration.predict_one(store, record)
-            set_predictions(store, {record.run_id: prediction})
+            store.runs.set_predictions({record.run_id: prediction})
             return replace(record, prediction=prediction)
     except IntegrityError as exc:
         # Another worker stored the same run_id (with its event and prediction) between our read and our insert.
-        stored = get_run(store, run.run_id) if run.run_id else None
+        stored = store.runs.get_run(run.run_id) if run.run_id else None
         if stored is not None and step == "storing the run":
             return stored
         raise _failed(run, step, exc) from exc

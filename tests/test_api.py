@@ -39,7 +39,6 @@ from registry.domain.records import EventSpec
 from registry.store import Store
 from registry.store.catalog_import import CatalogSummary, load_catalog
 from registry.store.read_only import open_read_only
-from registry.store.runs import record_run
 from tests.registry.run_fixtures import full_run, measured
 from tests.support.cli import drafters, popen
 
@@ -53,8 +52,8 @@ def filled(database_url: str) -> Store:
     load_catalog(store)
     store.verdicts.recompute_compatibility()
     for n in range(3):
-        record_run(store, full_run(target=TARGET, drafter=DRAFTER, prediction=None, run_id=f"run-{n}",
-                                   created_at=full_run().created_at.replace(day=1 + n)))
+        store.runs.record_run(full_run(target=TARGET, drafter=DRAFTER, prediction=None, run_id=f"run-{n}",
+                                       created_at=full_run().created_at.replace(day=1 + n)))
     for n in range(5):
         store.events.record_event(EventSpec(type="test", subject=f"event {n}", dedupe_key=f"api-test-{n}"))
     return store
@@ -117,9 +116,9 @@ def test_the_recommendation_is_measured_on_the_asked_hardware_and_engine_else_pu
     for the target that ships it."""
     eagle3 = "RedHatAI/Qwen3-8B-speculator.eagle3"
     overall = measured(marginal=(0.9, 0.8, 0.6), speedup=2.5)
-    record_run(filled, full_run(target=TARGET, drafter=eagle3, engine="vllm", hardware="NVIDIA H100 80GB HBM3",
-                                method="eagle3", overall=overall, per_set=(overall,), target_weight_bytes=16_000_000_000,
-                                prediction=None, run_id="vllm-h100"))
+    filled.runs.record_run(full_run(target=TARGET, drafter=eagle3, engine="vllm", hardware="NVIDIA H100 80GB HBM3",
+                                    method="eagle3", overall=overall, per_set=(overall,),
+                                    target_weight_bytes=16_000_000_000, prediction=None, run_id="vllm-h100"))
     body = api.get(f"/v1/targets/{TARGET}/recommendation", params={"engine": "vllm", "gpu": "H100 SXM"}).json()
     assert body["schema_version"] == SCHEMA_VERSION and body["gpu"] == "H100 SXM"
     best = body["recommendation"]
@@ -164,8 +163,8 @@ def test_a_late_recorded_run_is_never_a_false_not_modified(api: httpx.Client, fi
     path = f"/v1/targets/{TARGET}/drafters"
     first = api.get(path)
     held = first.headers["last-modified"]
-    record_run(filled, full_run(target=TARGET, drafter=DRAFTER, prediction=None, run_id="run-late",
-                                created_at=full_run().created_at.replace(year=2020)))
+    filled.runs.record_run(full_run(target=TARGET, drafter=DRAFTER, prediction=None, run_id="run-late",
+                                    created_at=full_run().created_at.replace(year=2020)))
     deadline = time.monotonic() + 10
     while (again := api.get(path, headers={"If-Modified-Since": held})).status_code == 304 or (
             again.content == first.content and time.monotonic() < deadline):
@@ -184,8 +183,8 @@ def test_paging_and_the_events_cursor(api: httpx.Client, filled: Store, monkeypa
     link = first.headers["link"]
     assert link == f'</v1/runs?limit=2&cursor={page["next_cursor"]}>; rel="next"'
     # A newer run comes in between the two pages: the next page neither repeats run-1 nor misses run-0.
-    record_run(filled, full_run(target=TARGET, drafter=DRAFTER, prediction=None, run_id="run-9",
-                                created_at=full_run().created_at.replace(day=28)))
+    filled.runs.record_run(full_run(target=TARGET, drafter=DRAFTER, prediction=None, run_id="run-9",
+                                    created_at=full_run().created_at.replace(day=28)))
     rest = api.get(link.split(">")[0].lstrip("<"))
     assert [r["run_id"] for r in rest.json()["runs"]] == ["run-0"] and rest.json()["next_cursor"] is None
     assert "link" not in rest.headers
@@ -363,8 +362,8 @@ def test_a_new_run_shows_up_in_a_cached_answer(filled: Store, database_url: str)
 
             before = runs_measured()
             assert runs_measured() == before  # from the cache
-            record_run(filled, full_run(target=TARGET, drafter=DRAFTER, prediction=None, run_id="run-new",
-                                        created_at=full_run().created_at.replace(day=20)))
+            filled.runs.record_run(full_run(target=TARGET, drafter=DRAFTER, prediction=None, run_id="run-new",
+                                            created_at=full_run().created_at.replace(day=20)))
             deadline = time.monotonic() + 10
             while (now := runs_measured()) == before and time.monotonic() < deadline:
                 time.sleep(0.2)  # the data version is read at most once a second
@@ -649,8 +648,8 @@ def test_a_new_run_drops_only_the_bodies_it_changes(filled: Store, database_url:
             mine, theirs = f"/v1/targets/{TARGET}/drafters", f"/v1/targets/{other}/drafters"
             first_mine, first_theirs = client.get(mine), client.get(theirs)
             built = _reader(server).built
-            record_run(filled, full_run(target=TARGET, drafter=DRAFTER, prediction=None, run_id="run-new",
-                                        created_at=full_run().created_at.replace(day=20)))
+            filled.runs.record_run(full_run(target=TARGET, drafter=DRAFTER, prediction=None, run_id="run-new",
+                                            created_at=full_run().created_at.replace(day=20)))
             deadline = time.monotonic() + 10
             while (again_mine := client.get(mine)).content == first_mine.content:
                 assert time.monotonic() < deadline
@@ -779,8 +778,8 @@ def test_a_body_new_runs_made_stale_is_served_while_its_successor_builds(filled:
             path = f"/v1/targets/{TARGET}/drafters"
             first = client.get(path)
             hold["on"] = True
-            record_run(filled, full_run(target=TARGET, drafter=DRAFTER, prediction=None, run_id="run-stale",
-                                        created_at=full_run().created_at.replace(day=21)))
+            filled.runs.record_run(full_run(target=TARGET, drafter=DRAFTER, prediction=None, run_id="run-stale",
+                                            created_at=full_run().created_at.replace(day=21)))
             deadline = time.monotonic() + 10
             while not started.is_set():  # the next version read finds the run and starts the successor
                 assert time.monotonic() < deadline

@@ -18,7 +18,6 @@ import httpx
 import pytest
 
 from registry.domain.json_shapes import SCHEMA_VERSION
-from registry.store.runs import list_runs
 from registry.store import Store
 from tests.conftest import REPO_ROOT
 from tests.dashboard.conftest import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, free_port
@@ -85,10 +84,10 @@ def test_up_shows_drafters_lag_speedups_and_alerts(tmp_path: Path, hub: FakeHub,
         output.wait_for(r"\[weights_changed\] .*z-lab/Qwen3-8B-DFlash-b16", 60)
         store = Store.open(database_url)
         deadline = time.monotonic() + RUNS_TIMEOUT_S
-        while len([r for r in list_runs(store) if r.status == "ok"]) < 5 and time.monotonic() < deadline:
+        while len([r for r in store.runs.list_runs() if r.status == "ok"]) < 5 and time.monotonic() < deadline:
             assert process.poll() is None, "\n".join(output.lines[-40:])
             time.sleep(2)
-        runs = list_runs(store)
+        runs = store.runs.list_runs()
         assert len(runs) == 5 and all(r.status == "ok" and r.lossless for r in runs), [
             (r.drafter, r.status, r.failure_reason) for r in runs
         ]

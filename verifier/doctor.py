@@ -32,7 +32,6 @@ from registry.domain.run import Run
 from registry.local import looks_like_folder, resolve_side
 from registry.recording import record_events, record_measurement
 from registry.store import NotFound, Store
-from registry.store.runs import list_runs
 from verifier.ingest import public_url
 from verifier.prompts import PromptSet
 from verifier.server_probe import Probe, Served, identify, llamacpp_method, open_client, probe, probe_prompts
@@ -58,7 +57,7 @@ def served_run(store: Store, served: Served) -> Run | None:
     """The newest of the registry's llama.cpp runs whose target GGUF has the served file's bytes; None if none."""
     if served.model_sha256 is None:
         return None
-    for run in list_runs(store, engine=SERVER_ENGINE_NAMES["llamacpp"], status="ok", limit=500):
+    for run in store.runs.list_runs(engine=SERVER_ENGINE_NAMES["llamacpp"], status="ok", limit=500):
         target_gguf = ((run.provenance or {}).get("gguf") or {}).get("target") or {}
         if target_gguf.get("sha256") == served.model_sha256:
             return run
@@ -126,7 +125,8 @@ def _tau_band(store: Store, target: str | None, drafter: str, engine: str
     whether they ran with thinking on; probes and ingested readings are not measurements of the pair."""
     if target is None:
         return None, None, None
-    runs = [r for r in list_runs(store, target=target, drafter=drafter, status="ok", engine=engine, limit=BAND_RUNS * 3)
+    runs = [r for r in store.runs.list_runs(target=target, drafter=drafter, status="ok", engine=engine,
+                                            limit=BAND_RUNS * 3)
             if r.tau is not None and (r.provenance or {}).get("source") not in ("doctor", "ingested")
             and r.temperature in (None, 0.0) and r.lossless is not False][:BAND_RUNS]
     if not runs:

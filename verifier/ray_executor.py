@@ -17,7 +17,6 @@ from typing import Any
 from registry.errors import UserError
 from registry.store import jobs as queue
 from registry.domain.run import Run
-from registry.store.runs import get_run
 from registry.settings import get_settings
 from registry.store import Store
 from verifier.autoverify import download_budget, host_fetcher
@@ -119,7 +118,7 @@ class RayExecutor:
         )
         # Raises (a Ray error) when the task's process or host dies: the worker then requeues the job.
         run_id = self._ray.get(reference)
-        record = get_run(store, run_id)
+        record = store.runs.get_run(run_id)
         if record is None:
             raise RuntimeError(f"the Ray task of job {job.id} finished but its run {run_id} is not in the database")
         return record

@@ -31,7 +31,6 @@ from registry.domain.launch import ENGINES, launch_command
 from registry.domain.plan import counts as plan_counts
 from registry.domain.run import Run
 from registry.store import NotFound, Store
-from registry.store.runs import list_runs
 
 MAX_PAGE = 1000
 MAX_INT64 = 2**63 - 1  # the largest offset or id a database column or OFFSET holds
@@ -123,7 +122,7 @@ def target_drafters(store: Store, target: str, today: date, gpu: str | None = No
     records = {v.drafter_repo_id: store.reads.get_drafter(v.drafter_repo_id) for v in verdicts}
     # Filtered here rather than in SQL: with `status` in the query SQLite (no ANALYZE statistics) walks the
     # status index over every run instead of the target's few (63 ms → under 1 ms at 100,000 runs).
-    runs = [r for r in list_runs(store, target=checkpoint.repo_id) if r.status == "ok"]
+    runs = [r for r in store.runs.list_runs(target=checkpoint.repo_id) if r.status == "ok"]
     measured = _measured(runs if engine is None else [r for r in runs if r.engine == _engine_stored_name(engine)])
     pairs = {p.drafter: p for p in exact_pairs(store, checkpoint.repo_id, verdicts=verdicts, records=records,
                                               checkpoint=checkpoint)}
@@ -200,7 +199,7 @@ def drafter(store: Store, repo_id: str) -> Built:
         raise NotFound(f"{repo_id} is not a drafter in the registry")
     revision = store.reads.drafter_head_revision(record.repo_id)
     verdicts = store.reads.verdicts(drafter_repo_id=record.repo_id)
-    runs = [r for r in list_runs(store, drafter=record.repo_id) if r.status == "ok"]  # see target_drafters
+    runs = [r for r in store.runs.list_runs(drafter=record.repo_id) if r.status == "ok"]  # see target_drafters
     return Built(to_jsonable({
         "drafter": record.repo_id, "method": record.method, "publisher": record.publisher, "family": record.family,
         "released": reports.drafter_release_date(record), "block_size": record.block_size, "gated": record.gated,
@@ -299,8 +298,8 @@ def runs_page(store: Store, *, target: str | None, drafter: str | None, engine: 
             raise BadParameter("cursor", "not a cursor of this route")
         before = found[0]
     try:
-        runs = list_runs(store, target=target, drafter=drafter, engine=engine, status=status, limit=limit + 1,
-                         before_run_id=before)
+        runs = store.runs.list_runs(target=target, drafter=drafter, engine=engine, status=status, limit=limit + 1,
+                                    before_run_id=before)
     except NotFound:
         raise BadParameter("cursor", "the run it points at is no longer stored") from None
     page = to_jsonable([run_json(r) for r in runs[:limit]])

@@ -34,7 +34,6 @@ from registry.typed_ids import Resolved, resolve_checkpoint
 from registry.store.catalog_import import load_catalog
 from registry.store.db import current_revision, head_revision
 from registry.store.roles import create_readonly_role
-from registry.store.runs import list_runs
 
 
 
@@ -210,7 +209,7 @@ def find(
 def _ranks(store: Store, target: str, gpu: Gpu, engine: str | None) -> dict[str, tuple[int, Ranked]]:
     """Position (from 1) and reason of each launchable drafter, the built-in one included (ranking.rank)."""
     pairs = launchable_pairs(store, target)
-    target_runs = [r for r in list_runs(store, target=target) if r.status == "ok"]
+    target_runs = [r for r in store.runs.list_runs(target=target) if r.status == "ok"]
     records = {p.drafter: None if p.built_in else store.reads.get_drafter(p.drafter) for p in pairs}
     sha = pairs[0].target_sha if pairs else None
     ranked = rank(pairs, target_runs, gpu, engine, records=records,

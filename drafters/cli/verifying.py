@@ -22,7 +22,6 @@ from registry.domain.run import Run
 from registry.settings import get_settings
 from registry.store import Store
 from registry.store.jobs import JobRecord
-from registry.store.runs import list_runs
 from verifier.engines.llamacpp.convert import convert_pair, run_converter
 from verifier.curve_job import BATCH_ONE_ONLY, CurveFailed, CurveRequest
 from verifier.ingest import ingest_server
@@ -252,7 +251,7 @@ def runs_command(
 ) -> None:
     """Stored benchmark runs, newest first."""
     store = open_store()
-    records = list_runs(store, target=target, drafter=drafter, limit=limit)
+    records = store.runs.list_runs(target=target, drafter=drafter, limit=limit)
     # Stored predictions of the current model as they are; older or missing ones computed now (nothing written).
     predictions = calibration.current_predictions(store, records)
     if as_json:

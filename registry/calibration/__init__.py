@@ -39,7 +39,6 @@ from registry.domain.memory import stored_bits_per_weight
 from registry.domain.run import Run, RunPrediction
 from registry.local import LocalRepoError, looks_like_folder, read_local_repo
 from registry.store import Store
-from registry.store.runs import hardware_names, list_runs, recent_ok_runs_on_hardware, set_predictions
 
 # 2: a per-forward overhead fitted per hardware and engine; CPU fits need 2+ other runs.
 # 3: constants fitted from the FIT_SAMPLE most recent other runs of the fit group, not from all of them.
@@ -112,7 +111,8 @@ def measured_acceptance(store: Store, target: str, drafter: str, *,
                         prompt_digests: dict[str, str] | None = None) -> pricing.Acceptance:
     """The newest successful run's marginal per-position acceptance; with prompt digests, only a run measured on
     exactly those prompts (its matching sets' rates, pooled by prompt set weight-free mean)."""
-    measured = [r for r in list_runs(store, target=target, drafter=drafter, status="ok") if r.per_position_acceptance]
+    measured = [r for r in store.runs.list_runs(target=target, drafter=drafter, status="ok")
+                if r.per_position_acceptance]
     # A lossy or overloaded run never feeds pricing (registry.domain.conditions.pricing_problem).
     runs = [r for r in measured if pricing_problem(r) is None]
     if measured and not runs:
@@ -201,7 +201,7 @@ def _run_bytes(store: Store, run: Run, known: dict[tuple[str, bool], SideFacts] 
 
 def _prepare(store: Store) -> tuple[list[Run], dict[str, RunBytes | str]]:
     """Every successful run with a measured speed, and what the model needs of each (or why it cannot)."""
-    runs = [r for r in list_runs(store, status="ok") if r.baseline_tokens_per_s or r.tokens_per_s]
+    runs = [r for r in store.runs.list_runs(status="ok") if r.baseline_tokens_per_s or r.tokens_per_s]
     known: dict[tuple[str, bool], SideFacts] = {}
     return runs, {run.run_id: _run_bytes(store, run, known) for run in runs}  # type: ignore[misc]
 
@@ -298,9 +298,9 @@ def _fit_group(store: Store, run: Run, gpus: tuple[Gpu, ...], limit: int) -> lis
     catalog GPU, any other run from the runs on its own hardware (None included); no other run can change its
     prediction."""
     if run.hardware and _names_catalog_gpu(gpus, run.hardware):
-        names = [h for h in hardware_names(store) if _names_catalog_gpu(gpus, h)]
-        return recent_ok_runs_on_hardware(store, names, limit)
-    return recent_ok_runs_on_hardware(store, [run.hardware], limit)
+        names = [h for h in store.runs.hardware_names() if _names_catalog_gpu(gpus, h)]
+        return store.runs.recent_ok_runs_on_hardware(names, limit)
+    return store.runs.recent_ok_runs_on_hardware([run.hardware], limit)
 
 
 # Hardware name -> whether it names a card of the packaged GPU catalog, which does not change while the process
@@ -329,7 +329,7 @@ def stored_prediction(run: Run) -> RunPrediction | None:
 
 def store_predictions(store: Store, predictions: Sequence[RunPrediction]) -> int:
     """Store each prediction with its run; returns how many runs changed."""
-    return set_predictions(store, {p.run_id: p for p in predictions})
+    return store.runs.set_predictions({p.run_id: p for p in predictions})
 
 
 def current_predictions(store: Store, runs: Sequence[Run]) -> dict[str, RunPrediction]:

@@ -24,7 +24,6 @@ from registry.domain.names import COMMIT_SHA
 from registry.domain.records import CheckpointRecord, CompatRecord, DrafterRecord
 from registry.domain.run import Run
 from registry.store import Store
-from registry.store.runs import list_runs
 
 # The GPU class `price` is asked about when the caller names none: the most common serving card of the catalog.
 DEFAULT_GPU = "H100 SXM"
@@ -179,7 +178,7 @@ def _acceptance(store: Store, pair: PairFacts, engine: str, gpu: Gpu, runs: Sequ
     """The newest qualifying run's per-position acceptance: from `runs` (the target's, newest first) when the
     caller has read them, else from the store."""
     if runs is None:
-        runs = list_runs(store, target=pair.target, drafter=pair.drafter, status="ok")
+        runs = store.runs.list_runs(target=pair.target, drafter=pair.drafter, status="ok")
     run = next((r for r in runs if run_sets_length(r, pair, engine, gpu, target_parameters)), None)
     if run is None:
         return None

@@ -19,7 +19,6 @@ from registry.calibration.ranking import Ranked, rank
 from registry.domain.launch import Launch, PairFacts, launch_command
 from registry.domain.run import Run
 from registry.store import Store
-from registry.store.runs import list_runs
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,7 @@ def recommendations(store: Store, target: str, engine: str, gpu: str | None, *, 
     chosen = pick_gpu(gpu)
     pairs = launchable_pairs(store, target, drafter)
     if runs is None:
-        runs = [r for r in list_runs(store, target=target) if r.status == "ok"]
+        runs = [r for r in store.runs.list_runs(target=target) if r.status == "ok"]
     records = {p.drafter: None if p.built_in else store.reads.get_drafter(p.drafter) for p in pairs}
     ranked = rank(pairs, runs, chosen, engine, records=records,
                   target_parameters=side_parameters(store, target, pairs[0].target_sha if pairs else None))

@@ -1,9 +1,8 @@
 """The registry's one database: the only package that sees the ORM and sessions.
 
 `Store` holds the engine, sessions and units of work (core.py) and one object per area, each listed on it below;
-an area that needs another gets it in its constructor, none inherits from another. Runs are still functions
-over a Store (runs.py); the plain values that go in and out are in registry/domain/records.py and
-registry/domain/watch_records.py.
+an area that needs another gets it in its constructor, none inherits from another. The plain values that go in
+and out are in registry/domain/records.py and registry/domain/watch_records.py.
 """
 
 from sqlalchemy import Engine
@@ -18,6 +17,7 @@ from registry.store.jobs import Jobs
 from registry.store.lifecycle import RepoLifecycle
 from registry.store.plan_facts import PlanFacts
 from registry.store.reads import Reads
+from registry.store.runs import Runs
 from registry.store.subscriptions import Subscriptions
 from registry.store.verdicts import Verdicts
 from registry.store.watch_state import WatchState
@@ -38,6 +38,8 @@ class Store(StoreCore):
     - `watch_state`: cursors, leases, failures and quarantine, service status rows
     - `subscriptions`: webhook subscriptions and their deliveries
     - `curves`: speedup curves, one per `drafters sweep`
+    - `runs`: benchmark runs (recorded once per run id, read back with renames followed, their regression events,
+      predictions, the pricing model's sample)
     - `jobs`: the job queue (enqueue, claim what fits a worker under a lease, heartbeat, finish, fail, read back)
     - `workers`: workers' stated capabilities, refreshed by their heartbeat, and the live ones
     - `downloads`: the download ledger (each revision the service fetched: progress, completion, last use, eviction)
@@ -58,6 +60,7 @@ class Store(StoreCore):
         self.watch_state = WatchState(self)
         self.subscriptions = Subscriptions(self)
         self.curves = Curves(self)
+        self.runs = Runs(self, self.checkpoints, self.reads)
         self.jobs = Jobs(self)
         self.workers = Workers(self)
         self.downloads = Downloads(self)

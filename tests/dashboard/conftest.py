@@ -27,7 +27,7 @@ from registry.domain.curve import CurvePoint, SpeedupCurve, SweepConditions
 from registry.domain.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec
 from registry.settings import get_settings
 from registry.store import Store
-from registry.store.runs import Run, record_run
+from registry.store.runs import Run
 from tests.conftest import REPO_ROOT
 from tests.registry.run_fixtures import measured
 from tests.support.cli import stop
@@ -125,21 +125,18 @@ def _runs(store: Store) -> tuple[dict[tuple[str, str], list[float]], list[str], 
             if hardware == "H200":
                 per_position[prompt_set] = rates
         # Stored before metric versions existed: version 1 (what migration 0007 gives such rows).
-        run = record_run(
-            store,
+        run = store.runs.record_run(
             Run(target=QWEN3_8B, drafter=DFLASH_8B, method="dflash", hardware=hardware, engine="pytorch",
                 target_revision=revision, drafter_revision=DRAFTER_SHA, draft_length=16,
                 overall=measured(tau=speedup + 1.5, speedup=speedup), per_set=tuple(sets), metric_version=1,
                 created_at=RUN_START + timedelta(days=index)),
         )
         run_ids.append(run.run_id or "")
-    failed = record_run(
-        store,
+    failed = store.runs.record_run(
         Run(target=QWEN3_8B, drafter=DFLASH_8B, method="dflash", status="failed", hardware="H200", metric_version=1,
             failure_reason="CUDA out of memory while loading the drafter", created_at=RUN_START + timedelta(days=9)),
     )
-    record_run(
-        store,
+    store.runs.record_run(
         Run(target=LLAMA, drafter=EAGLE_LLAMA, method="eagle3", hardware="H200", engine="pytorch",
             overall=measured(tau=3.0, speedup=2.2), metric_version=1, created_at=RUN_START,
             per_set=(measured("mt-bench", "digest-mt-bench", speedup=2.2, tau=3.0, marginal=(0.8, 0.5)),)),
@@ -223,9 +220,9 @@ def local_pair_db(tmp_path: Path, target: Path, drafter: Path) -> str:
         (folder / "config.json").write_bytes((CONFIGS / name).read_bytes())
     url = f"sqlite:///{tmp_path / 'local.db'}"
     store = Store.open(url)
-    record_run(store, Run(target=str(target), drafter=str(drafter), method="dflash", run_id="job1", lossless=True,
-                          overall=measured(speedup=1.1), target_weight_bytes=16_000_000_000,
-                          drafter_weight_bytes=2_000_000_000))
+    store.runs.record_run(Run(target=str(target), drafter=str(drafter), method="dflash", run_id="job1", lossless=True,
+                              overall=measured(speedup=1.1), target_weight_bytes=16_000_000_000,
+                              drafter_weight_bytes=2_000_000_000))
     store.engine.dispose()
     return url
 

@@ -13,7 +13,7 @@ from registry.domain.measurement import RunSettings
 from registry.domain.records import EventSpec
 from registry.store import Store
 from registry.store.catalog_import import load_catalog
-from registry.store.runs import Run, record_run
+from registry.store.runs import Run
 from dashboard.data import md
 from registry.domain import memory
 from tests.registry.run_fixtures import measured
@@ -34,7 +34,7 @@ def seed_demo(url: str) -> None:
     store = Store.open(url)
     load_catalog(store)
     for target, drafter, method, job in DEMO_RUNS:
-        record_run(store, Run(
+        store.runs.record_run(Run(
             target=target, drafter=drafter, method=method, job_id=None, run_id=f"job{job}", engine="pytorch",
             engine_version="torch 2.13.0+cpu", target_revision="c" * 64, drafter_revision="d" * 64, draft_length=4,
             settings=RunSettings(seed=0, dtype="float32", draft_length=4), device_name="cpu (x86_64)",

@@ -11,7 +11,7 @@ import streamlit as st
 
 from dashboard import cells, data
 from registry.domain.records import CheckpointSpec
-from registry.store.runs import Run, record_run
+from registry.store.runs import Run
 from tests.dashboard.conftest import (
     DFLASH_4B, DFLASH_8B, QWEN3_4B, QWEN3_8B, Seeded, assert_clean, chart_specs, frame_with, run_page,
 )
@@ -52,7 +52,7 @@ def test_every_speedup_table_shows_two_significant_digits_and_x(dashboard_db: Se
 
 
 def test_the_benchmarks_speedup_chart_reaches_past_break_even_and_marks_a_slowdown(dashboard_db: Seeded) -> None:
-    record_run(dashboard_db.store, Run(
+    dashboard_db.store.runs.record_run(Run(
         target="/models/tiny-qwen3-target-d832ed27", drafter="/models/tiny-dflash-trained-fb6f24cd", method="dflash",
         hardware="cpu (x86_64)", engine="pytorch", overall=measured(tau=3.0, speedup=0.41),
         per_set=(measured("gsm8k", "g", tau=3.0, speedup=0.41),), created_at=datetime.now(UTC)))

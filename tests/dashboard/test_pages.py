@@ -30,7 +30,7 @@ from registry.store import Store
 from registry.store.db import head_revision
 from registry.store.read_only import open_read_only
 from registry.store.read_queries import ReadOnlyQueries
-from registry.store.runs import Run, list_runs, record_run
+from registry.store.runs import Run
 from tests.conftest import REPO_ROOT
 from tests.registry.run_fixtures import measured
 from tests.dashboard.conftest import (
@@ -80,8 +80,8 @@ def test_counts_equal_what_the_store_holds(seeded: Seeded, db: ReadOnlyQueries) 
     assert counts.drafters == len(store.reads.drafters()) == 5
     assert counts.exact_pairs == sum(1 for v in store.reads.verdicts() if v.verdict == "exact") == 4
     assert counts.open_lags == sum(1 for row in reports.lag_table(store, today) if row.open) == 1
-    assert counts.runs == len(list_runs(store)) == 8
-    assert counts.failed_runs == len(list_runs(store, status="failed")) == 1
+    assert counts.runs == len(store.runs.list_runs()) == 8
+    assert counts.failed_runs == len(store.runs.list_runs(status="failed")) == 1
     assert counts.events == len(store.events.events()) == 4
 
 
@@ -203,9 +203,9 @@ def test_history_keeps_series_apart_and_marks_the_revision_change(seeded: Seeded
 
 def test_runs_under_another_metric_definition_are_another_series(seeded: Seeded, store: Store,
                                                                    db: ReadOnlyQueries) -> None:
-    record_run(store, Run(target=QWEN3_8B, drafter=DFLASH_8B, method="dflash", hardware="H200", engine="pytorch",
-                          overall=measured(speedup=9.0, tau=9.0), metric_version=2,
-                          per_set=(measured("gsm8k", "d", speedup=9.0, tau=9.0),)))
+    store.runs.record_run(Run(target=QWEN3_8B, drafter=DFLASH_8B, method="dflash", hardware="H200", engine="pytorch",
+                              overall=measured(speedup=9.0, tau=9.0), metric_version=2,
+                              per_set=(measured("gsm8k", "d", speedup=9.0, tau=9.0),)))
     history = queries.benchmark_history(db, QWEN3_8B, DFLASH_8B)
     newest = history[history["speedup"] == 9.0]
     assert list(newest["series"]) == [f"H200 · pytorch · gsm8k · {SEEDED_CONDITIONS.replace('γ=16', 'γ ?')}"
@@ -221,7 +221,7 @@ def test_acceptance_by_position_is_the_stored_rates(seeded: Seeded, db: ReadOnly
     frame = queries.acceptance_by_position(db, run_id)
     stored = {
         result.name: result.per_position_acceptance
-        for run in list_runs(seeded.store, target=QWEN3_8B, drafter=DFLASH_8B)
+        for run in seeded.store.runs.list_runs(target=QWEN3_8B, drafter=DFLASH_8B)
         if run.run_id == run_id
         for result in run.per_set
     }
@@ -373,11 +373,11 @@ def test_overview_shows_the_counts_and_latest_events(dashboard_db: Seeded) -> No
         "Drafters": str(len(store.reads.drafters())),
         "Exact pairs": str(counts.exact_pairs),
         "Open lags": "1",
-        "Benchmark runs": str(len(list_runs(store))),
+        "Benchmark runs": str(len(store.runs.list_runs())),
         "DFlash v1 drafters": str(sum(1 for d in store.reads.drafters() if d.in_21)),
     }
     speedups = frame_with(app, "speedup")
-    newest_ok = next(r for r in list_runs(store) if r.status == "ok")
+    newest_ok = next(r for r in store.runs.list_runs() if r.status == "ok")
     assert newest_ok.speedup in list(speedups["speedup"])
     events = frame_with(app, "message")
     assert list(events["message"]) == [e.payload["message"] for e in reversed(store.events.events())]
@@ -458,7 +458,7 @@ def test_lag_page_shows_open_lags_timeline_and_upgrades(dashboard_db: Seeded) ->
 
 
 def test_a_slowdown_on_the_overview_is_said_and_explained_on_a_cpu(dashboard_db: Seeded) -> None:
-    record_run(dashboard_db.store, Run(
+    dashboard_db.store.runs.record_run(Run(
         target="/models/tiny-qwen3-target", drafter="/models/tiny-dflash", method="dflash", hardware="cpu (x86_64)",
         engine="pytorch", overall=measured(tau=3.01, speedup=0.4066), created_at=datetime.now(UTC)))
     app = run_page("overview")
@@ -468,7 +468,7 @@ def test_a_slowdown_on_the_overview_is_said_and_explained_on_a_cpu(dashboard_db:
     speedups = frame_with(app, "speedup")
     assert 0.4066 in list(speedups["speedup"])  # the number stays a number; the column shows it as "0.41×"
     # A slowdown on a GPU gets no CPU excuse.
-    record_run(dashboard_db.store, Run(
+    dashboard_db.store.runs.record_run(Run(
         target=LLAMA, drafter=EAGLE_LLAMA, method="eagle3", hardware="L4", engine="pytorch",
         overall=measured(tau=1.2, speedup=0.8), created_at=datetime.now(UTC)))
     st.cache_data.clear()
@@ -579,7 +579,7 @@ def test_benchmarks_summary_history_and_acceptance(dashboard_db: Seeded) -> None
     assert app.selectbox(key="run").value == newest
     stored = {
         result.name: list(result.per_position_acceptance)
-        for run in list_runs(dashboard_db.store)
+        for run in dashboard_db.store.runs.list_runs()
         if run.run_id == newest
         for result in run.per_set
     }

@@ -10,7 +10,7 @@ from registry import calibration
 from registry.domain.gpus import load_gpus
 from registry.domain.measurement import RunSettings
 from registry.recording import record_measurement
-from registry.store.runs import Run, record_run
+from registry.store.runs import Run
 from tests.registry.run_fixtures import measured as measurement
 from tests.dashboard.conftest import DFLASH_8B, QWEN3_8B, Seeded, assert_clean, chart_data, frame_with, run_page
 
@@ -39,7 +39,7 @@ def test_runs_show_the_pricing_models_prediction_and_error(dashboard_db: Seeded)
     store = dashboard_db.store
     measured = []
     for day, baseline in enumerate((60.0, 64.0, 62.0)):
-        record = record_run(store, Run(
+        record = store.runs.record_run(Run(
             target=QWEN3_8B, drafter=DFLASH_8B, method="dflash", hardware="H200", engine="pytorch",
             settings=RunSettings(dtype="bfloat16", draft_length=4), draft_length=4,
             overall=measurement(tau=3.0, marginal=(0.8, 0.6, 0.4, 0.2), baseline_tokens_per_s=baseline,

@@ -22,7 +22,6 @@ from registry.alerts import webhooks as alerts
 from registry.alerts.secrets import SecretBox
 from registry.domain.doctor import Expectation, ProbeFacts, below_minimum, diagnose
 from registry.store import Store
-from registry.store.runs import list_runs
 from tests.llamacpp import SKIP_VARIABLE
 from tests.support.cli import drafters
 from tests.support.receiver import Receiver
@@ -175,7 +174,7 @@ def test_a_vllm_probe_counts_its_own_requests_only(engine_server, sqlite_store: 
     assert report.facts.tau == pytest.approx(1 + (12 + 8 + 5) / 16)
     assert report.facts.draft_length == 3
     assert report.probe.output_tokens == 6 * 41
-    [run] = list_runs(sqlite_store)
+    [run] = sqlite_store.runs.list_runs()
     assert run.provenance["source"] == "doctor" and run.hardware == "H100 80GB"
     assert run.tau == pytest.approx(report.facts.tau) and run.target == "Qwen/Qwen3-8B"
 
@@ -184,7 +183,7 @@ def test_a_vllm_server_without_spec_counters_is_not_engaged(engine_server, sqlit
     report = run_doctor(sqlite_store, engine_server("vllm", drafting=False))
     assert [f.code for f in report.diagnosis.findings if f.problem] == ["not_engaged"]
     assert report.events == ("speculation_not_engaged",)
-    assert list_runs(sqlite_store) == []  # nothing measured: no run, but the event
+    assert sqlite_store.runs.list_runs() == []  # nothing measured: no run, but the event
     [event] = sqlite_store.events.events()
     assert event.type == "speculation_not_engaged" and "verified no drafted tokens" in event.payload["message"]
 
@@ -193,7 +192,7 @@ def test_sglang_accept_length_from_meta_info(engine_server, sqlite_store: Store)
     report = run_doctor(sqlite_store, engine_server("sglang"), record=False)
     assert report.served.kind == "sglang" and report.served.method == "eagle3"
     assert report.facts.tau == pytest.approx(40 / 16) and report.facts.drafts == 6 * 16
-    assert list_runs(sqlite_store) == [] and sqlite_store.events.events() == []
+    assert sqlite_store.runs.list_runs() == [] and sqlite_store.events.events() == []
     idle = run_doctor(sqlite_store, engine_server("sglang", drafting=False), record=False)
     assert not idle.diagnosis.healthy and idle.facts.drafts == 0
 
@@ -244,7 +243,7 @@ def test_the_canary_in_up_checks_each_server_and_alerts_once_per_problem(
     assert statuses["canary 2"].state == "problem" and "verified no drafted tokens" in statuses["canary 2"].last_error
     # Three failing checks of the same server: one event, not three.
     assert [e.type for e in sqlite_store.events.events()] == ["speculation_not_engaged"]
-    assert len(list_runs(sqlite_store)) == 3  # each healthy probe is a run on the user's hardware
+    assert len(sqlite_store.runs.list_runs()) == 3  # each healthy probe is a run on the user's hardware
     service._check_server("canary 3", CanaryServer(url="http://127.0.0.1:9"), raised)
     assert {s.name: s.state for s in sqlite_store.watch_state.service_statuses()}["canary 3"] == "unreachable"
 
@@ -359,7 +358,7 @@ def test_a_sweep_of_a_tiny_model_on_a_named_gpu_never_says_it_pays_there(
                               requests_per_level=2, hardware="NVIDIA H100 80GB HBM3", api_key=_api_key(spec),
                               baseline_api_key=_api_key(base))
 
-    runs = {r.run_id: r for r in list_runs(measured_store, engine="llama.cpp", status="ok")}
+    runs = {r.run_id: r for r in measured_store.runs.list_runs(engine="llama.cpp", status="ok")}
     matched = runs[curve.provenance["matched_run"]]
     assert curve.target == matched.target == str(qwen3_target) and matched.provenance["test_model"] is True
     assert curve.provenance["test_model"] is True

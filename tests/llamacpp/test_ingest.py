@@ -14,7 +14,6 @@ import pytest
 
 from registry import calibration
 from registry.recording import RecordingFailed
-from registry.store.runs import list_runs
 from registry.store import Store
 from tests.llamacpp import SKIP_VARIABLE
 from verifier.counters import ServerReadError, SpecCounters, counter_acceptance, parse_prometheus, spec_counters
@@ -116,10 +115,10 @@ def test_vllm_counters_become_a_run_on_the_users_hardware(recorded_server: Calla
     assert live.name == "live-traffic"
     assert list(live.per_position_acceptance) == pytest.approx([0.8, 0.55, 0.3])
     assert record.provenance["url"] == url and record.provenance["source"] == "ingested"
-    assert [r.run_id for r in list_runs(sqlite_store, engine="vllm")] == [record.run_id]
+    assert [r.run_id for r in sqlite_store.runs.list_runs(engine="vllm")] == [record.run_id]
     # Stored with the pricing model's forecast of it, or, as here, why there is none: this drafter is not in the
     # registry or the bundled catalog, so its size is unknown.
-    [stored] = list_runs(sqlite_store, engine="vllm")
+    [stored] = sqlite_store.runs.list_runs(engine="vllm")
     prediction = stored.prediction
     assert prediction is not None
     assert prediction == record.prediction and prediction.hardware == "RTX 3060 12GB"
@@ -142,7 +141,7 @@ def test_an_ingested_run_whose_prediction_fails_is_not_half_stored(
     monkeypatch.setattr(calibration, "predict_one", broken)
     with pytest.raises(RecordingFailed, match="the prediction failed .RuntimeError: boom"):
         ingest_server(sqlite_store, "vllm", url, hardware="RTX 3060 12GB", drafter="z-lab/Qwen3-8B-DFlash")
-    assert list_runs(sqlite_store) == []
+    assert sqlite_store.runs.list_runs() == []
 
 
 def test_sglang_mean_acceptance_length(recorded_server: Callable, sqlite_store: Store) -> None:
@@ -176,7 +175,7 @@ def test_servers_that_cannot_be_read_store_nothing(recorded_server: Callable, sq
         ingest_server(sqlite_store, "vllm", garbled, hardware="RTX 3060")
     with pytest.raises(ServerReadError, match="cannot reach"):
         ingest_server(sqlite_store, "vllm", "http://127.0.0.1:9", hardware="RTX 3060")
-    assert list_runs(sqlite_store) == []
+    assert sqlite_store.runs.list_runs() == []
 
 
 def test_counter_acceptance_matches_the_per_step_definitions() -> None:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from registry.store.runs import get_run, list_runs
 from registry.store import Store
 from tests.llamacpp import llama_server_children, skip_unless_wanted
 from tests.tiny_models import cache_root
@@ -86,10 +85,10 @@ def test_trained_draft_lm_run_is_stored_lossless_and_beats_a_random_one(
             assert gguf["quantization"] == "F32" and len(gguf["sha256"]) == 64
     assert trained.tau > untrained.tau + 1.0
     assert trained.acceptance_rate > 0.5 > untrained.acceptance_rate
-    stored = get_run(sqlite_store, trained.run_id)
+    stored = sqlite_store.runs.get_run(trained.run_id)
     assert stored is not None and [s.name for s in stored.per_set] == ["chat"]
     assert stored.per_set[0].tau == pytest.approx(trained.tau)
-    assert [r.run_id for r in list_runs(sqlite_store, engine="llama.cpp")] == [untrained.run_id, trained.run_id]
+    assert [r.run_id for r in sqlite_store.runs.list_runs(engine="llama.cpp")] == [untrained.run_id, trained.run_id]
 
 
 def test_greedy_output_equals_the_target_alone_and_counters_add_up(
@@ -160,11 +159,11 @@ def test_a_gguf_that_does_not_load_fails_its_job_and_the_worker_goes_on(
 
     assert Worker(sqlite_store).drain(timeout_s=300) == 2
 
-    failed = get_run(sqlite_store, f"job{first.id}")
+    failed = sqlite_store.runs.get_run(f"job{first.id}")
     assert failed is not None and failed.status == "failed"
     assert "before it was ready" in failed.failure_reason
     assert "corrupted or incomplete" in failed.failure_reason and "truncated.gguf" in failed.failure_reason
-    ok = get_run(sqlite_store, f"job{second.id}")
+    ok = sqlite_store.runs.get_run(f"job{second.id}")
     assert ok is not None and ok.status == "ok" and ok.lossless is True
 
 

@@ -18,7 +18,7 @@ from registry.domain.launch import PairFacts
 from registry.domain.measurement import RunSettings
 from registry.store import Store, utcnow
 from registry.store.read_queries import ReadOnlyQueries
-from registry.store.runs import Run, list_runs, record_run, regression_event
+from registry.store.runs import Run
 from tests.registry.run_fixtures import measured
 
 TARGET, DRAFTER = "t/target", "o/drafter"
@@ -55,9 +55,9 @@ def test_each_condition_makes_another_series(change: dict) -> None:
 
 
 def test_the_dashboard_keeps_conditions_apart_and_names_them(store: Store, db: ReadOnlyQueries) -> None:
-    record_run(store, _run(speedup=2.0, minutes_ago=10))  # bfloat16
-    record_run(store, _run(speedup=1.5, minutes_ago=5, dtype="float32"))
-    record_run(store, _run(speedup=1.2, minutes_ago=1, temperature=1.0))
+    store.runs.record_run(_run(speedup=2.0, minutes_ago=10))  # bfloat16
+    store.runs.record_run(_run(speedup=1.5, minutes_ago=5, dtype="float32"))
+    store.runs.record_run(_run(speedup=1.2, minutes_ago=1, temperature=1.0))
     latest = queries.latest_speedups(db)
     # Three series, each its own row: the newest run did not replace the bf16 or float32 greedy numbers.
     assert sorted(latest["speedup"]) == [1.2, 1.5, 2.0]
@@ -71,11 +71,11 @@ def test_the_dashboard_keeps_conditions_apart_and_names_them(store: Store, db: R
 
 
 def test_a_regression_alert_compares_within_the_conditions_only(store: Store) -> None:
-    record_run(store, _run(tau=4.0, minutes_ago=10, dtype="float32"))
-    bf16 = record_run(store, _run(tau=3.0, minutes_ago=5))
-    assert regression_event(store, bf16) is None  # 4.0 → 3.0 across dtypes: not compared
-    worse = record_run(store, _run(tau=2.6, minutes_ago=1))
-    event = regression_event(store, worse)
+    store.runs.record_run(_run(tau=4.0, minutes_ago=10, dtype="float32"))
+    bf16 = store.runs.record_run(_run(tau=3.0, minutes_ago=5))
+    assert store.runs.regression_event(bf16) is None  # 4.0 → 3.0 across dtypes: not compared
+    worse = store.runs.record_run(_run(tau=2.6, minutes_ago=1))
+    event = store.runs.regression_event(worse)
     assert event is not None and event.payload["previous_run"] == bf16.run_id
 
 
@@ -84,8 +84,8 @@ def test_a_regression_alert_compares_within_the_conditions_only(store: Store) ->
     ({"provenance": {"machine_load": {"contended": True, "cpus": 2, "load_average": [9.0, 9.0]}}}, "overloaded"),
 ])
 def test_a_lossy_or_overloaded_run_never_feeds_pricing_or_launch(store: Store, flaw: dict, reason: str) -> None:
-    good = record_run(store, replace(_run(tau=3.0, minutes_ago=10), engine="vllm"))
-    bad = record_run(store, replace(_run(tau=3.4, minutes_ago=1, **flaw), engine="vllm"))
+    good = store.runs.record_run(replace(_run(tau=3.0, minutes_ago=10), engine="vllm"))
+    bad = store.runs.record_run(replace(_run(tau=3.4, minutes_ago=1, **flaw), engine="vllm"))
     assert pricing_problem(good) is None and reason in (pricing_problem(bad) or "")
     # The newest run is the flawed one; pricing and launch take the older sound one.
     assert measured_acceptance(store, TARGET, DRAFTER).run_id == good.run_id
@@ -93,13 +93,13 @@ def test_a_lossy_or_overloaded_run_never_feeds_pricing_or_launch(store: Store, f
                      block_size=None, built_in=False, gguf=False, target_family=None, eagle3_layers=None,
                      drafter_config_read=False, layout=None)
     h200 = pick_gpu("H200")
-    chosen = _acceptance(store, pair, "vllm", h200, list_runs(store, target=TARGET), None)
+    chosen = _acceptance(store, pair, "vllm", h200, store.runs.list_runs(target=TARGET), None)
     assert chosen is not None and chosen.run_id == good.run_id
     assert _acceptance(store, pair, "vllm", h200,
-                       [r for r in list_runs(store, target=TARGET) if r.run_id == bad.run_id], None) is None
+                       [r for r in store.runs.list_runs(target=TARGET) if r.run_id == bad.run_id], None) is None
 
 
 def test_pricing_says_why_when_every_run_is_flawed(store: Store) -> None:
-    record_run(store, _run(lossless=False))
+    store.runs.record_run(_run(lossless=False))
     with pytest.raises(PricingInputError, match="not lossless"):
         measured_acceptance(store, TARGET, DRAFTER)

@@ -99,14 +99,14 @@ def test_a_hostile_hub_config_breaks_nothing(tmp_path: Path, scenario: Scenario,
 
 def test_hostile_names_are_literal_on_the_pages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from dashboard import data
-    from registry.store.runs import Run, record_run
+    from registry.store.runs import Run
     from tests.dashboard.conftest import point_dashboard_at, run_page
 
     # A local folder's name is anyone's text: it reaches the Pair page's Markdown through runs.
     folder = "/tmp/models/**evil** [click](https://evil.example) :red[x] $y$"
     url = f"sqlite:///{tmp_path / 'pages.db'}"
     store = Store.open(url)
-    record_run(store, Run(target=folder + "-target", drafter=folder, method="dflash", run_id="job1"))
+    store.runs.record_run(Run(target=folder + "-target", drafter=folder, method="dflash", run_id="job1"))
     store.events.record_event(EventSpec(type="drafter_released", subject=EVIL_DRAFTER, dedupe_key="hostile:page",
                                  payload={"message": HOSTILE}, org="z-lab", family="qwen"))
     store.engine.dispose()

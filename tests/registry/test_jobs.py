@@ -10,7 +10,6 @@ from sqlalchemy import select, update
 from registry.store import Store, jobs, utcnow
 from registry.store.models import BenchmarkRun, Job
 from registry.domain.run import Run
-from registry.store.runs import get_run, list_runs, record_run
 from tests.registry.run_fixtures import full_run, measured
 
 
@@ -100,25 +99,25 @@ def test_runs_round_trip(store: Store) -> None:
         overall=measured(tau=3.5, speedup=1.8),
         per_set=(measured("code", "x", tau=3.5, marginal=(0.9, 0.8)),),
     )
-    run = record_run(store, spec)
-    assert get_run(store, run.run_id) == run
-    assert record_run(store, Run(target="tiny/target", drafter=None, run_id=run.run_id)) == run
+    run = store.runs.record_run(spec)
+    assert store.runs.get_run(run.run_id) == run
+    assert store.runs.record_run(Run(target="tiny/target", drafter=None, run_id=run.run_id)) == run
     assert (run.tau, run.speedup, run.lossless) == (3.5, 1.8, True)
     assert run.per_set[0].per_position_acceptance == (0.9, 0.8)
     assert run.per_position_acceptance == (0.9, 0.8)  # no pooled rates: the first set's
-    failed = record_run(store, Run(target="t", drafter="d", status="failed", failure_reason="out of memory"))
-    assert [r.run_id for r in list_runs(store, status="failed")] == [failed.run_id]
-    assert len(list_runs(store)) == 2
+    failed = store.runs.record_run(Run(target="t", drafter="d", status="failed", failure_reason="out of memory"))
+    assert [r.run_id for r in store.runs.list_runs(status="failed")] == [failed.run_id]
+    assert len(store.runs.list_runs()) == 2
 
 
 def test_a_run_reads_back_as_it_was_recorded_with_every_part(store: Store) -> None:
     """Every part of a run (settings, spreads, throughput, acceptance, forward costs, divergence, prediction,
     per-set measurements) survives the store: what comes back equals what went in."""
     spec = full_run(run_id="full-run")
-    run = record_run(store, spec)
+    run = store.runs.record_run(spec)
     assert run == spec
-    assert get_run(store, "full-run") == spec
-    assert [r.run_id for r in list_runs(store)] == ["full-run"]
+    assert store.runs.get_run("full-run") == spec
+    assert [r.run_id for r in store.runs.list_runs()] == ["full-run"]
     # The SQL columns are copies of the measurement, for queries.
     with store.session() as session:
         row = session.scalar(select(BenchmarkRun).where(BenchmarkRun.run_id == "full-run"))

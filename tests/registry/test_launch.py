@@ -25,7 +25,6 @@ from registry.domain.records import RevisionSpec
 from registry.domain.run import Run
 from registry.store import Store
 from registry.store.catalog_import import load_catalog
-from registry.store.runs import record_run
 from tests.registry.run_fixtures import full_run, measured
 from tests.support.cli import drafters as run_drafters
 
@@ -305,17 +304,17 @@ def test_a_measured_length_comes_only_from_the_same_engine_on_the_same_hardware(
     (pair,) = exact_pairs(store, "Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16")
     h100, a100 = pick_gpu("H100 SXM"), pick_gpu("A100 80GB")
     for n in range(16):
-        record_run(store, full_run(target=pair.target, drafter=pair.drafter, prediction=None, run_id=f"tiny-{n}"))
+        store.runs.record_run(full_run(target=pair.target, drafter=pair.drafter, prediction=None, run_id=f"tiny-{n}"))
     assert all(measured_draft_length(store, pair, h100, e) is None for e in ENGINES)
     assert json.loads(_value(launch_command(pair, "vllm").argv, "--speculative-config"))["num_speculative_tokens"] == 15
     assert side_parameters(store, pair.target, pair.target_sha)  # the real target's size is known
-    record_run(store, _engine_run("vllm", "NVIDIA H100 80GB HBM3", (1.0, 1.0, 1.0, 0.01, 0.01, 0.01, 0.01, 0.01)
-                                  + (0.0,) * 7, run_id="tiny-vllm", target_weight_bytes=1_000_000))
+    store.runs.record_run(_engine_run("vllm", "NVIDIA H100 80GB HBM3", (1.0, 1.0, 1.0, 0.01, 0.01, 0.01, 0.01, 0.01)
+                                      + (0.0,) * 7, run_id="tiny-vllm", target_weight_bytes=1_000_000))
     assert measured_draft_length(store, pair, h100, "vllm") is None  # a 1 MB "Qwen3-8B" is a stand-in
-    record_run(store, _engine_run("vllm", "NVIDIA H100 80GB HBM3", (1.0, 1.0, 1.0) + (0.0,) * 12, run_id="lossy",
-                                  lossless=False))
+    store.runs.record_run(_engine_run("vllm", "NVIDIA H100 80GB HBM3", (1.0, 1.0, 1.0) + (0.0,) * 12, run_id="lossy",
+                                      lossless=False))
     assert measured_draft_length(store, pair, h100, "vllm") is None  # a lossy run says nothing of the pair
-    record_run(store, _engine_run("vllm", "NVIDIA H100 80GB HBM3", (1.0, 1.0, 1.0) + (0.0,) * 12, run_id="real"))
+    store.runs.record_run(_engine_run("vllm", "NVIDIA H100 80GB HBM3", (1.0, 1.0, 1.0) + (0.0,) * 12, run_id="real"))
     length = measured_draft_length(store, pair, h100, "vllm")
     assert length is not None and length.value == 3 and "vllm on NVIDIA H100" in length.source
     assert measured_draft_length(store, pair, a100, "vllm") is None

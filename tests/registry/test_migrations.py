@@ -16,7 +16,6 @@ from sqlalchemy import Engine, func, inspect, select
 from registry.domain.records import CheckpointSpec, DrafterSpec, RevisionSpec
 from registry.store import Store, db
 from registry.store.models import Base, BenchmarkRun, Compatibility, RunPredictionRow, RunSetResult
-from registry.store.runs import get_run
 from tests.conftest import REPO_ROOT
 from tests.fakehub.scenario import QWEN3_8B_CONFIG, QWEN3_8B_DFLASH_CONFIG
 
@@ -257,7 +256,7 @@ def test_0011_moves_predictions_into_their_own_table_and_back(database_url: str)
     metrics, _ = _stored_json(engine)
     assert metrics == {"legacy-v2": {"metric_version": 2}, "unpredicted": {"metric_version": 2}}
     store = Store(engine)
-    moved, unpredicted = get_run(store, "legacy-v2"), get_run(store, "unpredicted")
+    moved, unpredicted = store.runs.get_run("legacy-v2"), store.runs.get_run("unpredicted")
     assert moved is not None and moved.prediction is not None and moved.prediction.fitted_from == ("r1", "r2")
     assert moved.prediction.predicted_tokens_per_s == 99.0 and moved.prediction.model_version == 2
     assert unpredicted is not None and unpredicted.prediction is None
@@ -277,7 +276,7 @@ def test_0007_rewrites_legacy_runs_into_the_one_shape_and_back(database_url: str
     db.upgrade(engine)
     assert db.current_revision(engine) == db.head_revision()
     store = Store(engine)
-    read = {run_id: get_run(store, run_id) for run_id in before}
+    read = {run_id: store.runs.get_run(run_id) for run_id in before}
     v2, v1, llamacpp, sglang, failed = (read[k] for k in ("legacy-v2", "legacy-v1", "legacy-llamacpp",
                                                            "legacy-sglang", "legacy-failed"))
     assert v2 is not None and v1 is not None and llamacpp is not None and sglang is not None and failed is not None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from registry.store.runs import Run, get_run, record_run
+from registry.store.runs import Run
 from registry.store import Store
 from tests.registry.run_fixtures import measured
 from tests.support.cli import drafters
@@ -26,7 +26,7 @@ def db_env(database_url: str) -> dict[str, str]:
 
 
 def _measured_run(database_url: str) -> str:
-    record = record_run(Store.open(database_url), Run(
+    record = Store.open(database_url).runs.record_run(Run(
         target=TARGET, drafter=DRAFTER, engine="llama.cpp", method="dflash", hardware="RTX 3060 12GB",
         draft_length=15, target_weight_bytes=5_000_000_000,
         overall=measured(marginal=MARGINAL, baseline_tokens_per_s=40.0, tokens_per_s=90.0, speedup=2.25),
@@ -99,15 +99,15 @@ def test_calibration_predicts_and_stores_every_run(db_env: dict[str, str], datab
     [prediction] = json.loads(result.stdout)["items"]
     assert prediction["run_id"] == run_id and prediction["hardware"] == "RTX 3060 12GB"
     assert prediction["predicted_baseline_tokens_per_s"] > 0 and prediction["baseline_error"] is not None
-    stored = get_run(Store.open(database_url), run_id)
+    stored = Store.open(database_url).runs.get_run(run_id)
     assert stored is not None and stored.prediction is not None and stored.prediction.run_id == run_id
     assert stored.prediction.predicted_baseline_tokens_per_s == pytest.approx(prediction["predicted_baseline_tokens_per_s"])
 
 
 def test_runs_show_the_prediction_error_or_a_dash_with_the_reason(db_env: dict[str, str], database_url: str) -> None:
     run_id = _measured_run(database_url)
-    failed = record_run(Store.open(database_url), Run(target=TARGET, drafter=DRAFTER, status="failed",
-                                                      failure_reason="out of memory"))
+    failed = Store.open(database_url).runs.record_run(Run(target=TARGET, drafter=DRAFTER, status="failed",
+                                                          failure_reason="out of memory"))
     listed = drafters("runs", "--json", env=db_env)
     assert listed.returncode == 0, listed.stderr
     by_id = {r["run_id"]: r for r in json.loads(listed.stdout)["items"]}
@@ -116,7 +116,7 @@ def test_runs_show_the_prediction_error_or_a_dash_with_the_reason(db_env: dict[s
     assert by_id[run_id]["prediction_source"] == "computed on read" and predicted["predicted_tokens_per_s"] > 0
     assert predicted["tokens_per_s_error"] == pytest.approx(predicted["predicted_tokens_per_s"] / 90.0 - 1)
     assert by_id[run_id]["overall"]["tokens_per_s"]["median"] == 90.0
-    assert get_run(Store.open(database_url), run_id).prediction is None  # type: ignore[union-attr]
+    assert Store.open(database_url).runs.get_run(run_id).prediction is None  # type: ignore[union-attr]
     assert by_id[failed.run_id]["prediction"]["predicted_tokens_per_s"] is None
     assert "failed" in by_id[failed.run_id]["prediction"]["note"]
 

@@ -18,7 +18,7 @@ from registry.domain.stored_json import to_json
 from registry.recording import record_measurement
 from registry.store.mappers import run_values
 from registry.store.models import BenchmarkRun
-from registry.store.runs import Run, get_run, record_run
+from registry.store.runs import Run
 from registry.store import Store
 from tests.registry.run_fixtures import measured, reading
 
@@ -162,7 +162,7 @@ T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
 def _run(store: Store, *, hardware: str, baseline: float, minutes: int, marginal: tuple[float, ...] = (0.8, 0.6),
          digest: str = "d1", engine: str = "llama.cpp") -> str:
-    record = record_run(store, Run(
+    record = store.runs.record_run(Run(
         target="Qwen/Qwen3-8B", drafter="z-lab/Qwen3-8B-DFlash-b16", engine=engine, method="dflash",
         hardware=hardware, draft_length=len(marginal), target_weight_bytes=4_900_000_000,
         drafter_weight_bytes=2_100_000_000,
@@ -210,9 +210,9 @@ def test_calibration_predicts_every_run_leave_one_out_and_stores_the_error(store
     assert "assumed efficiency" in g.device_basis
     assert g.predicted_speedup is not None and g.predicted_speedup > 1 and g.speedup_error is not None
 
-    before = get_run(store, cpu[0])
+    before = store.runs.get_run(cpu[0])
     assert calibration.store_predictions(store, list(predictions.values())) == 5
-    stored = get_run(store, cpu[0])
+    stored = store.runs.get_run(cpu[0])
     assert stored is not None and stored.prediction is not None
     assert stored.prediction.baseline_error == pytest.approx(0.15)
     assert stored.per_position_acceptance == (0.8, 0.6)  # the run's own measurement is kept
@@ -222,7 +222,7 @@ def test_calibration_predicts_every_run_leave_one_out_and_stores_the_error(store
 
 
 def _bytes_per_step(store: Store, run_id: str) -> float:
-    run = get_run(store, run_id)
+    run = store.runs.get_run(run_id)
     assert run is not None
     entry = calibration._run_bytes(store, run)
     assert not isinstance(entry, str)
@@ -231,7 +231,7 @@ def _bytes_per_step(store: Store, run_id: str) -> float:
 
 def _set_measured(store: Store, run_id: str, baseline: float) -> None:
     """Change what a stored run measured, as if it had been measured at another speed."""
-    run = get_run(store, run_id)
+    run = store.runs.get_run(run_id)
     assert run is not None and run.overall is not None
     remeasured = replace(run, overall=replace(run.overall, baseline_tokens_per_s=reading(baseline),
                                               tokens_per_s=reading(baseline * 2)))
@@ -240,7 +240,7 @@ def _set_measured(store: Store, run_id: str, baseline: float) -> None:
         assert row is not None
         row.metrics = run_values(remeasured)["metrics"]
         row.baseline_tokens_per_s, row.tokens_per_s = baseline, baseline * 2
-    assert get_run(store, run_id).baseline_tokens_per_s == baseline  # type: ignore[union-attr]
+    assert store.runs.get_run(run_id).baseline_tokens_per_s == baseline  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("hardware", ["cpu (test)", "NVIDIA GeForce RTX 3090"])
@@ -275,17 +275,17 @@ def test_one_other_run_is_not_a_fit(store: Store) -> None:
 
 def test_storing_a_run_stores_its_prediction_and_reads_recompute_an_older_models(store: Store) -> None:
     runs = [_run(store, hardware="cpu (test)", baseline=b, minutes=i) for i, b in enumerate((10.0, 12.0))]
-    newest = get_run(store, _run(store, hardware="cpu (test)", baseline=11.0, minutes=3))
+    newest = store.runs.get_run(_run(store, hardware="cpu (test)", baseline=11.0, minutes=3))
     assert newest is not None
     recorded = record_measurement(store, newest)
-    stored = get_run(store, newest.run_id)
+    stored = store.runs.get_run(newest.run_id)
     assert stored is not None and stored.prediction is not None and stored.prediction == recorded.prediction
     assert stored.prediction.model_version == calibration.MODEL_VERSION
     assert stored.prediction.predicted_baseline_tokens_per_s == pytest.approx(11.0)  # median(10, 12)
     assert set(stored.prediction.fitted_from) == set(runs)
     # A run recorded later does not move the stored forecast...
     _run(store, hardware="cpu (test)", baseline=100.0, minutes=4)
-    shown = calibration.current_predictions(store, [get_run(store, newest.run_id)])  # type: ignore[list-item]
+    shown = calibration.current_predictions(store, [store.runs.get_run(newest.run_id)])  # type: ignore[list-item]
     assert shown[newest.run_id].predicted_baseline_tokens_per_s == pytest.approx(11.0)
     # ...but one made by an older model version is not shown: it is recomputed on read (from all other runs).
     with store.session() as session:
@@ -293,11 +293,11 @@ def test_storing_a_run_stores_its_prediction_and_reads_recompute_an_older_models
         assert row is not None
         assert row.prediction is not None
         row.prediction.prediction = {**row.prediction.prediction, "model_version": 0}
-    old = get_run(store, newest.run_id)
+    old = store.runs.get_run(newest.run_id)
     assert old is not None and calibration.stored_prediction(old) is None
     recomputed = calibration.current_predictions(store, [old])[newest.run_id]
     assert recomputed.predicted_baseline_tokens_per_s == pytest.approx(12.0)  # median(10, 12, 100)
-    failed = record_run(store, Run(target="Qwen/Qwen3-8B", drafter=None, status="failed", failure_reason="oom"))
+    failed = store.runs.record_run(Run(target="Qwen/Qwen3-8B", drafter=None, status="failed", failure_reason="oom"))
     assert record_measurement(store, failed).prediction is None
-    assert get_run(store, failed.run_id).prediction is None  # type: ignore[union-attr]
+    assert store.runs.get_run(failed.run_id).prediction is None  # type: ignore[union-attr]
     assert "failed" in calibration.current_predictions(store, [failed])[failed.run_id].note

@@ -14,7 +14,6 @@ from registry.calibration.recommend import launchable_pairs, recommendations
 from registry.domain.run import Run
 from registry.store import Store
 from registry.store.catalog_import import load_catalog
-from registry.store.runs import record_run
 from tests.registry.run_fixtures import full_run, measured
 from tests.support.cli import drafters
 
@@ -68,7 +67,7 @@ def test_measured_on_the_hardware_beats_published_beats_the_rule(store: Store) -
 
 
 def test_launch_puts_the_recommended_command_first(store: Store) -> None:
-    record_run(store, _run(EAGLE3, "sglang", "H100 SXM", 2.1, run_id="sglang-h100"))
+    store.runs.record_run(_run(EAGLE3, "sglang", "H100 SXM", 2.1, run_id="sglang-h100"))
     first = recommendations(store, TARGET, "sglang", "H100 SXM")
     assert first[0].ranked.pair.drafter == EAGLE3 and first[0].launch.supported
     assert first[0].launch.argv[first[0].launch.argv.index("--speculative-algorithm") + 1] == "EAGLE3"

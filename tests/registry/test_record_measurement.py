@@ -16,7 +16,6 @@ from registry.domain.run import Run
 from registry.recording import RecordingFailed, record_measurement
 from registry.store import Store
 from registry.store.models import BenchmarkRun, Event, RunPredictionRow
-from registry.store.runs import get_run, hardware_names, record_run
 from tests.conftest import REPO_ROOT
 from tests.registry.run_fixtures import measured
 
@@ -49,7 +48,7 @@ def test_a_run_its_regression_event_and_its_prediction_land_together_and_a_rerun
     regressed = _run(hardware="cpu (test)", baseline=11.0, minutes=5, tau_drop=0.5, run_id="regressed")
     recorded = record_measurement(store, regressed)
     assert recorded.prediction is not None and recorded.prediction.predicted_baseline_tokens_per_s == pytest.approx(11)
-    assert get_run(store, "regressed") == recorded
+    assert store.runs.get_run("regressed") == recorded
     assert [e.type for e in store.events.events()] == ["acceptance_regressed"]
     assert _counts(store) == (3, 1, 3)
     # A retried job records the same run id again: the stored run back, nothing new written.
@@ -80,7 +79,7 @@ def test_a_failure_part_way_leaves_nothing_and_says_which_step_failed(
         record_measurement(store, regressed)
     assert str(failure.value) == (f"run regressed of {DRAFTER} on {TARGET} was not stored, nothing of it was "
                                   f"written: {step} failed (RuntimeError: disk full)")
-    assert get_run(store, "regressed") is None and _counts(store) == before
+    assert store.runs.get_run("regressed") is None and _counts(store) == before
     # Recording it again once the cause is gone converges to one run, one event, one prediction.
     monkeypatch.undo()
     assert record_measurement(store, regressed).prediction is not None
@@ -113,12 +112,12 @@ def test_recording_predicts_from_the_fit_group_the_same_numbers_as_the_full_scan
               {"hardware": "cpu (box a)", "baseline": 0.0}]  # ok, but no tokens/s: never a peer
     ids = []
     for minutes, spec in enumerate(specs):
-        ids.append(record_run(store, _run(minutes=minutes, **spec)).run_id)  # type: ignore[arg-type]
+        ids.append(store.runs.record_run(_run(minutes=minutes, **spec)).run_id)  # type: ignore[arg-type]
     full_scan = {p.run_id: p for p in calibration.predict_runs(store)}
     assert sum(p.predicted for p in full_scan.values()) >= 14  # the mix is priced, not refused
     assert sum("least squares" in p.device_basis for p in full_scan.values()) >= 4  # the overhead fit is used
     for run_id in ids:
-        run = get_run(store, run_id)
+        run = store.runs.get_run(run_id)
         assert run is not None
         grouped = calibration.predict_one(store, run)
         if run_id in full_scan:
@@ -135,24 +134,24 @@ def test_a_prediction_is_fitted_from_the_most_recent_runs_of_its_machine_only(
     """Recording a run reads a bounded sample of its machine's history (FIT_SAMPLE runs), not every run the
     machine stored: the newest other runs with a speed, the same ones predict_runs fits it from."""
     monkeypatch.setattr(calibration, "FIT_SAMPLE", 4)
-    ids = [record_run(store, _run(hardware="cpu (box)", baseline=10.0 + i, minutes=i,
-                                  costs=_costs(1.0 + 0.1 * i))).run_id for i in range(9)]
-    record_run(store, _run(hardware="cpu (box)", baseline=0.0, minutes=20))  # newest, but no speed: never a peer
-    record_run(store, _run(hardware="cpu (other)", baseline=50.0, minutes=21))  # another machine
+    ids = [store.runs.record_run(_run(hardware="cpu (box)", baseline=10.0 + i, minutes=i,
+                                      costs=_costs(1.0 + 0.1 * i))).run_id for i in range(9)]
+    store.runs.record_run(_run(hardware="cpu (box)", baseline=0.0, minutes=20))  # newest, but no speed: never a peer
+    store.runs.record_run(_run(hardware="cpu (other)", baseline=50.0, minutes=21))  # another machine
     latest = record_measurement(store, _run(hardware="cpu (box)", baseline=15.0, minutes=30, run_id="latest"))
     assert latest.prediction is not None and latest.prediction.predicted
     assert set(latest.prediction.fitted_from) == set(ids[-4:])
     full_scan = {p.run_id: p for p in calibration.predict_runs(store)}
     assert full_scan["latest"] == latest.prediction
-    oldest = get_run(store, ids[0])
+    oldest = store.runs.get_run(ids[0])
     assert oldest is not None and set(full_scan[ids[0]].fitted_from) == {"latest", *ids[-3:]}
     assert calibration.predict_one(store, oldest) == full_scan[ids[0]]
 
 
 def test_hardware_names_lists_each_name_once(store: Store) -> None:
     for minutes, hardware in enumerate(("b", "a", None, "b", "c", "a")):
-        record_run(store, _run(hardware=hardware, baseline=1.0, minutes=minutes))
-    assert hardware_names(store) == ["a", "b", "c"]
+        store.runs.record_run(_run(hardware=hardware, baseline=1.0, minutes=minutes))
+    assert store.runs.hardware_names() == ["a", "b", "c"]
 
 
 RECORDING_SEQUENCE = {"record_run", "regression_event", "set_predictions", "record_event", "predict_one"}

@@ -12,7 +12,6 @@ import sqlalchemy as sa
 from registry.domain.run import Run
 from registry.hub import HubClient
 from registry.store import Store, db
-from registry.store.runs import get_run, list_runs, record_run
 from registry.watch.poller import Watcher
 from tests.fakehub.scenario import Scenario
 from tests.fakehub.server import FakeHub
@@ -32,15 +31,15 @@ def test_runs_under_a_checkpoints_old_id_follow_its_rename(store: Store, scenari
     watcher = _watcher(store, hub, tmp_path)
     watcher.poll_once()
     assert store.reads.get_checkpoint(OLD) is not None and store.reads.get_checkpoint(NEW) is None
-    record_run(store, Run(target=OLD, drafter="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", run_id="before"))
+    store.runs.record_run(Run(target=OLD, drafter="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", run_id="before"))
     scenario.advance("repo_renamed")
     assert not watcher.poll_once().errors
     assert store.reads.get_checkpoint(NEW) is not None and store.reads.get_checkpoint(NEW).repo_id == NEW  # type: ignore[union-attr]
     # A job queued under the old id that finishes after the move lands in the same history.
-    assert record_run(store, Run(target=OLD, drafter=None, run_id="after")).target == NEW
-    assert get_run(store, "before").target == NEW  # type: ignore[union-attr]
+    assert store.runs.record_run(Run(target=OLD, drafter=None, run_id="after")).target == NEW
+    assert store.runs.get_run("before").target == NEW  # type: ignore[union-attr]
     for asked in (OLD, NEW):
-        assert sorted(r.run_id for r in list_runs(store, target=asked)) == ["after", "before"]
+        assert sorted(r.run_id for r in store.runs.list_runs(target=asked)) == ["after", "before"]
 
 
 def test_migration_0008_moves_runs_left_under_an_old_id(database_url: str) -> None:

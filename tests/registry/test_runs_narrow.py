@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from registry.store import Store
-from registry.store.runs import record_run
 from tests.registry.run_fixtures import full_run
 from tests.support.cli import drafters
 
@@ -28,10 +27,10 @@ def runs_output(env: dict[str, str], columns: int) -> list[str]:
 def env(tmp_path: Path) -> dict[str, str]:
     url = f"sqlite:///{tmp_path / 'registry.db'}"
     store = Store.open(url)
-    run = record_run(store, replace(full_run(run_id="a" * 32), drafter=DRAFTER, target=TARGET))
+    run = store.runs.record_run(replace(full_run(run_id="a" * 32), drafter=DRAFTER, target=TARGET))
     # As verify stores a failure before the drafter's method is read: no method.
-    record_run(store, replace(run, status="failed", failure_reason=REASON, overall=None, per_set=(),
-                              run_id="f" * 32, prediction=None, method=None))
+    store.runs.record_run(replace(run, status="failed", failure_reason=REASON, overall=None, per_set=(),
+                                  run_id="f" * 32, prediction=None, method=None))
     store.engine.dispose()
     return {"DRAFTERS_DATABASE_URL": url, "DRAFTERS_HOME": str(tmp_path / "home")}
 

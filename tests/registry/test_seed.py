@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from registry.store import Store
-from registry.store.runs import get_run, list_runs
 from registry.store.seed import copy_checkpoints, copy_run, insert_rows, insert_runs, repo_ids, revision_ids, run_pairs
 from tests.registry.run_fixtures import full_run
 
@@ -42,8 +41,8 @@ def test_seeded_rows_read_back_as_the_stores_records(store: Store) -> None:
 def test_seeded_runs_read_back_as_the_runs_they_were_made_from(store: Store) -> None:
     runs = [full_run(prediction=None, run_id=f"seeded-{n}", created_at=T0 + timedelta(minutes=n)) for n in range(3)]
     insert_runs(store, runs)
-    assert [get_run(store, run.run_id) for run in runs] == runs
-    assert [len(run.per_set) for run in list_runs(store)] == [2, 2, 2]
+    assert [store.runs.get_run(run.run_id) for run in runs] == runs
+    assert [len(run.per_set) for run in store.runs.list_runs()] == [2, 2, 2]
 
 
 def test_copies_of_a_run_and_of_checkpoints_read_back(store: Store) -> None:
@@ -52,9 +51,9 @@ def test_copies_of_a_run_and_of_checkpoints_read_back(store: Store) -> None:
                         created_at=T0)
     insert_runs(store, [original])
     copy_run(store, "original", ({"run_id": f"copy-{n}", "hardware": f"gpu-{n}"} for n in range(6_000)))
-    copy = get_run(store, "copy-5999")
+    copy = store.runs.get_run("copy-5999")
     assert copy is not None and (copy.hardware, copy.target, copy.tau) == ("gpu-5999", original.target, original.tau)
-    assert len(list_runs(store)) == 6_001
+    assert len(store.runs.list_runs()) == 6_001
 
     made = copy_checkpoints(store, 3, prefix="copy")
     assert made == {"copy-00001/Base-8B": "acme/Base-8B", "copy-00002/Base-8B": "acme/Base-8B"}

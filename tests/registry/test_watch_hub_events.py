@@ -22,7 +22,7 @@ from registry.domain.json_shapes import SCHEMA_VERSION
 from registry.hub import HubClient
 from drafters.api.server import ApiServer, push_endpoint
 from registry.domain.records import DrafterSpec
-from registry.store.runs import Run, list_runs, record_run
+from registry.store.runs import Run
 from tests.registry.run_fixtures import measured
 from registry.store import Store
 from registry.watch.poller import Watcher
@@ -334,18 +334,18 @@ def test_runs_recorded_under_a_drafters_old_id_follow_its_rename(
         return Run(target=target, drafter=old, method="dflash", hardware="H200",
                    overall=measured(tau=3.0, speedup=2.0), run_id=run_id)
 
-    record_run(store, run("measured-before"))
-    record_run(store, Run(target=target, drafter="z-lab/Qwen3-8B-DFlash-b16", method="dflash",
-                          run_id="another-drafter"))
+    store.runs.record_run(run("measured-before"))
+    store.runs.record_run(Run(target=target, drafter="z-lab/Qwen3-8B-DFlash-b16", method="dflash",
+                              run_id="another-drafter"))
     scenario.state.rename(old, new)
     assert not watcher.poll_once().errors
     # A job queued under the old id that finishes after the rename lands on the same drafter.
-    assert record_run(store, run("finished-after")).drafter == new
+    assert store.runs.record_run(run("finished-after")).drafter == new
     for asked in (new, old):
         listed = cli_json(database_url, "runs", "--drafter", asked)
         assert sorted((r["run_id"], r["drafter"]) for r in listed) == [("finished-after", new),
                                                                          ("measured-before", new)]
-    assert [r.run_id for r in list_runs(store, target=target) if r.drafter == old] == []
+    assert [r.run_id for r in store.runs.list_runs(target=target) if r.drafter == old] == []
 
 
 def test_a_move_webhook_keeps_one_drafter_even_across_orgs(

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from registry.store import jobs as queue
-from registry.store.runs import list_runs
 from registry.store import Store
 from verifier.jobs import VerifyRequest, enqueue
 
@@ -94,7 +93,7 @@ def assert_each_job_done_with_one_run(store: Store, job_ids: list[int]) -> None:
     jobs = {job.id: job for job in store.jobs.list_jobs()}
     assert sorted(jobs) == sorted(job_ids)
     assert Counter(job.status for job in jobs.values()) == Counter({queue.DONE: len(job_ids)})
-    runs = list_runs(store)
+    runs = store.runs.list_runs()
     assert Counter(run.job_id for run in runs) == Counter({job_id: 1 for job_id in job_ids})
     assert all(run.status == "ok" and run.lossless for run in runs)
     assert {run.job_id: run.run_id for run in runs} == {job.id: job.run_id for job in jobs.values()}

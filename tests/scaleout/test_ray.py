@@ -15,7 +15,6 @@ import pytest
 
 from registry.domain.run import Run
 from registry.store import jobs as queue
-from registry.store.runs import list_runs
 from registry.store import Store
 from verifier.jobs import VERIFY, VerifyRequest, Worker, job_run_id
 from verifier.ray_executor import TaskResources, task_resources
@@ -108,7 +107,7 @@ def test_ray_jobs_land_in_the_database_with_the_local_executors_results(
     local_done = Worker(store, worker_id="local-worker").work_once()
     assert local_done is not None and local_done.id == local.id and local_done.status == queue.DONE  # type: ignore[union-attr]
 
-    runs = {run.job_id: run for run in list_runs(store)}
+    runs = {run.job_id: run for run in store.runs.list_runs()}
     assert sorted(runs) == sorted([on_ray.id, local.id])  # type: ignore[union-attr]
     ray_run, local_run = runs[on_ray.id], runs[local.id]  # type: ignore[union-attr]
     assert ray_run.status == "ok" and ray_run.lossless is True and ray_run.tau > 1.0  # type: ignore[operator]
@@ -165,10 +164,10 @@ def test_a_killed_ray_task_sends_its_job_back_to_the_queue_and_the_retry_finishe
     [requeued] = outcome
     assert requeued is not None and requeued.id == job.id  # type: ignore[union-attr]
     assert requeued.status == queue.QUEUED and requeued.attempts == 1 and requeued.error
-    assert list_runs(store) == []  # the task died before storing anything
+    assert store.runs.list_runs() == []  # the task died before storing anything
 
     finished = ray_worker.work_once()
     assert finished is not None and finished.id == job.id  # type: ignore[union-attr]
     assert finished.status == queue.DONE and finished.attempts == 2, finished.error
-    [run] = list_runs(store)
+    [run] = store.runs.list_runs()
     assert run.job_id == job.id and run.run_id == finished.run_id and run.status == "ok"  # type: ignore[union-attr]

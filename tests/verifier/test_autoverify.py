@@ -34,7 +34,6 @@ from registry.settings import Settings, get_settings
 from registry.store import Store
 from registry.store import downloads as ledger
 from registry.store import jobs as queue
-from registry.store.runs import list_runs
 from registry.watch.poller import Watcher
 from tests.conftest import REPO_ROOT
 from tests.fakehub.server import FakeHub
@@ -121,7 +120,7 @@ def test_a_released_drafter_is_downloaded_measured_and_stored_at_the_hub_shas(
                            created_at=released, tags=("dflash",))
             state.add_repo(HUGE_DRAFTER, files=drafter_files(tiny_dflash_dir, HUGE), date=released,
                            created_at=released, tags=("dflash",))
-            run = wait_for(lambda: next((r for r in list_runs(sqlite_store) if r.drafter == DRAFTER), None), 600,
+            run = wait_for(lambda: next((r for r in sqlite_store.runs.list_runs() if r.drafter == DRAFTER), None), 600,
                            f"a run of {DRAFTER}\n" + "\n".join(said[-20:]))
             # `drafters status` shows the plan's tally once the planner has seen the run.
             wait_for(lambda: any(s.name == "planner" and "1 measured" in (s.detail or "")
@@ -208,7 +207,7 @@ def test_a_force_pushed_revision_is_planned_again_at_its_new_sha(
                      fetch=autoverify.fetcher(downloader)).work_once()
     assert handled is not None and handled.id == first.id and handled.status == queue.FAILED
     assert handled.error is not None and handled.error.startswith("gone: ") and handled.attempts == 1
-    assert list_runs(sqlite_store) == []
+    assert sqlite_store.runs.list_runs() == []
     rows = autoverify.make_plan(sqlite_store, worker)
     [row] = [r for r in rows if r.drafter == DRAFTER]
     assert row.target_sha == new.sha != old_sha and row.state == plan.READY
@@ -264,7 +263,7 @@ def test_a_full_disk_fails_the_job_with_the_reason_and_records_nothing(
         assert handled.error is not None and handled.error.startswith(f"disk full: {TARGET} needs ")
         assert " GB" not in handled.error and handled.error.count("iB") == 2  # binary units, said as such
         assert handled.attempts == 1  # not retried in a loop
-        assert list_runs(sqlite_store) == []  # nothing half-recorded
+        assert sqlite_store.runs.list_runs() == []  # nothing half-recorded
         assert downloader.complete_folder(TARGET, job.payload["target_revision"]) is None
         [row] = autoverify.make_plan(sqlite_store, worker)
         assert row.state == plan.FAILED and row.reason.startswith("disk full")
@@ -387,7 +386,7 @@ def test_a_ray_task_downloads_an_autoverify_job_on_its_own_node(
     get_settings.cache_clear()
 
     run_id = run_verify_job(database_url, job.payload, job.id, "ray-run")
-    [run] = list_runs(store)
+    [run] = store.runs.list_runs()
     assert run.run_id == run_id == "ray-run" and run.status == "ok", run.failure_reason
     assert (run.target_revision, run.drafter_revision) == (job.payload["target_revision"],
                                                           job.payload["drafter_revision"])

@@ -22,7 +22,6 @@ import pytest
 from registry.domain.run import Run
 from registry.store import Store
 from registry.store import jobs as queue
-from registry.store.runs import list_runs
 from verifier.jobs import VerifyRequest, Worker, enqueue
 
 FAST = {"max_new_tokens": 16, "repeats": 1, "warmup": 0}
@@ -113,7 +112,7 @@ def test_a_worker_that_lost_its_lease_in_a_stall_stops_and_records_nothing(
     assert finished == ["second"]  # measured to its end once
     done = store_a.jobs.get_job(job.id)
     assert done.status == queue.DONE and done.lease_owner is None and done.attempts == 2
-    assert [r.job_id for r in list_runs(store_a)] == [job.id]
+    assert [r.job_id for r in store_a.runs.list_runs()] == [job.id]
     assert "database is locked" in caplog.text and "lease lost to another worker" in caplog.text, caplog.text
 
 

@@ -20,7 +20,6 @@ from registry.domain.stored_json import from_json, to_json
 from registry.recording import RecordingFailed
 from registry.store import jobs as queue
 from registry.store.models import Job
-from registry.store.runs import get_run, list_runs
 from registry.store import Store, utcnow
 from tests.support.cli import drafters
 from verifier.jobs import VerifyRequest, Worker, enqueue, verify_now
@@ -35,7 +34,7 @@ def test_verify_now_stores_a_lossless_run_with_provenance(store: Store, tiny_tar
                             settings=FAST)
     record = verify_now(store, request)
     assert record.status == "ok", record.failure_reason
-    stored = get_run(store, record.run_id)
+    stored = store.runs.get_run(record.run_id)
     assert stored == record
     assert stored.lossless is True and stored.method == "draft-lm"
     assert stored.tau is not None and stored.tau > 1.0
@@ -64,7 +63,7 @@ def test_a_stored_run_reads_back_and_prints_as_it_was_measured(store: Store, dat
     record = verify_now(store, request)
     assert isinstance(record, Run) and record.status == "ok", record.failure_reason
     assert record.overall is not None and record.overall.acceptance is not None and record.forward_costs is not None
-    assert get_run(store, record.run_id) == record
+    assert store.runs.get_run(record.run_id) == record
 
     encoded = to_json(record)
     assert "generations" not in encoded  # transient: never stored or printed
@@ -93,10 +92,10 @@ def test_a_run_whose_prediction_fails_is_not_half_stored(
                             settings=FAST)
     with pytest.raises(RecordingFailed, match="the prediction failed .RuntimeError: the GPU catalog cannot be read"):
         verify_now(store, request, run_id="job7")
-    assert list_runs(store) == []
+    assert store.runs.list_runs() == []
     monkeypatch.undo()
     record = verify_now(store, request, run_id="job7")
-    assert record.prediction is not None and [r.run_id for r in list_runs(store)] == ["job7"]
+    assert record.prediction is not None and [r.run_id for r in store.runs.list_runs()] == ["job7"]
 
 
 def test_failed_run_is_stored_with_one_line_reason(store: Store, tiny_target_dir: Path, tmp_path: Path) -> None:
@@ -107,7 +106,7 @@ def test_failed_run_is_stored_with_one_line_reason(store: Store, tiny_target_dir
                                              settings=FAST))
     assert record.status == "failed"
     assert record.failure_reason and "\n" not in record.failure_reason
-    assert list_runs(store, status="failed")[0].run_id == record.run_id
+    assert store.runs.list_runs(status="failed")[0].run_id == record.run_id
 
 
 def test_a_crash_is_stored_as_the_verifiers_bug_not_as_a_property_of_the_pair(
@@ -142,7 +141,7 @@ def test_worker_runs_queue_and_goes_on_after_a_failure(store: Store, tiny_target
     assert any("baseline" in label for *_, label in steps) and any("draft-lm" in label for *_, label in steps)
     assert bad_job.status == queue.FAILED and "neither a model folder" in bad_job.error
     assert good_job.status == queue.DONE
-    run = get_run(store, good_job.run_id)
+    run = store.runs.get_run(good_job.run_id)
     assert run.job_id == good.id and run.status == "ok" and run.lossless
 
 
@@ -167,7 +166,7 @@ def test_job_of_a_killed_worker_is_retried_and_finished_once(store: Store, datab
     assert worker.drain(timeout_s=300) == 1
     finished = store.jobs.get_job(job.id)
     assert finished.status == queue.DONE and finished.attempts == 2
-    assert [r.job_id for r in list_runs(store)] == [job.id]
+    assert [r.job_id for r in store.runs.list_runs()] == [job.id]
 
 
 def test_cli_verify_json(database_url: str, tiny_target_dir: Path, tiny_draft_lm_dir: Path) -> None:

@@ -14,7 +14,6 @@ from huggingface_hub import constants, hf_hub_download
 
 from registry.store import jobs as queue
 from registry.hub import HubClient
-from registry.store.runs import get_run
 from registry.store import Store
 from registry.watch.poller import Watcher
 from tests.fakehub.state import HubState, readme_with_card, utc
@@ -68,7 +67,7 @@ def test_new_pair_in_local_cache_is_queued_and_measured(store: Store, tmp_path: 
     Worker(store, heartbeat_s=0.5).drain(timeout_s=600)
     done = store.jobs.get_job(job.id)
     assert done.status == queue.DONE, done.error
-    run = get_run(store, done.run_id)
+    run = store.runs.get_run(done.run_id)
     assert run.method == "dflash" and run.lossless
     assert run.target_revision == job.payload["target_revision"]
 
