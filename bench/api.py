@@ -49,7 +49,6 @@ from registry.domain.measurement import Acceptance, RunSettings, SetMeasurement
 from registry.domain.records import EventSpec
 from registry.domain.run import Run
 from registry.store import Store
-from registry.store.catalog_import import load_catalog
 from registry.store.seed import copy_checkpoints, copy_run, run_pairs
 
 CLIENTS = 100
@@ -59,7 +58,7 @@ MEASURED = datetime(2026, 11, 1, tzinfo=UTC)  # the template run; its copies spr
 def build_registry(url: str, targets: int, runs: int) -> list[str]:
     """The catalog, then copies of its targets and one run until the sizes are reached; the copied target ids."""
     store = Store.open(url)
-    load_catalog(store)
+    store.catalog.load_catalog()
     store.verdicts.recompute_compatibility()
     template = Run(
         target="Qwen/Qwen3-8B", drafter="z-lab/Qwen3-8B-DFlash-b16", engine="pytorch", method="dflash",

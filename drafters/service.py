@@ -32,7 +32,6 @@ from registry.settings import CanaryServer, Settings
 from registry.domain.memory import binary_size
 from registry.domain.records import JobRecord
 from registry.store import Store
-from registry.store.catalog_import import load_catalog
 from registry.watch.poller import DRAFTER_QUERIES, Watcher, drafter_queries_text, stable_owner
 from verifier.demo import StepReport, enqueue_demo
 from registry.domain.watch_list import watched_orgs
@@ -83,7 +82,7 @@ class Service:
 
     def start(self, *, watch: bool = True, worker: bool = True, dashboard: bool = True, demo: bool = True,
               api: bool = True) -> None:
-        summary = load_catalog(self.store)
+        summary = self.store.catalog.load_catalog()
         self.say(f"database {self.settings.shown_database_url} at head; catalog: {summary.drafters} drafters "
                  f"({summary.dflash_21} DFlash v1), {summary.targets} targets")
         if dashboard:

@@ -37,7 +37,7 @@ from registry.domain.json_shapes import SCHEMA_VERSION, versioned
 from registry.domain.plan import WorkerCapability
 from registry.domain.records import EventSpec
 from registry.store import Store
-from registry.store.catalog_import import CatalogSummary, load_catalog
+from registry.store.catalog_import import CatalogSummary
 from registry.store.read_only import open_read_only
 from tests.registry.run_fixtures import full_run, measured
 from tests.support.cli import drafters, popen
@@ -49,7 +49,7 @@ TOKEN = "api-token-0123456789abcdef"
 @pytest.fixture
 def filled(database_url: str) -> Store:
     store = Store.open(database_url)
-    load_catalog(store)
+    store.catalog.load_catalog()
     store.verdicts.recompute_compatibility()
     for n in range(3):
         store.runs.record_run(full_run(target=TARGET, drafter=DRAFTER, prediction=None, run_id=f"run-{n}",
@@ -799,7 +799,7 @@ def test_a_body_new_runs_made_stale_is_served_while_its_successor_builds(filled:
 
 
 def test_a_snapshot_reads_through_one_reads_object_in_every_area(store: Store) -> None:
-    load_catalog(store)
+    store.catalog.load_catalog()
     snapshot = SnapshotStore(store)
     assert snapshot.watch.reads is snapshot.reads  # the watcher's area never reads around the snapshot
     drafter = snapshot.reads.get_drafter("z-lab/Qwen3-8B-DFlash-b16")

@@ -31,7 +31,6 @@ from registry.reports import LagRow, built_in_label, find_for_checkpoint, lag_by
 from registry.settings import get_settings
 from registry.store import Store
 from registry.typed_ids import Resolved, resolve_checkpoint
-from registry.store.catalog_import import load_catalog
 from registry.store.db import current_revision, head_revision
 from registry.store.roles import create_readonly_role
 
@@ -62,7 +61,7 @@ def db_readonly_role(
 def catalog_load(as_json: JsonOption = False) -> None:
     """Load the bundled catalog; loading twice changes nothing."""
     store = open_store()
-    summary = load_catalog(store)
+    summary = store.catalog.load_catalog()
     if as_json:
         render.print_json(summary)
         return

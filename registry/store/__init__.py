@@ -7,6 +7,7 @@ and out are in registry/domain/records.py and registry/domain/watch_records.py.
 
 from sqlalchemy import Engine
 
+from registry.store.catalog_import import CatalogImport
 from registry.store.checkpoints import Checkpoints
 from registry.store.core import NotFound, StoreCore, aware, utcnow
 from registry.store.curves import Curves
@@ -43,6 +44,7 @@ class Store(StoreCore):
     - `jobs`: the job queue (enqueue, claim what fits a worker under a lease, heartbeat, finish, fail, read back)
     - `workers`: workers' stated capabilities, refreshed by their heartbeat, and the live ones
     - `downloads`: the download ledger (each revision the service fetched: progress, completion, last use, eviction)
+    - `catalog`: the bundled catalog loaded, idempotently (a drafter built into a checkpoint marks that checkpoint)
     - `plan_facts`: what the planner reads (pairs at both heads, what is measured, autoverify's jobs, downloads)
     """
 
@@ -65,6 +67,7 @@ class Store(StoreCore):
         self.workers = Workers(self)
         self.downloads = Downloads(self)
         self.plan_facts = PlanFacts(self, self.reads, self.workers)
+        self.catalog = CatalogImport(self, self.checkpoints, self.drafters, self.reads, self.verdicts)
 
 
 __all__ = ["NotFound", "Store", "aware", "utcnow"]

@@ -12,7 +12,6 @@ import pytest
 from registry.domain.measurement import RunSettings
 from registry.domain.records import EventSpec
 from registry.store import Store
-from registry.store.catalog_import import load_catalog
 from registry.store.runs import Run
 from dashboard.data import md
 from registry.domain import memory
@@ -32,7 +31,7 @@ ERROR_MARKERS = ("failed:", "Traceback", "Error:", "database error")
 
 def seed_demo(url: str) -> None:
     store = Store.open(url)
-    load_catalog(store)
+    store.catalog.load_catalog()
     for target, drafter, method, job in DEMO_RUNS:
         store.runs.record_run(Run(
             target=target, drafter=drafter, method=method, job_id=None, run_id=f"job{job}", engine="pytorch",

@@ -13,7 +13,7 @@ from registry.domain.json_shapes import SCHEMA_VERSION
 from registry.domain.records import DrafterSpec, RevisionSpec
 from registry.reports import find_for_checkpoint, lag_by, lag_table, upgrade_table
 from registry.store import Store
-from registry.store.catalog_import import CATALOG_SHA, load_catalog
+from registry.store.catalog_import import CATALOG_SHA
 from tests.support.cli import drafters
 from tests.snapshot import snapshot
 
@@ -62,7 +62,7 @@ def _small_catalog():  # type: ignore[no-untyped-def]
 
 
 def test_built_in_drafters_mark_their_checkpoint_and_are_no_drafter_rows(store: Store) -> None:
-    summary = load_catalog(store)
+    summary = store.catalog.load_catalog()
     assert summary.built_in >= 15 and summary.dflash_21 == 21
     for repo_id in (V4_FLASH_DSPARK, "Qwen/Qwen3.5-27B", "XiaomiMiMo/MiMo-V2.5-Pro-FP4-DFlash"):
         assert store.reads.get_drafter(repo_id) is None, repo_id
@@ -73,7 +73,7 @@ def test_built_in_drafters_mark_their_checkpoint_and_are_no_drafter_rows(store: 
     assert store.reads.get_checkpoint("openai/gpt-oss-20b").built_in == ()  # type: ignore[union-attr]
     assert not any(v.drafter_repo_id in (V4_FLASH_DSPARK, "Qwen/Qwen3.5-27B") for v in store.reads.verdicts())
     before = snapshot(store.engine)
-    load_catalog(store)
+    store.catalog.load_catalog()
     assert snapshot(store.engine) == before
 
 
@@ -85,7 +85,7 @@ def test_an_older_import_of_a_full_checkpoint_as_a_drafter_converges(store: Stor
     # A drafter the watcher read from the Hub is the Hub's word, not the catalog's: it stays.
     store.drafters.upsert_drafter(DrafterSpec(repo_id="deepseek-ai/DeepSeek-V4-Pro-DSpark", method="dspark",
                                      publisher="deepseek-ai", source="hub"))
-    load_catalog(store)
+    store.catalog.load_catalog()
     assert store.reads.get_drafter(V4_FLASH_DSPARK) is None
     assert store.reads.get_checkpoint(V4_FLASH_DSPARK).built_in == ("dspark",)  # type: ignore[union-attr]
     assert store.reads.get_drafter("deepseek-ai/DeepSeek-V4-Pro-DSpark") is not None
@@ -94,7 +94,7 @@ def test_an_older_import_of_a_full_checkpoint_as_a_drafter_converges(store: Stor
 
 
 def test_license_and_in_place_replacements_are_imported(store: Store) -> None:
-    load_catalog(store)
+    store.catalog.load_catalog()
     assert store.reads.get_drafter(NON_COMMERCIAL).license == "cc-by-nc-nd-4.0"  # type: ignore[union-attr]
     assert store.reads.get_drafter("z-lab/Qwen3-8B-DFlash-b16").license is None  # type: ignore[union-attr]
     replaced = store.reads.get_drafter("z-lab/Qwen3.5-122B-A10B-DFlash").replaced_in_place  # type: ignore[union-attr]
@@ -104,7 +104,7 @@ def test_license_and_in_place_replacements_are_imported(store: Store) -> None:
 
 
 def test_lag_counts_a_built_in_drafter_from_its_checkpoints_release(store: Store) -> None:
-    load_catalog(store, _small_catalog())
+    store.catalog.load_catalog(_small_catalog())
     rows = {r.target_repo_id: r for r in lag_table(store, date(2026, 10, 1))}
     # A separate drafter: the lag is the wait for it.
     assert (rows["Qwen/Qwen3.5-27B"].lag_days, rows["Qwen/Qwen3.5-27B"].built_in) == (17, ())

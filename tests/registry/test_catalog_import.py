@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from registry.store.catalog_import import CATALOG_SHA, load_catalog
+from registry.store.catalog_import import CATALOG_SHA
 from registry.hub import HubClient
 from registry.store import Store
 from registry.watch.poller import Watcher
@@ -28,19 +28,19 @@ def _types(store: Store, subject: str) -> list[str]:
 
 
 def test_import_keeps_the_sha_the_catalog_names(store: Store) -> None:
-    load_catalog(store)
+    store.catalog.load_catalog()
     [named] = store.reads.drafter_revisions(DRAFTER)
     assert named.sha == ZLAB_QWEN3_8B_DFLASH_SHA and named.last_modified is None
     assert store.reads.get_drafter(DRAFTER).head_sha == ZLAB_QWEN3_8B_DFLASH_SHA
     assert [r.sha for r in store.reads.drafter_revisions(UNNAMED)] == [CATALOG_SHA]
     before = snapshot(store.engine)
-    load_catalog(store)
+    store.catalog.load_catalog()
     assert snapshot(store.engine) == before
 
 
 def test_watcher_reading_the_named_sha_fills_it_in(store: Store, scenario: Scenario, hub: FakeHub,
                                                     tmp_path: Path) -> None:
-    load_catalog(store)
+    store.catalog.load_catalog()
     watcher = _watcher(store, hub, tmp_path)
     watcher.poll_repo(DRAFTER)  # not a baseline: a false alert would be recorded
     [revision] = store.reads.drafter_revisions(DRAFTER)
@@ -50,7 +50,7 @@ def test_watcher_reading_the_named_sha_fills_it_in(store: Store, scenario: Scena
 
     watcher.poll_once()
     after_watch = snapshot(store.engine)
-    load_catalog(store)  # a restart re-imports: the Hub's read stays the head, nothing is added
+    store.catalog.load_catalog()  # a restart re-imports: the Hub's read stays the head, nothing is added
     assert snapshot(store.engine) == after_watch
     assert len(store.reads.drafter_revisions(DRAFTER)) == 1
 
@@ -63,7 +63,7 @@ def test_watcher_reading_the_named_sha_fills_it_in(store: Store, scenario: Scena
 
 
 def test_hub_past_the_named_sha_is_a_change(store: Store, scenario: Scenario, hub: FakeHub, tmp_path: Path) -> None:
-    load_catalog(store)
+    store.catalog.load_catalog()
     scenario.advance("weights_replaced")  # before the watcher ever looked
     _watcher(store, hub, tmp_path).poll_repo(DRAFTER)
     old, new = store.reads.drafter_revisions(DRAFTER)
@@ -76,7 +76,7 @@ def test_hub_past_the_named_sha_is_a_change(store: Store, scenario: Scenario, hu
 def test_hub_past_the_named_sha_with_the_same_weights_is_no_alert(
     store: Store, scenario: Scenario, hub: FakeHub, tmp_path: Path
 ) -> None:
-    load_catalog(store)
+    store.catalog.load_catalog()
     repo = scenario.state.repo(DRAFTER)
     assert repo is not None
     scenario.state.commit(DRAFTER, {"README.md": repo.files["README.md"] + b"\nMore text.\n"},

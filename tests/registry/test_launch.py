@@ -24,7 +24,6 @@ from registry.domain.llama_commands import BUILT_IN_EXPORT_ARCHITECTURES, CONVER
 from registry.domain.records import RevisionSpec
 from registry.domain.run import Run
 from registry.store import Store
-from registry.store.catalog_import import load_catalog
 from tests.registry.run_fixtures import full_run, measured
 from tests.support.cli import drafters as run_drafters
 
@@ -142,7 +141,7 @@ CHECKS = {"vllm": check_vllm, "sglang": check_sglang, "llamacpp": check_llamacpp
 @pytest.fixture(scope="module")
 def catalog_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     store = Store.open(f"sqlite:///{tmp_path_factory.mktemp('launch') / 'registry.db'}")
-    load_catalog(store)
+    store.catalog.load_catalog()
     store.verdicts.recompute_compatibility()
     return store
 
@@ -299,7 +298,7 @@ def test_a_measured_length_comes_only_from_the_same_engine_on_the_same_hardware(
     """16 tiny PyTorch runs on CPU never shrink the vLLM command; a vLLM run on an H100 sets the vLLM command on
     H100 SXM only, never SGLang's or another card's; a tiny stand-in recorded as vLLM on an H100 sets nothing."""
     store = Store.open(f"sqlite:///{tmp_path / 'registry.db'}")
-    load_catalog(store)
+    store.catalog.load_catalog()
     store.verdicts.recompute_compatibility(checkpoint_repo_id="Qwen/Qwen3-8B")
     (pair,) = exact_pairs(store, "Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16")
     h100, a100 = pick_gpu("H100 SXM"), pick_gpu("A100 80GB")
@@ -404,7 +403,7 @@ def test_the_printed_eagle3_step_writes_the_layers_the_converter_reads(tmp_path:
 
 def test_launch_reads_the_eagle3_layers_from_the_recorded_config(tmp_path: Path) -> None:
     store = Store.open(f"sqlite:///{tmp_path / 'registry.db'}")
-    load_catalog(store)
+    store.catalog.load_catalog()
     drafter = "RedHatAI/Qwen3-8B-speculator.eagle3"
     store.drafters.add_drafter_revision(drafter, RevisionSpec(sha="a" * 40, config_raw=json.dumps(YUHUILI_HEAD).encode()))
     store.verdicts.recompute_compatibility(checkpoint_repo_id="Qwen/Qwen3-8B")

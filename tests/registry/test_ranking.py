@@ -13,7 +13,6 @@ from registry.calibration.ranking import MEASURED, PUBLISHED, RULE, rank
 from registry.calibration.recommend import launchable_pairs, recommendations
 from registry.domain.run import Run
 from registry.store import Store
-from registry.store.catalog_import import load_catalog
 from tests.registry.run_fixtures import full_run, measured
 from tests.support.cli import drafters
 
@@ -32,7 +31,7 @@ def _run(drafter: str, engine: str, hardware: str, speedup: float, **changes: ob
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
     store = Store.open(f"sqlite:///{tmp_path / 'registry.db'}")
-    load_catalog(store)
+    store.catalog.load_catalog()
     store.verdicts.recompute_compatibility(checkpoint_repo_id=TARGET)
     return store
 

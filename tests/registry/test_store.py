@@ -7,7 +7,6 @@ import json
 from registry.domain.records import CheckpointSpec, DrafterSpec, EventSpec, RevisionSpec
 from registry.reports import find_for_checkpoint
 from registry.store import Store
-from registry.store.catalog_import import load_catalog
 from tests.snapshot import snapshot
 
 QWEN3_8B = {
@@ -115,10 +114,10 @@ def test_event_recorded_once(store: Store) -> None:
 
 
 def test_catalog_loads_idempotently(store: Store) -> None:
-    summary = load_catalog(store)
+    summary = store.catalog.load_catalog()
     assert summary.dflash_21 == 21
     before = snapshot(store.engine)
-    load_catalog(store)
+    store.catalog.load_catalog()
     assert snapshot(store.engine) == before
     drafters = {d.repo_id: d for d in store.reads.drafters()}
     dflash_21 = [d for d in drafters.values() if d.in_21]
@@ -126,7 +125,7 @@ def test_catalog_loads_idempotently(store: Store) -> None:
 
 
 def test_catalog_find_qwen3_8b(store: Store) -> None:
-    load_catalog(store)
+    store.catalog.load_catalog()
     checkpoint, rows = find_for_checkpoint(store, "Qwen/Qwen3-8B")
     by_drafter = {r.drafter_repo_id: r for r in rows}
     assert by_drafter["z-lab/Qwen3-8B-DFlash-b16"].verdict == "exact"
