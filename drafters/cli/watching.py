@@ -23,6 +23,7 @@ from registry.hub import HubClient, HubError
 from registry.redact import mask_url
 from registry.settings import get_settings
 from registry.store import NotFound, Store
+from registry.watch.poll_report import NOT_POLLED
 from registry.watch.poller import DRAFTER_QUERIES, PollReport, Watcher
 
 
@@ -42,9 +43,6 @@ def make_watcher(store: Store, *, max_requests: int | None = None, deadline_s: f
 def _failed_repos(report: PollReport) -> list[str]:
     # A drafter found under two tag queries fails under both: one repo, named once.
     return list(dict.fromkeys(repo for org in report.orgs for repo in org.failed))
-
-
-NOT_POLLED = "not polled: "  # the poller's prefix for the orgs it skipped after the Hub stopped answering
 
 
 def _print_poll(report: PollReport) -> None:

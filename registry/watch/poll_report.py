@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from registry.domain.records import EventRecord
 from registry.hub import HubError, HubModel
 
+NOT_POLLED = "not polled: "  # an org's error when the poll skipped it because the Hub had stopped answering
+
 
 @dataclass
 class OrgReport:

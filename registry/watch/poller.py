@@ -57,7 +57,7 @@ from registry.store import Store
 from registry.watch.classify import capped
 from registry.watch.events import OnPair
 from registry.watch.poll_cache import PollCache
-from registry.watch.poll_report import OrgReport, PollCut, PollReport, RepoFailed
+from registry.watch.poll_report import NOT_POLLED, OrgReport, PollCut, PollReport, RepoFailed
 # Re-exported (noqa F401): `drafters watch` and `drafters up` pass DRAFTER_QUERIES to the Watcher.
 from registry.watch.queries import DRAFTER_QUERIES, drafter_queries_text  # noqa: F401
 from registry.watch.queries import DrafterQuery, OrgQuery, PollQuery, poll_queries
@@ -136,7 +136,7 @@ class Watcher:
             reason = report.unreachable or report.stopped
             if reason is not None:
                 # Every org would fail the same way after its own retries: say so once, quickly.
-                report.orgs.append(OrgReport(org=query.row, error=f"not polled: {reason}"))
+                report.orgs.append(OrgReport(org=query.row, error=f"{NOT_POLLED}{reason}"))
                 continue
             try:
                 org_report = self.poll_org(query, skip_if_polled_within_s=skip_if_polled_within_s)
