@@ -80,7 +80,7 @@ def cached_snapshot(repo_id: str, revision: str, *, cache_dir: Path | None = Non
     except LocalEntryNotFoundError as error:
         raise LoadError(
             f"{repo_id}@{revision} is not in the local Hugging Face cache, and the verifier never downloads: "
-            f"`drafters fetch {repo_id} --revision SHA` downloads it into $DRAFTERS_HOME/downloads and prints the "
-            "folder to pass instead of the repo id"
+            f"`drafters fetch {repo_id} --revision SHA` downloads it into $DRAFTERS_HOME/downloads, where `drafters "
+            "verify` finds it by its repo id"
         ) from error
     return Path(folder)

@@ -29,6 +29,7 @@ from verifier.curve_job import CURVE, CurveFailed, CurveRequest, curve_engine, r
 from verifier.engines.llamacpp.engine import run_llamacpp_pair
 from verifier.folders import LoadError, cached_snapshot
 from verifier.harness.record import failed_run, named_run
+from verifier.pair_folders import drafter_path, fetched, resolve_folder
 from verifier.prompts import bundled_set, load_prompt_file
 
 log = logging.getLogger(__name__)
@@ -125,26 +126,29 @@ class Lease:
             raise LeaseLost(f"job {self.job_id}: lease not renewed before storing the run")
 
 
-def resolve_folder(ref: str, revision: str | None) -> Path:
-    """A local folder as is; a repo id from the local Hugging Face cache (never downloaded)."""
-    path = Path(ref).expanduser()
-    if path.is_dir():
-        return path
-    if ref.count("/") == 1 and not path.exists():
-        return cached_snapshot(ref, revision or "main")
-    raise FileNotFoundError(f"{ref} is neither a model folder nor a repo id")
+def with_fetched_folders(store: Store, request: VerifyRequest) -> tuple[VerifyRequest, tuple[Path, Path | None] | None]:
+    """A request naming repo ids that were fetched: its folders from the downloads, its revisions pinned to the
+    fetched shas (the run says which commit it measured). Unchanged, with no folders, when neither side was fetched
+    or the other side cannot be found (verify_now then says what is missing)."""
+    target = fetched(store, request.target, request.target_revision)
+    drafter = fetched(store, request.drafter, request.drafter_revision) if request.drafter else None
+    if target is None and drafter is None:
+        return request, None
+    try:
+        target_dir = target[0] if target else resolve_folder(request.target, request.target_revision)
+        drafter_dir = drafter[0] if drafter else (
+            drafter_path(request.drafter, request.drafter_revision) if request.drafter else None)
+    except (LoadError, FileNotFoundError):
+        return request, None
+    pinned = replace(request, target_revision=target[1] if target else request.target_revision,
+                     drafter_revision=drafter[1] if drafter else request.drafter_revision)
+    return pinned, (target_dir, drafter_dir)
 
 
 def _prompt_sets(request: VerifyRequest) -> list[Any]:
     sets = [bundled_set(name) for name in request.prompt_sets]
     sets += [load_prompt_file(Path(p)) for p in request.prompt_files]
     return sets
-
-
-def _drafter_path(ref: str, revision: str | None) -> Path:
-    """A drafter folder, a repo id from the local cache, or (llama.cpp also takes one) a .gguf file."""
-    gguf = Path(ref).expanduser()
-    return gguf if gguf.is_file() and gguf.suffix == ".gguf" else resolve_folder(ref, revision)
 
 
 def curve_now(store: Store, request: CurveRequest, *, job_id: int | None = None, lease: Lease | None = None,
@@ -155,7 +159,7 @@ def curve_now(store: Store, request: CurveRequest, *, job_id: int | None = None,
     confirm = lease.confirm if lease is not None else (lambda: None)
     try:
         target_dir = resolve_folder(request.target, request.target_revision)
-        drafter = _drafter_path(request.drafter, request.drafter_revision)
+        drafter = drafter_path(request.drafter, request.drafter_revision)
         return run_curve(store, request, target_dir, drafter, job_id=job_id, check=check, confirm=confirm,
                          progress=progress)
     except (LeaseLost, CurveFailed):
@@ -182,7 +186,7 @@ def run_engine(request: VerifyRequest, progress: Callable[[int, int, str], None]
     target_dir = folders[0] if folders else resolve_folder(request.target, request.target_revision)
     if request.engine == "llamacpp":
         drafter = folders[1] if folders else (
-            _drafter_path(request.drafter, request.drafter_revision) if request.drafter else None)
+            drafter_path(request.drafter, request.drafter_revision) if request.drafter else None)
         return run_llamacpp_pair(target_dir, drafter, _prompt_sets(request), settings, progress)
     drafter_dir = folders[1] if folders else (
         resolve_folder(request.drafter, request.drafter_revision) if request.drafter else None)

@@ -25,7 +25,8 @@ from registry.store.jobs import JobRecord
 from verifier.engines.llamacpp.convert import convert_pair, run_converter
 from verifier.curve_job import BATCH_ONE_ONLY, CurveFailed, CurveRequest
 from verifier.ingest import ingest_server
-from verifier.jobs import VerifyRequest, Worker, curve_now, enqueue as enqueue_job, enqueue_curve, verify_now
+from verifier.jobs import (VerifyRequest, Worker, curve_now, enqueue as enqueue_job, enqueue_curve, verify_now,
+                           with_fetched_folders)
 from verifier.prompts import ALL_SET_NAMES, BUNDLED_SET_NAMES, load_prompt_file
 from verifier.ray_executor import RayExecutor
 from verifier.sweep import DEFAULT_MAX_NEW_TOKENS as SWEEP_MAX_NEW_TOKENS
@@ -67,7 +68,8 @@ def run_with_progress(store: Store, request: VerifyRequest, label: str) -> Run:
         def report(done: int, total: int, now: str) -> None:
             progress.update(task, completed=done, total=total, now=now)
 
-        return verify_now(store, request, progress=report)
+        request, folders = with_fetched_folders(store, request)  # a repo id `drafters fetch` downloaded
+        return verify_now(store, request, progress=report, folders=folders)
 
 
 PromptsOption = Annotated[list[Path] | None, typer.Option("--prompts", help="JSONL prompt file (repeatable).")]

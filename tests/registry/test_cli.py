@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from registry.domain.catalog import load_catalog_data
+from registry.store import Store
 from tests.support.cli import drafters
 
 REPO = Path(__file__).resolve().parents[2]
@@ -223,3 +224,15 @@ def test_verify_without_weights_names_the_folder_and_drafters_fetch(db_env: dict
     missing = drafters("verify", "Qwen/Qwen3-8B", str(tiny_dflash_dir), "--repeats", "1", env=db_env, columns=80,
                        timeout=300)
     assert missing.returncode != 0 and "drafters fetch Qwen/Qwen3-8B --revision SHA" in missing.stderr
+
+
+def test_verify_finds_a_repo_id_that_drafters_fetch_downloaded(db_env: dict[str, str], store: Store,
+                                                               tiny_target_dir: Path, tiny_dflash_dir: Path) -> None:
+    sha = "a" * 40
+    store.downloads.start_download("org/tiny-target", sha, str(tiny_target_dir), bytes_total=1)
+    store.downloads.finish_download("org/tiny-target", sha, bytes_done=1, seconds=0.1)
+    result = drafters("verify", "org/tiny-target", str(tiny_dflash_dir), "--repeats", "1", "--max-new-tokens", "8",
+                      "--sets", "code", env=db_env, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    [run] = store.runs.list_runs()
+    assert run.target == "org/tiny-target" and run.target_revision == sha and run.status == "ok"  # the fetched commit
