@@ -307,6 +307,7 @@ class Service:
             autoverify.announce(self.store, capability)
 
         def report(job: JobRecord) -> None:
+            self.job_quarters.pop(job.id, None)  # the job is over: its progress is not kept
             run = self.store.runs.get_run(job.run_id) if job.run_id else None
             self.say(f"verify job {job.id}: {job.status}" + (f" ({job.error})" if job.error else "")
                      + (f": {result_line(run)}" if run is not None else ""))

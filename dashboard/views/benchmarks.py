@@ -31,14 +31,25 @@ def concurrency_section() -> None:
     )
     line = base.mark_line(point=True)
     crossing = base.transform_filter("datum.crossover").mark_point(size=160, color="#c62828", filled=True)
-    even = alt.Chart(shown.head(1)).mark_rule(strokeDash=[4, 3], color="#555").encode(y=alt.datum(1.0))
-    st.altair_chart(line + even + crossing, width="stretch")
+    st.altair_chart(line + break_even(shown) + crossing, width="stretch")
     st.caption("Dashed rule: 1.0×, break-even; below it the drafter slows the server down. Red: the crossover, "
                "the first measured concurrency where it stops paying.")
     data.dataframe(shown.drop(columns=["curve", "series"]), hide_index=True, width="stretch", key="curve_points")
     same = points[points["series"] == shown["series"].iloc[0]]
     length_section(same[same["prompt_set"] == shown["prompt_set"].iloc[0]])
     category_section(same[same["max_new_tokens"] == shown["max_new_tokens"].iloc[0]])
+
+
+def break_even(frame: pd.DataFrame) -> alt.Chart:
+    """The dashed 1.0× rule: below it the drafter slows the server down."""
+    return alt.Chart(frame.head(1)).mark_rule(strokeDash=[4, 3], color="#555").encode(y=alt.datum(1.0))
+
+
+def curve_chart(chart: alt.Chart, curves: pd.DataFrame, by: str, order: list[str], key: str) -> None:
+    """A chart of the pair's curves with the 1.0× rule, then its points as a table: `by`, concurrency, speedup, τ."""
+    st.altair_chart(chart + break_even(curves), width="stretch")
+    data.dataframe(curves[[by, "concurrency", "speedup", "tau"]].sort_values(order), hide_index=True, width="stretch",
+                   key=key)
 
 
 def length_section(curves: pd.DataFrame) -> None:
@@ -53,10 +64,7 @@ def length_section(curves: pd.DataFrame) -> None:
         x=alt.X("max_new_tokens:Q", title="tokens generated per request", scale=alt.Scale(type="log", base=2)),
         y=alt.Y("speedup:Q", title="speedup"), color=alt.Color("concurrency:N", title="concurrency"),
         tooltip=["max_new_tokens", "concurrency", "speedup", "tau"])
-    even = alt.Chart(curves.head(1)).mark_rule(strokeDash=[4, 3], color="#555").encode(y=alt.datum(1.0))
-    st.altair_chart(chart + even, width="stretch")
-    data.dataframe(curves[["max_new_tokens", "concurrency", "speedup", "tau"]].sort_values(
-        ["concurrency", "max_new_tokens"]), hide_index=True, width="stretch", key="curve_lengths")
+    curve_chart(chart, curves, "max_new_tokens", ["concurrency", "max_new_tokens"], "curve_lengths")
 
 
 def category_section(curves: pd.DataFrame) -> None:
@@ -71,10 +79,7 @@ def category_section(curves: pd.DataFrame) -> None:
         x=alt.X("prompt_set:N", title="prompt set"), xOffset="concurrency:N",
         y=alt.Y("speedup:Q", title="speedup"), color=alt.Color("concurrency:N", title="concurrency"),
         tooltip=["prompt_set", "concurrency", "speedup", "tau"])
-    even = alt.Chart(curves.head(1)).mark_rule(strokeDash=[4, 3], color="#555").encode(y=alt.datum(1.0))
-    st.altair_chart(chart + even, width="stretch")
-    data.dataframe(curves[["prompt_set", "concurrency", "speedup", "tau"]].sort_values(["prompt_set", "concurrency"]),
-                   hide_index=True, width="stretch", key="curve_categories")
+    curve_chart(chart, curves, "prompt_set", ["prompt_set", "concurrency"], "curve_categories")
 
 
 with data.guard("Speedup vs concurrency"):
