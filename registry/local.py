@@ -1,5 +1,8 @@
 """A model folder on local disk (config.json, tokenizer files, weights) read the way the Hub watcher reads a repo:
-the one reader of a folder's pair side (`read_local_repo(...).side()`) and of its weight bytes (`weight_bytes`).
+the one reader of a folder (`read_local_repo`: its config, tokenizer digest and weight bytes, each read once; its
+pair side, `.side()`), of its config alone (`read_config`) and of its weight bytes (`weight_bytes`), failing one
+way (`LocalRepoError`, the same message whichever command read the folder: `drafters check`, the verifier's
+pre-check, the loaders); and the one rule of whether a string names a folder or a Hub repo id (`looks_like_folder`).
 
 Weight bytes are the tensor bytes of the safetensors files the folder loads (parameters × dtype bytes, read from
 each file's header length: the data region after the header is exactly the tensors): the shards its
@@ -13,6 +16,7 @@ import json
 import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from registry.domain import configs, pair
 from registry.domain.configs import ConfigError
@@ -22,6 +26,9 @@ from registry.errors import Failed
 from registry.store import NotFound, Store
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
+CONFIG_FILE = "config.json"
+# How a folder is written when it is no existing directory here (a stored run's path, a folder since deleted).
+PATH_PREFIXES = ("/", "~", "./", "../")
 
 
 class LocalRepoError(Failed, ValueError):
@@ -31,42 +38,70 @@ class LocalRepoError(Failed, ValueError):
 @dataclass(frozen=True)
 class LocalRepo:
     path: Path
-    config_raw: bytes
+    config: dict[str, Any] | None  # config.json parsed; None when it is not a usable JSON object (`config_problem`)
+    config_problem: str | None
     tokenizer_digest: str | None
     weight_bytes: int
 
     def side(self, method: str | None = None) -> pair.Side:
         """This folder as one side of a pair (a folder has no repo id and declares nothing)."""
-        try:
-            config = configs.parse_config(self.config_raw)
-        except ConfigError as exc:
-            return pair.Side(tokenizer_digest=self.tokenizer_digest, problem=str(exc), method=method)
-        return pair.Side(config=config, tokenizer_digest=self.tokenizer_digest, method=method)
+        return pair.Side(config=self.config, tokenizer_digest=self.tokenizer_digest, problem=self.config_problem,
+                         method=method)
+
+    def usable_config(self) -> dict[str, Any]:
+        """The parsed config.json; LocalRepoError (as `read_config` says it) where it is no usable JSON object."""
+        if self.config is None:
+            raise LocalRepoError(f"{self.path / CONFIG_FILE}: {self.config_problem}")
+        return self.config
 
 
 def looks_like_folder(value: str) -> bool:
+    """The one rule of "folder or repo id": a folder when `value` is an existing directory or is written as a path
+    (absolute, ~, ./ or ../: a stored run's folder reads as one on any machine); anything else is a repo id (the
+    registry, the downloads and the local Hugging Face cache resolve it)."""
     # "" would be the current directory; a name too long for the file system is no folder either.
     if not value.strip():
         return False
     try:
-        return Path(value).expanduser().is_dir()
+        return value.startswith(PATH_PREFIXES) or Path(value).expanduser().is_dir()
     except (OSError, ValueError):
         return False
 
 
 def read_local_repo(path: Path) -> LocalRepo:
-    path = path.expanduser()
-    config_path = path / "config.json"
-    if not path.is_dir():
-        raise LocalRepoError(f"{path} is not a folder")
-    if not config_path.is_file():
-        raise LocalRepoError(f"{path} has no config.json")
+    """The folder's config, tokenizer digest and weight bytes; LocalRepoError when it is no folder with a
+    config.json, or its tokenizer files or safetensors cannot be read (an unusable config is `config_problem`)."""
+    path = Path(path).expanduser()
+    raw = _config_bytes(path)
     try:
         digest = folder_tokenizer_digest(path)
     except ConfigError as exc:
         raise LocalRepoError(f"{path}: bad tokenizer files: {exc}") from None
-    return LocalRepo(path=path, config_raw=config_path.read_bytes(), tokenizer_digest=digest,
+    try:
+        config, problem = configs.parse_config(raw), None
+    except ConfigError as exc:
+        config, problem = None, str(exc)
+    return LocalRepo(path=path, config=config, config_problem=problem, tokenizer_digest=digest,
                      weight_bytes=weight_bytes(path))
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    """The folder's config.json as a JSON object; LocalRepoError, in `read_local_repo`'s words, when it has none or
+    the file is no usable JSON object."""
+    folder = Path(folder).expanduser()
+    try:
+        return configs.parse_config(_config_bytes(folder))
+    except ConfigError as exc:
+        raise LocalRepoError(f"{folder / CONFIG_FILE}: {exc}") from None
+
+
+def _config_bytes(folder: Path) -> bytes:
+    if not folder.is_dir():
+        raise LocalRepoError(f"{folder} is not a folder")
+    config_path = folder / CONFIG_FILE
+    if not config_path.is_file():
+        raise LocalRepoError(f"{folder} has no {CONFIG_FILE}")
+    return config_path.read_bytes()
 
 
 def folder_tokenizer_digest(folder: Path) -> str | None:
@@ -112,13 +147,17 @@ def weight_bytes(folder: Path) -> int:
 
 
 def resolve_side(store: Store, value: str, *, drafter: bool) -> pair.Side:
-    """One side of a pair, from a repo id the registry knows (its head revision) or a local folder."""
+    """One side of a pair, from a repo id the registry knows (its head revision) or a local folder; NotFound for
+    neither (a path that is no folder here: a served model's file, a stored run's deleted folder)."""
+    kind = "drafter" if drafter else "checkpoint"
+    unknown = NotFound(f"unknown {kind} {value!r}: not in the registry and not a folder")
     if looks_like_folder(value):
+        if not Path(value).expanduser().is_dir():
+            raise unknown
         return read_local_repo(Path(value)).side()
     record = store.reads.get_drafter(value) if drafter else store.reads.get_checkpoint(value)
     if record is None:
-        kind = "drafter" if drafter else "checkpoint"
-        raise NotFound(f"unknown {kind} {value!r}: not in the registry and not a folder")
+        raise unknown
     head = store.reads.drafter_head_revision(value) if drafter else store.reads.head_revision(value)
     side = pair.Side(repo_id=record.repo_id)
     if head is not None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from registry.domain.engines import PYTORCH, VERIFIER_ENGINES
+from registry.domain.measurement import RunSettings
 from registry.domain.memory import GIB
 from registry.domain.plan import READY, PlanRow, WorkerCapability, plan_pairs
 from registry.hub import HubClient
@@ -92,25 +93,22 @@ def make_plan(store: Store, worker: WorkerCapability, *, structural: bool = Fals
     return plan_pairs(store.plan_facts.plan_inputs(structural=structural, live_memory=live or None), worker)
 
 
-def run_settings(settings: Settings, worker: WorkerCapability) -> dict[str, Any]:
+def run_settings(settings: Settings, worker: WorkerCapability) -> RunSettings:
     """What an autoverify job runs under. On a CUDA worker the device is named, so the job asks its executor for a
     GPU (`verifier.jobs.enqueue`: under Ray a task that asks for none gets CUDA hidden and measures on the CPU)."""
-    run: dict[str, Any] = {"max_new_tokens": settings.autoverify_max_new_tokens,
-                           "repeats": settings.autoverify_repeats, "warmup": 1,
-                           "dtype": "bfloat16" if worker.run_bytes_per_parameter == 2.0 else "float32"}
-    if worker.device.startswith("cuda"):
-        run["device"] = "cuda"
-    return run
+    return RunSettings(max_new_tokens=settings.autoverify_max_new_tokens, repeats=settings.autoverify_repeats,
+                       warmup=1, dtype="bfloat16" if worker.run_bytes_per_parameter == 2.0 else "float32",
+                       device="cuda" if worker.device.startswith("cuda") else "auto")
 
 
-def enqueue_ready(store: Store, rows: list[PlanRow], run: dict[str, Any]) -> list[queue.JobRecord]:
+def enqueue_ready(store: Store, rows: list[PlanRow], run: RunSettings) -> list[queue.JobRecord]:
     """One job per READY row, keyed by its measurement identity: a second plan queues nothing twice."""
     queued = []
     for row in rows:
         if row.state != READY or row.engine is None or row.key is None:
             continue
         request = VerifyRequest(target=row.target, drafter=row.drafter, target_revision=row.target_sha,
-                                drafter_revision=row.drafter_sha, settings=dict(run),
+                                drafter_revision=row.drafter_sha, settings=run,
                                 engine=ENGINE_OPTIONS[row.engine], download=True)
         job = enqueue(store, request, dedupe_key=row.key, memory_bytes=row.memory_bytes)
         if job is not None:

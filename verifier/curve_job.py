@@ -29,6 +29,7 @@ from registry.domain.measurement import RunSettings
 from registry.domain.stored_json import from_json, to_json
 from registry.store import Store
 from verifier.engines.llamacpp.engine import load_llamacpp_engine
+from verifier.harness.pair_check import check_pair
 from verifier.harness.provenance import is_test_model
 from verifier.prompts import BUNDLED_SET_NAMES, Prompt, PromptSet, bundled_set, load_prompt_file
 from verifier.sweep import DEFAULT_MAX_NEW_TOKENS, measure_sweep
@@ -57,8 +58,9 @@ class CurveFailed(RuntimeError):
 @dataclass(frozen=True)
 class CurveRequest:
     """What to measure: the pair (folders, repo ids in the local Hub cache, or a drafter .gguf), the levels, the
-    generation lengths and thinking modes (one curve per length and mode), the prompts, and run settings (method,
-    draft_length, device, dtype: `RunSettings` fields)."""
+    generation lengths and thinking modes (one curve per length and mode), the prompts, and the run settings the
+    pair is loaded under (method, draft_length, device, dtype, seed; the lengths and thinking modes are the
+    request's own)."""
 
     target: str
     drafter: str
@@ -70,7 +72,7 @@ class CurveRequest:
     prompt_sets: tuple[str, ...] = BUNDLED_SET_NAMES
     prompt_files: tuple[str, ...] = ()
     requests_per_level: int | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: RunSettings = field(default_factory=RunSettings)
     engine: str = CURVE_ENGINE
 
     def __post_init__(self) -> None:
@@ -94,6 +96,7 @@ class CurveRequest:
 
     @classmethod
     def from_payload(cls, payload: dict[str, Any]) -> CurveRequest:
+        """The request a payload holds, its settings typed again (the one place stored JSON becomes them)."""
         return from_json(cls, payload)
 
 
@@ -129,8 +132,9 @@ def _measure(store: Store, request: CurveRequest, target_dir: Path, drafter: Pat
              *, job_id: int | None, check: Callable[[], None], confirm: Callable[[], None],
              progress: Callable[[int, int, str], None] | None) -> dict[tuple[int, bool], SpeedupCurve]:
     longest_new = max(length for length, _ in todo)
-    settings = RunSettings(**{**request.settings, "max_new_tokens": longest_new})
-    engine = load_llamacpp_engine(target_dir, drafter, settings)
+    settings = replace(request.settings, max_new_tokens=longest_new)
+    # The harness's pre-check, before llama-server is looked for or a weight converted (a curve runs no harness loop).
+    engine = load_llamacpp_engine(check_pair(target_dir, drafter, settings.method), settings)
     if engine.draft is None:
         raise CurveFailed("a curve needs a drafter that llama-server drafts with")
     prompts = curve_prompts(request)

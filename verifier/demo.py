@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from registry.domain.measurement import RunSettings
 from registry.store import Store
 from verifier.build_cache import training_steps
 from verifier.jobs import VerifyRequest, enqueue
@@ -109,7 +110,7 @@ def demo_requests(models: DemoModels, *, max_new_tokens: int = 48, repeats: int 
         (
             f"demo:{method}:{drafter.name}",
             VerifyRequest(target=str(target), drafter=str(drafter),
-                          settings={"max_new_tokens": max_new_tokens, "repeats": repeats, "warmup": 1}),
+                          settings=RunSettings(max_new_tokens=max_new_tokens, repeats=repeats, warmup=1)),
         )
         for method, target, drafter in pairs
     ]

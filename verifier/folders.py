@@ -1,5 +1,7 @@
-"""Model folders on disk, without torch: config.json, safetensors weight files, their digests, and snapshots in the
-local Hugging Face cache.
+"""Model folders on disk, without torch: the safetensors weight files the verifier loads, their digests, and
+snapshots in the local Hugging Face cache. A folder's config.json is read by `registry.local` (`read_config`,
+`read_local_repo`), the one reader of a folder, which fails with `LocalRepoError`; `LoadError` is a folder that can
+be read but not loaded safely (pickle weights only, remote code, not in the cache).
 
 A folder is a local checkout (config.json + *.safetensors (+ index) + tokenizer files) or a snapshot in the local
 Hugging Face cache found by repo id + sha. Loading the weights into torch is verifier/loading.py's job.
@@ -8,35 +10,19 @@ Hugging Face cache found by repo id + sha. Loading the weights into torch is ver
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
-from typing import Any
 
 from huggingface_hub import snapshot_download
 from huggingface_hub.errors import LocalEntryNotFoundError
 
 from registry.errors import UserError
-from registry.local import SAFETENSORS_INDEX, safetensors_files
+from registry.local import CONFIG_FILE, SAFETENSORS_INDEX, safetensors_files
 
-CONFIG_FILE = "config.json"
 PICKLE_WEIGHT_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
 
 class LoadError(UserError, ValueError):
     """A folder cannot be loaded safely; the message says why and what to do."""
-
-
-def read_config(folder: Path) -> dict[str, Any]:
-    config_path = folder / CONFIG_FILE
-    if not config_path.is_file():
-        raise LoadError(f"{folder} has no {CONFIG_FILE}")
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise LoadError(f"{config_path} is not valid JSON: {error}") from error
-    if not isinstance(config, dict):
-        raise LoadError(f"{config_path} must hold a JSON object")
-    return config
 
 
 def weight_files(folder: Path) -> list[Path]:

@@ -46,7 +46,7 @@ class VerifyRequest:
     drafter_revision: str | None = None
     prompt_sets: tuple[str, ...] = ("code", "math", "chat", "multilingual")
     prompt_files: tuple[str, ...] = ()
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: RunSettings = field(default_factory=RunSettings)
     engine: str = "pytorch"
     # Download both repos at the pinned revisions first (autoverify jobs); otherwise folders or the local cache.
     download: bool = False
@@ -61,6 +61,8 @@ class VerifyRequest:
 
     @classmethod
     def from_payload(cls, payload: dict[str, Any]) -> VerifyRequest:
+        """The request a payload holds, its settings typed again: the one place stored JSON becomes `RunSettings`
+        (a key an older payload lacks reads as the setting's default)."""
         return from_json(cls, payload)
 
 
@@ -172,7 +174,7 @@ def curve_now(store: Store, request: CurveRequest, *, job_id: int | None = None,
 
 def enqueue_curve(store: Store, request: CurveRequest) -> queue.JobRecord | None:
     """Queue a curve; only a worker with llama.cpp claims it."""
-    gpus = 1 if str(request.settings.get("device", "auto")).startswith("cuda") else 0
+    gpus = 1 if request.settings.device.startswith("cuda") else 0
     return store.jobs.enqueue(CURVE, request.to_payload(), num_gpus=gpus, engine=curve_engine())
 
 
@@ -182,7 +184,7 @@ def run_engine(request: VerifyRequest, progress: Callable[[int, int, str], None]
     `folders`: the (target, drafter) folders to run, already downloaded at the request's revisions."""
     from verifier.engines.pytorch import run_pair  # torch, which only PyTorch runs need
 
-    settings = RunSettings(**request.settings)
+    settings = request.settings
     target_dir = folders[0] if folders else resolve_folder(request.target, request.target_revision)
     if request.engine == "llamacpp":
         drafter = folders[1] if folders else (
@@ -254,7 +256,7 @@ def job_run_id(job_id: int) -> str:
 def enqueue(store: Store, request: VerifyRequest, *, dedupe_key: str | None = None,
             max_attempts: int = 3, memory_bytes: int | None = None) -> queue.JobRecord | None:
     """Queue a request; `memory_bytes`: the device memory it needs, so only a worker that has it claims it."""
-    gpus = 1 if str(request.settings.get("device", "auto")).startswith("cuda") else 0
+    gpus = 1 if request.settings.device.startswith("cuda") else 0
     return store.jobs.enqueue(VERIFY, request.to_payload(), dedupe_key=dedupe_key, max_attempts=max_attempts,
                               num_gpus=gpus, memory_bytes=memory_bytes,
                               engine=VERIFIER_ENGINES[request.engine] if memory_bytes is not None else None)
@@ -262,7 +264,7 @@ def enqueue(store: Store, request: VerifyRequest, *, dedupe_key: str | None = No
 
 def enqueue_cached_pair(store: Store, drafter: str, drafter_sha: str, target: str, target_sha: str,
                         *, cache_dir: Path | None = None,
-                        settings: dict[str, Any] | None = None) -> queue.JobRecord | None:
+                        settings: RunSettings | None = None) -> queue.JobRecord | None:
     """Queue a measurement of a newly compatible pair when both repos sit in the local Hugging Face cache at those
     shas (the verifier never downloads); each (drafter sha, target sha) pair is queued once."""
     try:
@@ -271,7 +273,7 @@ def enqueue_cached_pair(store: Store, drafter: str, drafter_sha: str, target: st
     except LoadError:
         return None
     request = VerifyRequest(target=target, drafter=drafter, target_revision=target_sha, drafter_revision=drafter_sha,
-                            settings=dict(settings or {}))
+                            settings=settings or RunSettings())
     return enqueue(store, request, dedupe_key=f"pair:{drafter}@{drafter_sha}:{target}@{target_sha}")
 
 

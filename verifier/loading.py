@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-from verifier.folders import LoadError, files_digest, read_config, weight_files
+from registry.local import read_config
+from verifier.folders import LoadError, files_digest, weight_files
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -79,11 +80,13 @@ def _auto_class(folder: Path, config: dict[str, Any]) -> Any:
     )
 
 
-def load_causal_lm(folder: Path, *, device: torch.device, dtype: torch.dtype) -> Any:
-    """A transformers causal LM from `folder`, safetensors only, remote code refused, in eval mode."""
+def load_causal_lm(folder: Path, *, device: torch.device, dtype: torch.dtype,
+                   config: dict[str, Any] | None = None) -> Any:
+    """A transformers causal LM from `folder`, safetensors only, remote code refused, in eval mode. `config`: its
+    config.json as already read (the pre-check's), else read here."""
     from transformers.utils import logging as transformers_logging
 
-    config = read_config(folder)
+    config = config if config is not None else read_config(folder)
     refuse_remote_code(folder, config)
     weight_files(folder)
     auto_class = _auto_class(folder, config)
@@ -95,15 +98,15 @@ def load_causal_lm(folder: Path, *, device: torch.device, dtype: torch.dtype) ->
     return model.to(device).eval()
 
 
-def load_target(folder: Path, *, device: str = "auto", dtype: str = "float32") -> LoadedTarget:
-    """Load a target model with its tokenizer from a local folder."""
+def load_target(folder: Path, *, device: str = "auto", dtype: str = "float32",
+                config: dict[str, Any] | None = None) -> LoadedTarget:
+    """Load a target model with its tokenizer from a local folder; `config`: its config.json as already read (the
+    pre-check's), else read here (`registry.local.read_config`: LocalRepoError for no folder or no usable config)."""
     from transformers import AutoTokenizer
 
     folder = Path(folder)
-    if not folder.is_dir():
-        raise LoadError(f"{folder} is not a folder")
-    config = read_config(folder)
-    model = load_causal_lm(folder, device=resolve_device(device), dtype=resolve_dtype(dtype))
+    config = config if config is not None else read_config(folder)
+    model = load_causal_lm(folder, device=resolve_device(device), dtype=resolve_dtype(dtype), config=config)
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False, local_files_only=True)
     except (OSError, ValueError) as error:

@@ -17,7 +17,7 @@ from drafters.cli.common import Failed, JsonOption, UserError, app, open_store, 
 from drafters.cli.runs_view import curves_json, fmt, print_curves, print_runs, run_json
 from registry import calibration
 from registry.domain.engines import SERVER_KINDS, VERIFIER_ENGINES as ENGINES
-from registry.domain.measurement import AUTO_DTYPE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPEATS
+from registry.domain.measurement import AUTO_DTYPE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_REPEATS, RunSettings
 from registry.domain.run import Run
 from registry.settings import get_settings
 from registry.store import Store
@@ -52,9 +52,12 @@ def _verify_request(target: str, drafter: str | None, *, prompts: list[Path] | N
         if not path.is_file():
             raise UserError(f"prompt file {path} does not exist")
         load_prompt_file(path)  # a bad line is the user's to fix before any model loads
-    settings = {"max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed, "repeats": repeats,
-                "device": device, "dtype": dtype, "draft_length": draft_length, "method": method,
-                "enable_thinking": thinking}
+    try:
+        settings = RunSettings(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, repeats=repeats,
+                               device=device, dtype=dtype, draft_length=draft_length, method=method,
+                               enable_thinking=thinking)
+    except ValueError as error:  # the user's to fix before any model loads, as a bad prompt file is
+        raise UserError(str(error)) from None
     return VerifyRequest(target=target, drafter=drafter, target_revision=target_revision,
                          drafter_revision=drafter_revision, prompt_sets=chosen,
                          prompt_files=tuple(str(p) for p in prompts or ()), settings=settings, engine=engine)
@@ -169,8 +172,10 @@ def _curve_request(request: VerifyRequest, concurrency: str, lengths: list[int],
         raise UserError("--concurrency takes values from 1 to 256 (one llama-server slot per client)")
     if request.drafter is None:
         raise UserError("a curve needs a drafter")
-    modes = (True, False) if thinking_both else (bool(request.settings["enable_thinking"]),)
-    settings = {k: request.settings[k] for k in ("device", "dtype", "draft_length", "method", "seed")}
+    modes = (True, False) if thinking_both else (request.settings.enable_thinking,)
+    asked = request.settings  # what a curve loads the pair under; its lengths and thinking modes are its own
+    settings = RunSettings(device=asked.device, dtype=asked.dtype, draft_length=asked.draft_length,
+                           method=asked.method, seed=asked.seed)
     return CurveRequest(target=request.target, drafter=request.drafter, concurrency=tuple(levels),
                         lengths=tuple(lengths), thinking=modes, prompt_sets=request.prompt_sets,
                         prompt_files=request.prompt_files, requests_per_level=requests_per_level, settings=settings)

@@ -33,7 +33,6 @@ from registry.calibration.fit import RunBytes, SideFacts, fitted_device, run_byt
 from registry.domain import pair, pricing
 from registry.domain.catalog import Catalog, load_catalog_data
 from registry.domain.conditions import pricing_problem
-from registry.domain.configs import ConfigError, parse_config
 from registry.domain.gpus import Gpu, find_gpu, load_gpus
 from registry.domain.memory import stored_bits_per_weight
 from registry.domain.run import Run, RunPrediction
@@ -62,8 +61,8 @@ def side_facts(store: Store, ref: str, *, drafter: bool) -> SideFacts:
     if looks_like_folder(ref):
         try:
             local = read_local_repo(Path(ref))
-            config = parse_config(local.config_raw)
-        except (LocalRepoError, ConfigError) as exc:
+            config = local.usable_config()
+        except LocalRepoError as exc:
             return SideFacts(None, None, None, f"unreadable folder ({exc})")
         parameters = round(local.weight_bytes * 8 / stored_bits_per_weight(config)) if local.weight_bytes else None
         method = pair.drafter_method(config) if drafter else None

@@ -21,6 +21,7 @@ from verifier.engines.llamacpp.engine import load_llamacpp_engine
 from verifier.engines.llamacpp.gguf import read_gguf_metadata
 from verifier.engines.llamacpp.server import LlamaCppOptions
 from verifier.engines.pytorch import RunSettings, TorchEngine
+from verifier.harness.pair_check import check_pair
 from verifier.prompts import bundled_set
 
 skip_unless_wanted()
@@ -64,8 +65,8 @@ def test_llama_cpp_drafts_what_the_pytorch_engine_drafts(
     block_size = json.loads((dflash2_dir / "config.json").read_text())["block_size"]
     draft_length = block_size - 1  # llama.cpp's block is draft_length + 1 tokens: the trained block, as ours
     settings = RunSettings(max_new_tokens=MAX_NEW_TOKENS, repeats=1, warmup=0, device="cpu", draft_length=draft_length)
-    torch_engine = TorchEngine.load(tiny_target_dir, dflash2_dir, settings)
-    llama_engine = load_llamacpp_engine(tiny_target_dir, dflash2_dir, settings, llama_options)
+    torch_engine = TorchEngine.load(check_pair(tiny_target_dir, dflash2_dir, settings.method), settings)
+    llama_engine = load_llamacpp_engine(check_pair(tiny_target_dir, dflash2_dir, settings.method), settings, llama_options)
     assert llama_engine.draft is not None and llama_engine.draft.spec_type == "draft-dflash"
     written = read_gguf_metadata(llama_engine.draft.gguf, ("dflash.selector_top_k", "dflash.conv_kernel_size"))
     assert written == {"dflash.selector_top_k": TOP_K, "dflash.conv_kernel_size": KERNEL}

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from registry.domain.measurement import RunSettings
 from registry.alerts import webhooks as alerts
 from registry.alerts.secrets import SecretBox
 from registry.domain.doctor import Expectation, ProbeFacts, below_minimum, diagnose
@@ -304,7 +305,7 @@ def measured_store(tmp_path_factory, qwen3_target: Path, draft_lm: Path, llama_s
     try:
         run = verify_now(store, VerifyRequest(
             target=str(qwen3_target), drafter=str(draft_lm), prompt_sets=("code", "chat"), engine="llamacpp",
-            settings={"max_new_tokens": 48, "temperature": 0.0, "repeats": 1, "draft_length": 4}))
+            settings=RunSettings(max_new_tokens=48, temperature=0.0, repeats=1, draft_length=4)))
     finally:
         for key, value in saved.items():
             os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)

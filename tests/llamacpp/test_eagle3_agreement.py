@@ -18,11 +18,12 @@ from tests.llamacpp import skip_unless_wanted
 from tests.llamacpp.counting import ServerCounts, counted_as_llama_server
 from tests.tiny_models import cache_root
 from verifier.engines.pytorch import RunSettings, TorchEngine
+from verifier.harness.pair_check import check_pair
 from verifier.engines.llamacpp.convert import cached_gguf, eagle3_target_layers
 from verifier.engines.llamacpp.engine import load_llamacpp_engine
 from verifier.engines.llamacpp.gguf import read_gguf_metadata
 from verifier.engines.llamacpp.server import LlamaCppOptions
-from verifier.folders import read_config
+from registry.local import read_config
 from verifier.methods.eagle3.config import SPECULATORS_LAYOUT, YUHUILI_LAYOUT, parse_eagle3_config
 from verifier.metrics import RoundRecord
 from verifier.prompts import bundled_set
@@ -77,8 +78,8 @@ def test_the_same_trained_head_drafts_the_same_in_both_engines(
     head = cached_eagle3_head(cache_root(), qwen3_target, trained=True, layout=layout)
     settings = RunSettings(max_new_tokens=MAX_NEW_TOKENS, repeats=1, warmup=0, device="cpu",
                            draft_length=DRAFT_LENGTH)
-    torch_engine = TorchEngine.load(qwen3_target, head, settings)
-    llama_engine = load_llamacpp_engine(qwen3_target, head, settings, llama_options)
+    torch_engine = TorchEngine.load(check_pair(qwen3_target, head, settings.method), settings)
+    llama_engine = load_llamacpp_engine(check_pair(qwen3_target, head, settings.method), settings, llama_options)
     expected: list[ServerCounts] = []
     measured: list[ServerCounts] = []
     torch_accepted = torch_steps = 0

@@ -28,7 +28,7 @@ from tests.llamacpp import skip_unless_wanted
 from tests.tiny_models import cache_root
 from verifier.engines.llamacpp.gguf import read_gguf_metadata
 from verifier.engines.llamacpp.server import free_port
-from verifier.folders import read_config
+from registry.local import read_config
 from verifier.methods.eagle3.config import SPECULATORS_LAYOUT, YUHUILI_LAYOUT, parse_eagle3_config
 from verifier.prompts import bundled_set, encode_prompt
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import signal
 import socket
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from registry.store import Store
 from tests.llamacpp import llama_server_children, skip_unless_wanted
+from tests.support.file_reads import count_reads
 from tests.tiny_models import cache_root
 from verifier.engines.pytorch import RunSettings
 from verifier.jobs import VerifyRequest, Worker, enqueue, verify_now
@@ -22,7 +24,7 @@ from tests.support.cli import drafters
 
 skip_unless_wanted()
 
-SETTINGS = {"max_new_tokens": 48, "repeats": 1, "warmup": 0, "device": "cpu"}
+SETTINGS = RunSettings(max_new_tokens=48, repeats=1, warmup=0, device="cpu")
 # llama.cpp reads a fused layer as the input of the next one, which a 4-layer target does not have for layer 3 (the
 # tiny DFlash drafters fuse layers 0 and 2, which llama.cpp runs).
 LAST_LAYER_DFLASH_LAYERS = (1, 3)
@@ -64,7 +66,7 @@ def _dflash(target: Path, *, trained: bool, layers: tuple[int, ...] | None = Non
 
 def _request(target: Path, drafter: Path | str | None, sets: tuple[str, ...] = ("chat",)) -> VerifyRequest:
     return VerifyRequest(target=str(target), drafter=str(drafter) if drafter else None, prompt_sets=sets,
-                         settings=dict(SETTINGS), engine="llamacpp")
+                         settings=SETTINGS, engine="llamacpp")
 
 
 def test_trained_draft_lm_run_is_stored_lossless_and_beats_a_random_one(
@@ -95,7 +97,7 @@ def test_greedy_output_equals_the_target_alone_and_counters_add_up(
     llama_options: LlamaCppOptions, qwen3_target: Path, draft_lm: Path
 ) -> None:
     prompts = [bundled_set("code")]
-    settings = RunSettings(**SETTINGS)
+    settings = SETTINGS
     alone = run_llamacpp_pair(qwen3_target, None, prompts, settings, options=llama_options)
     pair = run_llamacpp_pair(qwen3_target, draft_lm, prompts, settings, options=llama_options)
 
@@ -122,7 +124,7 @@ def test_dflash_drafter_runs_in_llama_server_and_training_shows(
 ) -> None:
     trained = _dflash(qwen3_target, trained=True)
     untrained = _dflash(qwen3_target, trained=False)
-    settings = RunSettings(**SETTINGS)
+    settings = SETTINGS
     runs = {name: run_llamacpp_pair(qwen3_target, folder, [bundled_set("chat")], settings, options=llama_options)
             for name, folder in (("trained", trained), ("untrained", untrained))}
 
@@ -132,6 +134,19 @@ def test_dflash_drafter_runs_in_llama_server_and_training_shows(
         assert run.provenance["gguf"]["drafter"]["architecture"] == "dflash"
         assert run.lossless is True
     assert runs["trained"].overall.acceptance.tau > runs["untrained"].overall.acceptance.tau + 0.5
+
+
+def test_a_llama_cpp_verify_reads_the_drafters_config_once(
+    llama_options: LlamaCppOptions, qwen3_target: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pre-check's read serves the draft length and the GGUF cache key too (issue 36: read 3 times before)."""
+    trained = _dflash(qwen3_target, trained=True)
+    run_llamacpp_pair(qwen3_target, trained, [bundled_set("chat")], SETTINGS, options=llama_options)  # converted
+    reads = count_reads(monkeypatch, trained / "config.json")
+    run = run_llamacpp_pair(qwen3_target, trained, [bundled_set("chat")],
+                            replace(SETTINGS, max_new_tokens=8), options=llama_options)
+    assert run.method == "dflash" and run.draft_length == 7
+    assert len(reads) == 1
 
 
 def test_a_dflash_drafter_fusing_the_last_target_layer_is_a_failed_run_naming_llama_cpps_refusal(
@@ -193,7 +208,7 @@ def test_a_server_that_dies_mid_run_fails_the_run_and_is_not_left_behind(
                 killed.append(pid)
 
     with pytest.raises(ServerFailed, match="killed by SIGKILL while serving"):
-        run_llamacpp_pair(qwen3_target, draft_lm, [bundled_set("math")], RunSettings(**SETTINGS),
+        run_llamacpp_pair(qwen3_target, draft_lm, [bundled_set("math")], SETTINGS,
                           progress=kill_after_first_prompt, options=llama_options)
     assert len(killed) == 2  # the target alone and the pair, served side by side
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from registry.domain.measurement import RunSettings
 from registry.store import jobs as queue
 from registry.store import Store
 from verifier.jobs import VerifyRequest, enqueue
@@ -22,7 +23,7 @@ from verifier.jobs import VerifyRequest, enqueue
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # PostgreSQL only: this is the store several hosts share. Never skipped: the suite's server is always there.
 pytestmark = [pytest.mark.postgres, pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)]
-CHEAP = {"max_new_tokens": 3, "repeats": 1, "warmup": 0, "device": "cpu"}
+CHEAP = RunSettings(max_new_tokens=3, repeats=1, warmup=0, device="cpu")
 
 
 @dataclass

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from registry.domain.measurement import RunSettings
 from registry.domain.run import Run
 from registry.store import jobs as queue
 from registry.store import Store
@@ -86,8 +87,8 @@ def comparable(run: Run) -> dict[str, object]:
 
 def request_of(target: Path, drafter: Path, **settings: object) -> VerifyRequest:
     return VerifyRequest(target=str(target), drafter=str(drafter), prompt_sets=("code",),
-                         settings={"max_new_tokens": 16, "repeats": 1, "warmup": 0, "seed": 7, "device": "cpu",
-                                   **settings})
+                         settings=RunSettings(**{"max_new_tokens": 16, "repeats": 1, "warmup": 0, "seed": 7,
+                                                 "device": "cpu", **settings}))
 
 
 @pytest.mark.postgres
@@ -149,7 +150,7 @@ def test_a_killed_ray_task_sends_its_job_back_to_the_queue_and_the_retry_finishe
     # Long enough (seconds) that the task is still running when the test finds its process.
     slow = VerifyRequest(target=str(tiny_target_dir), drafter=str(tiny_draft_lm_dir),
                          prompt_sets=("code", "math", "chat", "multilingual"),
-                         settings={"max_new_tokens": 48, "repeats": 2, "warmup": 0, "device": "cpu"})
+                         settings=RunSettings(max_new_tokens=48, repeats=2, warmup=0, device="cpu"))
     job = store.jobs.enqueue(VERIFY, slow.to_payload())
     outcome: list[queue.JobRecord | None] = []
     first = threading.Thread(target=lambda: outcome.append(ray_worker.work_once()))

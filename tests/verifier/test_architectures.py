@@ -17,7 +17,8 @@ from registry.domain.configs import model_facts
 from registry.domain.run import Run
 from verifier.decode import decode, new_cache, rollback_problem
 from verifier.engines.pytorch import IncompatiblePair, RunSettings, run_pair, with_target_margin
-from verifier.folders import LoadError, read_config
+from registry.local import read_config
+from verifier.folders import LoadError
 from verifier.harness.contract import first_divergence
 from verifier.loading import load_causal_lm, load_target, refuse_remote_code
 from verifier.methods.draft_lm import DraftLMProposer

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from drafters.service import Service
+from registry.domain.measurement import RunSettings
 from registry.domain import plan
 from registry.domain.memory import GIB
 from registry.domain.plan import WorkerCapability
@@ -197,7 +198,7 @@ def test_a_force_pushed_revision_is_planned_again_at_its_new_sha(
                    tags=("dflash",))
     watcher.poll_once()
     worker = worker_capability()
-    [first] = autoverify.enqueue_ready(sqlite_store, autoverify.make_plan(sqlite_store, worker), {"repeats": 1})
+    [first] = autoverify.enqueue_ready(sqlite_store, autoverify.make_plan(sqlite_store, worker), RunSettings(repeats=1))
     old_sha = first.payload["target_revision"]
     new = state.force_push(TARGET, {"README.md": b"# rewritten history\n"}, title="rewrite",
                            date=DAY + timedelta(days=2))
@@ -211,9 +212,9 @@ def test_a_force_pushed_revision_is_planned_again_at_its_new_sha(
     rows = autoverify.make_plan(sqlite_store, worker)
     [row] = [r for r in rows if r.drafter == DRAFTER]
     assert row.target_sha == new.sha != old_sha and row.state == plan.READY
-    [second] = autoverify.enqueue_ready(sqlite_store, rows, {"repeats": 1})
+    [second] = autoverify.enqueue_ready(sqlite_store, rows, RunSettings(repeats=1))
     assert second.payload["target_revision"] == new.sha
-    assert autoverify.enqueue_ready(sqlite_store, autoverify.make_plan(sqlite_store, worker), {}) == []  # once
+    assert autoverify.enqueue_ready(sqlite_store, autoverify.make_plan(sqlite_store, worker), RunSettings()) == []  # once
 
 
 def test_a_repo_gone_from_the_hub_is_planned_out_with_the_reason(
@@ -228,7 +229,7 @@ def test_a_repo_gone_from_the_hub_is_planned_out_with_the_reason(
     watcher.poll_once()
     [row] = autoverify.make_plan(sqlite_store, worker_capability())
     assert row.state == plan.GONE and row.reason.startswith(f"{DRAFTER} is gone from the Hub")
-    assert autoverify.enqueue_ready(sqlite_store, [row], {}) == []
+    assert autoverify.enqueue_ready(sqlite_store, [row], RunSettings()) == []
 
 
 @contextmanager
@@ -255,7 +256,7 @@ def test_a_full_disk_fails_the_job_with_the_reason_and_records_nothing(
                        tags=("dflash",))
         watcher.poll_once()
         worker = worker_capability()
-        [job] = autoverify.enqueue_ready(sqlite_store, autoverify.make_plan(sqlite_store, worker), {"repeats": 1})
+        [job] = autoverify.enqueue_ready(sqlite_store, autoverify.make_plan(sqlite_store, worker), RunSettings(repeats=1))
         downloader = Downloader(sqlite_store, client, disk / "downloads", 10 * GIB)
         handled = Worker(sqlite_store, memory_bytes=worker.memory_bytes, engines=("pytorch",),
                          fetch=autoverify.fetcher(downloader)).work_once()
@@ -360,7 +361,7 @@ def test_a_flagged_license_tag_is_planned_out_with_the_license(
     flagged = replace(worker_capability(), blocked_licenses=frozenset({"llama3.1"}))
     [row] = autoverify.make_plan(sqlite_store, flagged)
     assert row.state == plan.LICENSE and row.reason == f"license flagged: {TARGET} (llama3.1)"
-    assert autoverify.enqueue_ready(sqlite_store, [row], {}) == []
+    assert autoverify.enqueue_ready(sqlite_store, [row], RunSettings()) == []
     assert [r.state for r in autoverify.make_plan(sqlite_store, worker_capability())] == [plan.READY]
 
 
@@ -378,7 +379,7 @@ def test_a_ray_task_downloads_an_autoverify_job_on_its_own_node(
                    tags=("dflash",))
     Watcher(store, HubClient(hub.url, None, tmp_path / "cache", timeout=30.0), ["tinyorg", "z-lab"]).poll_once()
     [job] = autoverify.enqueue_ready(store, autoverify.make_plan(store, worker_capability()),
-                                     {"repeats": 1, "max_new_tokens": 8, "warmup": 0})
+                                     RunSettings(repeats=1, max_new_tokens=8, warmup=0))
     node_home = tmp_path / "node-home"
     monkeypatch.setenv("DRAFTERS_HOME", str(node_home))
     monkeypatch.setenv("DRAFTERS_HUB_ENDPOINT", hub.url)
@@ -406,9 +407,9 @@ def test_an_autoverify_job_of_a_cuda_worker_asks_for_a_gpu(tmp_path: Path, tiny_
     Watcher(store, HubClient(hub.url, None, tmp_path / "cache", timeout=30.0), ["tinyorg", "z-lab"]).poll_once()
     settings = Settings(home=tmp_path / "home")
     gpu_worker = replace(worker_capability(), device="cuda: NVIDIA H200", run_bytes_per_parameter=2.0)
-    assert autoverify.run_settings(settings, worker_capability()).get("device") is None
+    assert autoverify.run_settings(settings, worker_capability()).device == "auto"
     run = autoverify.run_settings(settings, gpu_worker)
-    assert (run["device"], run["dtype"]) == ("cuda", "bfloat16")
+    assert (run.device, run.dtype) == ("cuda", "bfloat16")
     [job] = autoverify.enqueue_ready(store, autoverify.make_plan(store, worker_capability()), run)
     assert job.num_gpus == 1 and job.payload["settings"]["device"] == "cuda"
     store.engine.dispose()

@@ -14,6 +14,7 @@ from registry.domain.run import Run
 from registry.domain.stored_json import from_json, to_json
 from verifier.decode import DecodeResult, decode
 from verifier.engines.pytorch import IncompatiblePair, RunSettings, TorchEngine, run_pair
+from verifier.harness.pair_check import check_pair
 from verifier.folders import LoadError, cached_snapshot, files_digest
 from verifier.harness.run import run as measure
 from verifier.loading import LoadedTarget, load_target
@@ -163,7 +164,7 @@ def test_a_drafter_slowed_inside_the_loop_lowers_efficiency(tiny_target_dir: Pat
     # Many cost repeats: the fastest of them is the bare cost even on a busy machine.
     settings = RunSettings(repeats=1, warmup=1, device="cpu", max_new_tokens=32, cost_repeats=20)
     sets = [PromptSet(name="code", prompts=bundled_set("code").prompts[:3])]
-    engine = TorchEngine.load(tiny_target_dir, tiny_draft_lm_dir, settings)
+    engine = TorchEngine.load(check_pair(tiny_target_dir, tiny_draft_lm_dir), settings)
     # The delay is many rounds' worth of bare forwards on this machine, whatever its speed.
     costs = engine.forward_costs(engine.encode(sets[0].prompts[0]), repeats=5)
     assert costs is not None

@@ -17,6 +17,7 @@ from safetensors.torch import save_file
 
 from registry.domain.run import Run
 from verifier.engines.pytorch import IncompatiblePair, RunSettings, run_pair
+from registry.local import read_config
 from verifier.folders import LoadError
 from verifier.loading import LoadedTarget
 from verifier.methods.dflash.config import (
@@ -267,7 +268,7 @@ def test_weights_outside_the_layout_are_refused_by_name(
     tensors["fc.weight"] = tensors["fc.weight"][:, :10].contiguous()
     save_file(tensors, broken / "model.safetensors")
     with pytest.raises(DFlashFormatError) as refused:
-        build_zlab(broken, tiny_target, _settings())  # z-lab's builder itself: its layout is not detected again
+        build_zlab(broken, tiny_target, _settings(), read_config(broken))  # z-lab's builder itself: its layout is not detected again
     message = str(refused.value)
     assert "missing tensor layers.0.self_attn.k_norm.weight" in message
     assert "unexpected tensor embed_tokens.weight" in message
@@ -390,6 +391,6 @@ def test_a_builder_takes_the_draft_length_resolved_once_and_never_clamps_it_agai
     dflash_dir: Path, tiny_target: LoadedTarget
 ) -> None:
     with pytest.raises(ValueError, match="resolved before a proposer is built"):
-        build_zlab(dflash_dir, tiny_target, _settings())  # unresolved: the builder has no default of its own
+        build_zlab(dflash_dir, tiny_target, _settings(), read_config(dflash_dir))  # unresolved: the builder has no default of its own
     clamped = build("dflash", dflash_dir, tiny_target, _settings(draft_length=999))
     assert clamped.draft_length == _config(dflash_dir)["block_size"] - 1

@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 
 from tests.drafter_variants import dspark_from_dflash
 from verifier.engines.pytorch import RunSettings, run_pair
-from verifier.folders import read_config
+from registry.local import read_config
 from verifier.methods.dflash.config import DFlashFormatError, parse_dflash_config
 from verifier.methods.dflash.proposer import read_drafter_weights
 from verifier.methods.dflash.layouts import load_backbone, zlab_config

@@ -16,7 +16,7 @@ from safetensors.torch import load_file, save_file
 
 from registry.domain.run import Run
 from verifier.engines.pytorch import IncompatiblePair, RunSettings, run_pair
-from verifier.folders import read_config
+from registry.local import read_config
 from verifier.loading import LoadedTarget
 from verifier.methods.eagle3.config import SPECULATORS_LAYOUT, YUHUILI_LAYOUT, Eagle3FormatError, parse_eagle3_config
 from verifier.methods.eagle3.model import DraftCache
@@ -174,7 +174,7 @@ def test_sampled_proposals_live_in_the_target_vocabulary(trained_head_dir: Path,
 
     proposals = []
     for _ in range(2):
-        proposer = build_proposer(trained_head_dir, tiny_target, _settings())
+        proposer = build_proposer(trained_head_dir, tiny_target, _settings(), read_config(trained_head_dir))
         ids = torch.tensor(tiny_target.tokenizer("Tell me about rivers.")["input_ids"])
         with torch.no_grad():
             out = tiny_target.model(input_ids=ids[None], cache=new_cache(tiny_target.model), output_hidden_states=True)
@@ -228,7 +228,7 @@ def test_fused_layers_beyond_the_target_are_refused(tmp_path: Path, tiny_target:
     config["eagle_aux_hidden_state_layer_ids"] = [1, 2, 9]
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(IncompatiblePair) as refused:
-        build_proposer(folder, tiny_target, _settings())
+        build_proposer(folder, tiny_target, _settings(), config)
     assert any(reason.endswith(": [8]") for reason in refused.value.reasons)  # index 9 = output of layer 8
 
 

@@ -22,7 +22,7 @@ from registry.domain.drafter_facts import detect_method
 from registry.domain.coverage import DEEPSPEC, DEEPSPEC_GEMMA4, PYTORCH, coverage
 from verifier.decode import new_cache
 from verifier.engines.pytorch import RunSettings, run_pair
-from verifier.folders import read_config
+from registry.local import read_config
 from verifier.loading import LoadedTarget
 from verifier.methods.eagle3.config import (
     DEEPSPEC_LAYOUT,
@@ -168,7 +168,7 @@ def test_the_config_reads_as_deepspec(deepspec_head: Path) -> None:
 
 
 def test_drafted_logits_match_deepspecs_forward(deepspec_head: Path, tiny_target: LoadedTarget) -> None:
-    proposer = build_proposer(deepspec_head, tiny_target, _settings())
+    proposer = build_proposer(deepspec_head, tiny_target, _settings(), read_config(deepspec_head))
     ids = torch.tensor(tiny_target.tokenizer("Tell me about rivers and the sea.")["input_ids"])
     with torch.no_grad():
         out = tiny_target.model(input_ids=ids[None], cache=new_cache(tiny_target.model), output_hidden_states=True)

@@ -19,12 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from registry.domain.measurement import RunSettings
 from registry.domain.run import Run
 from registry.store import Store
 from registry.store import jobs as queue
 from verifier.jobs import VerifyRequest, Worker, enqueue
 
-FAST = {"max_new_tokens": 16, "repeats": 1, "warmup": 0}
+FAST = RunSettings(max_new_tokens=16, repeats=1, warmup=0)
 # SQLite's busy timeout for these stores (a URL parameter, registry.store.db): a lock held longer fails a statement.
 BUSY_TIMEOUT_S = 0.5
 

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import update
 
 from registry import calibration
-from registry.domain.measurement import METRIC_VERSION, ForwardCosts
+from registry.domain.measurement import ForwardCosts, METRIC_VERSION, RunSettings
 from registry.domain.run import Run, RunPrediction
 from registry.domain.stored_json import from_json, to_json
 from registry.recording import RecordingFailed
@@ -25,7 +25,7 @@ from tests.support.cli import drafters
 from verifier.jobs import VerifyRequest, Worker, enqueue, verify_now
 from verifier.metrics import recompute_efficiency
 
-FAST = {"max_new_tokens": 16, "repeats": 1, "warmup": 0}
+FAST = RunSettings(max_new_tokens=16, repeats=1, warmup=0)
 
 
 def test_verify_now_stores_a_lossless_run_with_provenance(store: Store, tiny_target_dir: Path,

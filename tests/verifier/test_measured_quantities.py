@@ -11,6 +11,7 @@ import torch
 
 from registry.domain.measurement import MEMORY_KINDS, RunSettings
 from verifier.engines.pytorch import TorchEngine, run_pair
+from verifier.harness.pair_check import check_pair
 from verifier.prompts import bundled_set
 
 SETTINGS = RunSettings(max_new_tokens=8, repeats=1, warmup=0, device="cpu", cost_repeats=2)
@@ -52,7 +53,7 @@ class _Recording:
 
 def test_forward_costs_draft_at_the_runs_temperature(tiny_target_dir: Path, tiny_draft_lm_dir: Path) -> None:
     settings = replace(SETTINGS, temperature=0.7)
-    engine = TorchEngine.load(tiny_target_dir, tiny_draft_lm_dir, settings)
+    engine = TorchEngine.load(check_pair(tiny_target_dir, tiny_draft_lm_dir), settings)
     engine.proposer = recording = _Recording(engine.proposer)
     context = engine.encode(_prompts()[0].prompts[0])
     costs = engine.forward_costs(context, repeats=2)

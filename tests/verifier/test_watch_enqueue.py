@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import constants, hf_hub_download
 
+from registry.domain.measurement import RunSettings
 from registry.store import jobs as queue
 from registry.hub import HubClient
 from registry.store import Store
@@ -21,7 +22,7 @@ from tests.fakehub.server import FakeHub
 from verifier.jobs import Worker, enqueue_cached_pair
 
 
-FAST = {"max_new_tokens": 8, "repeats": 1, "warmup": 0}
+FAST = RunSettings(max_new_tokens=8, repeats=1, warmup=0)
 
 
 def _files(folder: Path, card: dict | None = None) -> dict[str, bytes]:

@@ -12,7 +12,8 @@ import math
 import platform
 import resource
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,7 @@ from verifier.decode import (
     synchronize,
     transformers_problem,
 )
-from registry.local import weight_bytes
-from verifier.folders import files_digest
+from verifier.folders import LoadError, files_digest
 from verifier.harness import run
 from registry.domain.measurement import AUTO_DTYPE, DIVERGED, TIE, Divergence, RunSettings, dtype_for
 from registry.domain.run import Run
@@ -40,7 +40,7 @@ from verifier.harness.contract import (
     Progress,
     first_divergence,
 )
-from verifier.harness.pair_check import refuse_incompatible
+from verifier.harness.pair_check import CheckedPair
 from verifier.harness.provenance import snapshot_sha
 from verifier.loading import LoadedTarget, load_target, resolve_device
 from registry.domain.measurement import ForwardCosts
@@ -58,10 +58,12 @@ class TorchEngine:
 
     name = "pytorch"
 
-    def __init__(self, target: LoadedTarget, drafter_dir: Path | None, method: str | None,
+    def __init__(self, target: LoadedTarget, checked: CheckedPair, method: str | None,
                  proposer: Proposer | None, settings: RunSettings) -> None:
         self.target = target
-        self.drafter_dir = drafter_dir
+        self.checked = checked
+        self.drafter = checked.drafter if proposer is not None else None
+        self.drafter_dir = self.drafter.path if self.drafter is not None else None
         self.method = method
         self.proposer = proposer
         self.settings = settings
@@ -71,17 +73,30 @@ class TorchEngine:
         self._rss_reset = False  # whether the process's peak resident memory was reset when the run began
 
     @classmethod
-    def load(cls, target_dir: Path, drafter_dir: Path | None, settings: RunSettings) -> TorchEngine:
-        # Judged before a weight is loaded: an unusable transformers or an incompatible pair costs no load.
+    def load(cls, checked: CheckedPair, settings: RunSettings) -> TorchEngine:
+        """The checked pair loaded (the harness judged it: `verifier.harness.pair_check.check_pair`), its drafter's
+        config as the pre-check read it; a dtype of "auto" chosen for the device."""
+        # Before a weight is loaded: an unusable transformers costs no load.
         problem = transformers_problem()
         if problem is not None:
             raise IncompatiblePair([problem])
-        method = refuse_incompatible(Path(target_dir), Path(drafter_dir), settings.method) if drafter_dir else None
-        target = load_target(Path(target_dir), device=settings.device, dtype=settings.dtype)
-        if drafter_dir is None or method is None:  # (method is None only without a drafter)
-            return cls(target, None, None, None, settings)
-        proposer = build_proposer(method, Path(drafter_dir), target, settings)
-        return cls(target, Path(drafter_dir), method, proposer, settings)
+        if checked.drafter_path is not None and checked.drafter is None:
+            raise LoadError(f"{checked.drafter_path}: the PyTorch engine runs a drafter folder, not a .gguf file")
+        if settings.dtype == AUTO_DTYPE:
+            settings = replace(settings, dtype=dtype_for(resolve_device(settings.device).type))
+        target = load_target(checked.target.path, device=settings.device, dtype=settings.dtype,
+                             config=checked.target.usable_config())
+        if checked.drafter is None or checked.method is None:  # (method is None only without a drafter)
+            return cls(target, checked, None, None, settings)
+        proposer = build_proposer(checked.method, checked.drafter.path, target, settings,
+                                  checked.drafter.usable_config())
+        return cls(target, checked, checked.method, proposer, settings)
+
+    @classmethod
+    @contextmanager
+    def loading(cls, checked: CheckedPair, settings: RunSettings) -> Iterator[TorchEngine]:
+        """`load` as the harness's `EngineLoader` (a loaded PyTorch pair holds nothing to stop)."""
+        yield cls.load(checked, settings)
 
     @property
     def draft_length(self) -> int:
@@ -202,8 +217,8 @@ class TorchEngine:
         return EngineReport(
             peak_memory_bytes=peak_bytes,
             peak_memory_kind=peak_kind,
-            target_weight_bytes=weight_bytes(self.target.path),
-            drafter_weight_bytes=weight_bytes(self.drafter_dir) if self.drafter_dir is not None else None,
+            target_weight_bytes=self.checked.target.weight_bytes,
+            drafter_weight_bytes=self.drafter.weight_bytes if self.drafter is not None else None,
             provenance=_provenance(self.target, self.drafter_dir, self.proposer),
         )
 
@@ -222,13 +237,7 @@ def run_pair(
     progress: Progress | None = None,
 ) -> Run:
     """Measure the drafter at `drafter_dir` (None: baseline only) on the target at `target_dir`."""
-    if not prompt_sets or any(not s.prompts for s in prompt_sets):
-        raise ValueError("run_pair needs at least one non-empty prompt set")
-    if settings.dtype == AUTO_DTYPE:
-        settings = replace(settings, dtype=dtype_for(resolve_device(settings.device).type))
-    engine = TorchEngine.load(Path(target_dir), drafter_dir, settings)
-    return run.run(engine, prompt_sets, settings, progress, target_dir=Path(target_dir),
-                       drafter=Path(drafter_dir) if drafter_dir is not None else None)
+    return run.measure_pair(TorchEngine.loading, Path(target_dir), drafter_dir, prompt_sets, settings, progress)
 
 
 def _eos_token_ids(target: LoadedTarget) -> frozenset[int]:

@@ -9,14 +9,13 @@ calls run harness → engines → methods while imports only ever point down to 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from registry.domain.drafter_facts import drafter_facts
 from registry.domain.measurement import Divergence, ForwardCosts, RunSettings
-from verifier.folders import read_config
 from verifier.metrics import StepCounts
 
 # progress(done, total, label) after each decode of a measured repeat.
@@ -44,6 +43,7 @@ class Engine(Protocol):
     name: str  # "pytorch", "llama.cpp"
     method: str | None  # None: baseline only
     draft_length: int  # 0 without a drafter
+    settings: RunSettings  # as the engine runs them (a dtype of "auto" chosen for its device)
 
     def encode(self, prompt: Any) -> list[int]: ...
 
@@ -107,16 +107,18 @@ def given_draft_length(settings: RunSettings) -> int:
     return settings.draft_length
 
 
-def resolve_draft_length(method: str | None, drafter: Path | None, requested: int | None) -> int | None:
+def resolve_draft_length(method: str | None, drafter_dir: Path | None, drafter_config: Mapping[str, Any] | None,
+                         requested: int | None) -> int | None:
     """Tokens drafted per round: the request (a block drafter clamps it to its trained block), else the method's
-    default. None: the method has no default here (the engine's own applies). The one reader of `block_size`."""
+    default. None: the method has no default here (the engine's own applies). The one reader of `block_size`, from
+    the drafter's config as the pre-check read it (`drafter_config`; None: a .gguf file, no folder)."""
     if method is None:
         return None
-    folder = drafter if drafter is not None and drafter.is_dir() else None
+    folder = drafter_dir if drafter_dir is not None and drafter_dir.is_dir() else None
     if method in ("dflash", "dflash2", "dspark"):
         block_size = DFLASH_DEFAULT_BLOCK_SIZE
-        if folder is not None:
-            block_size = drafter_facts(read_config(folder), method).block_size or DFLASH_DEFAULT_BLOCK_SIZE
+        if drafter_config is not None:
+            block_size = drafter_facts(dict(drafter_config), method).block_size or DFLASH_DEFAULT_BLOCK_SIZE
         # DSpark drafts from the anchor slot too (slot k drafts the token after it): a whole block of drafts.
         drafts = block_size if method == "dspark" else block_size - 1
         return drafts if requested is None else min(requested, drafts)

@@ -7,7 +7,6 @@ harness never imports the runner (`verifier.jobs.VerifyRequest` fits it as is).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -35,7 +34,7 @@ class RunRequest(Protocol):
     def engine(self) -> str: ...
 
     @property
-    def settings(self) -> Mapping[str, Any]: ...
+    def settings(self) -> RunSettings: ...
 
     def to_payload(self) -> dict[str, Any]: ...
 
@@ -56,17 +55,13 @@ def named_run(request: RunRequest, run: Run, *, job_id: int | None, run_id: str 
 
 def failed_run(request: RunRequest, reason: str, *, job_id: int | None, run_id: str | None) -> Run:
     """A run that did not finish, with its one-line reason and the request that asked for it."""
-    try:
-        settings: RunSettings | None = RunSettings(**request.settings)
-    except (TypeError, ValueError):
-        settings = None  # the settings themselves may be why it failed; the request keeps what was asked
     return Run(
         target=request.target,
         drafter=request.drafter,
         status="failed",
         failure_reason=reason,
         engine=VERIFIER_ENGINES[request.engine],
-        settings=settings,
+        settings=request.settings,
         target_revision=request.target_revision,
         drafter_revision=request.drafter_revision,
         job_id=job_id,

@@ -15,12 +15,15 @@ import logging
 import os
 import statistics
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 from registry.domain.measurement import METRIC_VERSION, TIE, Divergence, RunSettings, SetMeasurement
 from registry.domain.run import Run
 from verifier.harness.contract import Engine, Generation, Progress
+from verifier.harness.pair_check import CheckedPair, check_pair
 from verifier.harness.provenance import common_provenance, machine_load
 from verifier.metrics import (
     ForwardCosts,
@@ -52,11 +55,28 @@ def decode_seed(seed: int, repeat: int, set_index: int, prompt_index: int) -> in
     return int.from_bytes(hashlib.sha256(material).digest()[:8], "big") >> 33
 
 
+class EngineLoader(Protocol):
+    """An engine loaded from a checked pair, for as long as the context lasts (llama.cpp's servers run inside it)."""
+
+    def __call__(self, checked: CheckedPair, settings: RunSettings) -> AbstractContextManager[Engine]: ...
+
+
+def measure_pair(load: EngineLoader, target_dir: Path, drafter: Path | None, prompt_sets: Sequence[PromptSet],
+                 settings: RunSettings, progress: Progress | None = None) -> Run:
+    """Measure the pair of folders (`drafter` None: the target alone) in the engine `load` gives: refused before
+    it loads anything when the pair is incompatible (`check_pair`), and measured under the settings as the engine
+    runs them."""
+    _refuse_empty(prompt_sets)  # before anything is read or loaded
+    checked = check_pair(Path(target_dir), drafter, settings.method)
+    with load(checked, settings) as engine:
+        return run(engine, prompt_sets, engine.settings, progress, target_dir=Path(target_dir),
+                   drafter=checked.drafter_path)
+
+
 def run(engine: Engine, prompt_sets: Sequence[PromptSet], settings: RunSettings,
         progress: Progress | None = None, *, target_dir: Path | None = None, drafter: Path | None = None) -> Run:
     """Measure `engine`'s pair (or its target alone) on `prompt_sets`."""
-    if not prompt_sets or any(not s.prompts for s in prompt_sets):
-        raise ValueError("a run needs at least one non-empty prompt set")
+    _refuse_empty(prompt_sets)
     speculative = engine.method is not None
     encoded = [[engine.encode(p) for p in s.prompts] for s in prompt_sets]
     load_before = os.getloadavg()[0]
@@ -157,6 +177,11 @@ def run(engine: Engine, prompt_sets: Sequence[PromptSet], settings: RunSettings,
             for i, g in enumerate((t.speculative or t.baseline)[-1])
         },
     )
+
+
+def _refuse_empty(prompt_sets: Sequence[PromptSet]) -> None:
+    if not prompt_sets or any(not s.prompts for s in prompt_sets):
+        raise ValueError("a run needs at least one non-empty prompt set")
 
 
 def _is_tie(divergence: Divergence | None) -> bool:

@@ -1,9 +1,10 @@
 """Drafting methods the verifier can run, by method name.
 
-Each module exposes `build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> Proposer`
-(see `verifier.proposer`); `build_proposer(method, ...)` here resolves the draft length once
-(`verifier.harness.contract.resolve_draft_length`) and hands it down in the settings: a builder never clamps it. Modules are imported only when their method is used, so a method's heavy imports
-cost nothing to the others.
+Each module exposes `build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings, raw_config:
+dict) -> Proposer` (see `verifier.proposer`); `build_proposer(method, ...)` here resolves the draft length once
+(`verifier.harness.contract.resolve_draft_length`) and hands it down in the settings: a builder never clamps it.
+`raw_config` is the drafter's config.json as the harness's pre-check read it: a builder never reads it again.
+Modules are imported only when their method is used, so a method's heavy imports cost nothing to the others.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 import importlib
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from registry.domain.measurement import RunSettings
+from registry.local import read_config
 from verifier.harness.contract import resolve_draft_length
 
 if TYPE_CHECKING:  # they pull in torch, which a method's own module imports only when the method runs
@@ -35,7 +37,8 @@ class UnsupportedMethod(ValueError):
 
 
 class ProposerBuilder(Protocol):
-    def __call__(self, drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> Proposer: ...
+    def __call__(self, drafter_dir: Path, target: LoadedTarget, settings: RunSettings,
+                 raw_config: dict[str, Any]) -> Proposer: ...
 
 
 def supported_methods() -> list[str]:
@@ -61,8 +64,11 @@ def proposer_builder(method: str) -> ProposerBuilder:
     return module.build_proposer
 
 
-def build_proposer(method: str, drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> Proposer:
+def build_proposer(method: str, drafter_dir: Path, target: LoadedTarget, settings: RunSettings,
+                   drafter_config: dict[str, Any] | None = None) -> Proposer:
     """The proposer of `method` for `target`, drafting the length resolved here, once, from the request and the
-    drafter's folder (EAGLE-3's default, its config's `speculative_tokens`, stays its builder's)."""
-    draft_length = resolve_draft_length(method, Path(drafter_dir), settings.draft_length)
-    return proposer_builder(method)(Path(drafter_dir), target, replace(settings, draft_length=draft_length))
+    drafter's config (EAGLE-3's default, its config's `speculative_tokens`, stays its builder's). `drafter_config`:
+    the drafter's config.json as already read (a verify's pre-check); read here once when a caller has none."""
+    config = drafter_config if drafter_config is not None else read_config(Path(drafter_dir))
+    draft_length = resolve_draft_length(method, Path(drafter_dir), config, settings.draft_length)
+    return proposer_builder(method)(Path(drafter_dir), target, replace(settings, draft_length=draft_length), config)

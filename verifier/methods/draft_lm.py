@@ -83,9 +83,11 @@ class DraftLMProposer:
         self._sequence.extend(committed_tokens.tolist())
 
 
-def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> DraftLMProposer:
+def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings,
+                   raw_config: dict[str, Any]) -> DraftLMProposer:
     """A draft-LM proposer; raises `IncompatiblePair` when the target's or the draft's cache cannot roll back."""
-    model = load_causal_lm(Path(drafter_dir), device=target.device, dtype=resolve_dtype(settings.dtype))
+    model = load_causal_lm(Path(drafter_dir), device=target.device, dtype=resolve_dtype(settings.dtype),
+                           config=raw_config)
     problems = [
         f"{role}: {problem}"
         for role, problem in (("target", rollback_problem(target.model)), ("draft LM", rollback_problem(model)))

@@ -27,7 +27,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from verifier.folders import read_config
 from registry.domain.measurement import RunSettings
 from verifier.harness.contract import given_draft_length
 from verifier.loading import LoadedTarget
@@ -161,9 +160,10 @@ def split_tensors(
     return rest, head
 
 
-def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> DSparkProposer:
+def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings,
+                   raw_config: dict[str, Any]) -> DSparkProposer:
     drafter_dir = Path(drafter_dir)
-    raw = read_config(drafter_dir)
+    raw = raw_config
     speculators = raw.get("speculators_model_type") is not None
     if speculators and raw["speculators_model_type"] != "dspark":
         raise DFlashFormatError(f"speculators_model_type {raw['speculators_model_type']!r} is not 'dspark'")

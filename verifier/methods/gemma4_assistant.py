@@ -23,7 +23,6 @@ from typing import Any
 
 import torch
 
-from verifier.folders import read_config
 from registry.domain.measurement import RunSettings
 from verifier.harness.contract import given_draft_length
 from verifier.loading import LoadedTarget, load_causal_lm
@@ -157,12 +156,13 @@ def check_pairing(assistant_config: Any, target_config: Any, target_name: str) -
         )
 
 
-def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> Gemma4AssistantProposer:
+def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings,
+                   raw_config: dict[str, Any]) -> Gemma4AssistantProposer:
     """Load the assistant from `drafter_dir` (safetensors, no remote code) and check it fits `target`."""
     from transformers import AutoConfig
 
     drafter_dir = Path(drafter_dir)
-    architectures = read_config(drafter_dir).get("architectures") or []
+    architectures = raw_config.get("architectures") or []
     if not any(name in ASSISTANT_ARCHITECTURES for name in architectures):
         raise IncompatibleAssistant(
             f"{drafter_dir} is not a Gemma-4 assistant: its config.json architectures are {architectures or 'missing'}, "

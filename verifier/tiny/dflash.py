@@ -17,7 +17,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from verifier.folders import read_config
+from registry.local import read_config
 from verifier.loading import load_causal_lm
 from verifier.methods.dflash.config import DFLASH_ARCHITECTURE, parse_dflash_config
 from verifier.methods.dflash.model import DFlashDraftModel, OutputNumerics, block_logits, embed_block, output_numerics

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from verifier.folders import read_config
+from registry.local import read_config
 from verifier.loading import load_causal_lm
 from verifier.methods.eagle3.config import (
     EAGLE3_ARCHITECTURE,

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from registry.domain import pair
 from registry.domain.llama_commands import CONVERTER, EAGLE3_CONVERTER_KEY, NEEDS_TARGET_DIR, converter_args, \
@@ -23,7 +24,8 @@ from registry.processes import killed_with_parent
 from verifier.build_cache import cached_build
 from verifier.engines.llamacpp.gguf import GGUF_ARCHITECTURE_METHODS, GgufInfo, gguf_info, read_gguf_metadata
 from verifier.engines.llamacpp.install import last_lines, llama_cpp_source
-from verifier.folders import LoadError, file_sha256, read_config, weight_files
+from registry.local import LocalRepoError, read_config
+from verifier.folders import LoadError, file_sha256, weight_files
 
 # Hugging Face architectures llama.cpp converts with its Gemma-4 vocabulary reader (tokenizer.json only).
 GEMMA4_ARCHITECTURES = frozenset({"Gemma4ForCausalLM", "Gemma4ForConditionalGeneration",
@@ -142,7 +144,7 @@ def with_tokenizer_json(folder: Path, scratch: Path) -> Path:
         return folder
     try:
         architectures = set(read_config(folder).get("architectures") or ())
-    except LoadError:  # the converter refuses an unreadable config with its own message
+    except LocalRepoError:  # the converter refuses an unreadable config with its own message
         return folder
     if not architectures & GEMMA4_ARCHITECTURES:
         return folder
@@ -163,7 +165,7 @@ def eagle3_target_layers(folder: Path) -> list[int] | None:
     The rule is `registry.domain.llama_commands.eagle3_converter_layers`, the one `drafters launch` prints."""
     try:
         return eagle3_converter_layers(read_config(folder))
-    except LoadError:
+    except LocalRepoError:
         return None  # the converter refuses an unreadable config with its own message
 
 
@@ -224,14 +226,16 @@ def cached_gguf(
     build: int,
     target_dir: Path | None = None,
     outtype: str = "f32",
+    config: dict[str, Any] | None = None,
 ) -> GgufInfo:
-    """The GGUF of `model_dir` under `cache_root`, converted once per content, target, build and outtype."""
+    """The GGUF of `model_dir` under `cache_root`, converted once per content, target, build and outtype.
+    `config`: the folder's config.json as already read (a verify's pre-check), else read here."""
     model_dir = Path(model_dir)
     name = f"gguf-{model_dir.resolve().name}-{outtype}"
     file_name = f"model-{outtype}.gguf"
     settings = {"model": _content_key(model_dir), "target": _content_key(target_dir) if target_dir else None,
                 "build": build, "outtype": outtype}
-    layers = eagle3_target_layers(model_dir)
+    layers = eagle3_converter_layers(config) if config is not None else eagle3_target_layers(model_dir)
     if layers is not None:  # GGUFs converted before the layers were passed on read other target layers
         settings["eagle3_target_layers"] = layers
     folder = cached_build(

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from registry.domain.engines import VERIFIER_ENGINES
-from registry.domain.measurement import AUTO_DTYPE, dtype_for
+from registry.domain.measurement import AUTO_DTYPE, RunSettings, dtype_for
+from registry.domain.run import Run
 from registry.domain.llama_commands import LLAMA_SPEC_TYPES, NEEDS_TARGET_DIR
 from registry.settings import get_settings
 from verifier.counters import NO_COUNTS, SpecCounters
@@ -31,11 +32,11 @@ from verifier.engines.llamacpp.convert import OUTTYPES, cached_gguf, method_of
 from verifier.engines.llamacpp.gguf import GgufInfo, gguf_info
 from verifier.engines.llamacpp.install import ServerBinary, find_server, llama_cpp_source
 from verifier.engines.llamacpp.server import Draft, LlamaCppOptions, LlamaServer, ServerFailed
-from verifier.folders import files_digest, read_config
-from verifier.harness.pair_check import refuse_incompatible
+from verifier.folders import files_digest
+from verifier.harness.pair_check import CheckedPair
 from verifier.harness.contract import EngineReport, Generation, Progress, first_divergence, resolve_draft_length
 from verifier.harness.provenance import snapshot_sha
-from verifier.harness.run import run as measure
+from verifier.harness.run import measure_pair
 from verifier.metrics import StepCounts
 from verifier.prompts import encode_prompt
 
@@ -58,7 +59,7 @@ class LlamaCppEngine:
     target_dir: Path
     target_gguf: GgufInfo
     tokenizer: Any
-    settings: Any
+    settings: RunSettings
     options: LlamaCppOptions
     device_args: tuple[str, ...]
     device_name: str
@@ -221,7 +222,7 @@ def checked_timings(timings: dict[str, Any], wall_s: float) -> tuple[float, floa
     return values[0], values[1]
 
 
-def _device(settings: Any, binary: ServerBinary) -> tuple[tuple[str, ...], str]:
+def _device(settings: RunSettings, binary: ServerBinary) -> tuple[tuple[str, ...], str]:
     """llama-server arguments for the settings' device, and the device's name for provenance."""
     wants_gpu = str(settings.device).startswith("cuda")
     if wants_gpu and binary.backend == "cpu":
@@ -233,19 +234,17 @@ def _device(settings: Any, binary: ServerBinary) -> tuple[tuple[str, ...], str]:
     return (), f"{binary.backend} (llama.cpp)"
 
 
-def load_llamacpp_engine(target_dir: Path, drafter: Path | None, settings: Any,
+def load_llamacpp_engine(checked: CheckedPair, settings: RunSettings,
                          options: LlamaCppOptions | None = None) -> LlamaCppEngine:
-    """Convert (once, cached) the target and `drafter` (a model folder or a .gguf file; None: baseline only)."""
+    """Convert (once, cached) the checked pair's target and drafter (a model folder or a .gguf file; none: baseline
+    only). The harness judged the pair from its folders before (`verifier.harness.pair_check.check_pair`), so
+    nothing here runs for an incompatible pair: llama-server is not looked for, no weight converted."""
     from transformers import AutoTokenizer
 
-    # Judged from the folders before llama-server is looked for or a weight converted (a GGUF file has no config).
-    checked = (refuse_incompatible(Path(target_dir), Path(drafter), settings.method)
-               if drafter is not None and Path(drafter).is_dir() else None)
     options = options or LlamaCppOptions.from_env()
     binary = find_server()
     device_args, device_name = _device(settings, binary)
-    target_dir = Path(target_dir)
-    read_config(target_dir)
+    target_dir = checked.target.path
     tokenizer = AutoTokenizer.from_pretrained(target_dir, trust_remote_code=False, local_files_only=True)
     source = options.source_dir or llama_cpp_source()
     if options.gguf_cache is not None:
@@ -258,23 +257,24 @@ def load_llamacpp_engine(target_dir: Path, drafter: Path | None, settings: Any,
     outtype = OUTTYPES[settings.dtype]
     engine = LlamaCppEngine(binary=binary, target_dir=target_dir,
                             target_gguf=cached_gguf(target_dir, cache, source=source, build=binary.build,
-                                                    outtype=outtype),
+                                                    outtype=outtype, config=checked.target.usable_config()),
                             tokenizer=tokenizer, settings=settings, options=options, device_args=device_args,
                             device_name=device_name)
+    drafter = checked.drafter_path
     if drafter is None:
         return engine
-    drafter = Path(drafter)
-    method = checked or method_of(drafter, settings.method)
+    method = checked.method or method_of(drafter, settings.method)
     if method not in SPEC_TYPES:
         raise UnsupportedByLlamaCpp(f"llama-server has no --spec-type for drafter method {method!r}; it runs "
                                     f"{', '.join(sorted(SPEC_TYPES))}")
-    drafter_gguf = gguf_info(drafter) if drafter.is_file() else cached_gguf(
+    drafter_gguf = gguf_info(drafter) if checked.drafter is None else cached_gguf(
         drafter, cache, source=source, build=binary.build, outtype=outtype,
-        target_dir=target_dir if method in NEEDS_TARGET_DIR else None)
-    draft_length = resolve_draft_length(method, drafter, settings.draft_length) or LLAMA_SERVER_DEFAULT_DRAFT_MAX
+        target_dir=target_dir if method in NEEDS_TARGET_DIR else None, config=checked.drafter_config)
+    draft_length = (resolve_draft_length(method, drafter, checked.drafter_config, settings.draft_length)
+                    or LLAMA_SERVER_DEFAULT_DRAFT_MAX)
     engine.method, engine.drafter_gguf = method, drafter_gguf
     engine.draft = Draft(gguf=drafter_gguf.path, spec_type=SPEC_TYPES[method], draft_length=draft_length)
-    engine._drafter_dir = drafter if drafter.is_dir() else None
+    engine._drafter_dir = checked.drafter.path if checked.drafter is not None else None
     return engine
 
 
@@ -282,23 +282,25 @@ def run_llamacpp_pair(
     target_dir: Path,
     drafter: Path | None,
     prompt_sets: Sequence[Any],
-    settings: Any,
+    settings: RunSettings,
     progress: Progress | None = None,
     options: LlamaCppOptions | None = None,
-) -> Any:
+) -> Run:
     """Measure `drafter` (a model folder or a .gguf file; None: baseline only) on the target folder in llama-server.
 
     The same harness, prompts, seeds, settings and result type (`registry.domain.run.Run`) as the PyTorch engine;
     the baseline is the target alone in its own llama-server, asked prompt by prompt between the pair's requests.
     """
-    if not prompt_sets or any(not s.prompts for s in prompt_sets):
-        raise ValueError("run_llamacpp_pair needs at least one non-empty prompt set")
-    engine = load_llamacpp_engine(target_dir, drafter, settings, options)
-    longest = max(len(engine.encode(p)) for s in prompt_sets for p in s.prompts)
-    ctx_size = -(-(longest + settings.max_new_tokens + engine.draft_length + 16) // 256) * 256
-    with tempfile.TemporaryDirectory(prefix="drafters-llama-server-") as logs, engine.serving(ctx_size, Path(logs)):
-        return measure(engine, prompt_sets, engine.settings, progress, target_dir=Path(target_dir),
-                           drafter=Path(drafter) if drafter is not None else None)
+
+    @contextmanager
+    def served(checked: CheckedPair, settings: RunSettings) -> Iterator[LlamaCppEngine]:
+        engine = load_llamacpp_engine(checked, settings, options)
+        longest = max(len(engine.encode(p)) for s in prompt_sets for p in s.prompts)
+        ctx_size = -(-(longest + settings.max_new_tokens + engine.draft_length + 16) // 256) * 256
+        with tempfile.TemporaryDirectory(prefix="drafters-llama-server-") as logs, engine.serving(ctx_size, Path(logs)):
+            yield engine
+
+    return measure_pair(served, Path(target_dir), drafter, prompt_sets, settings, progress)
 
 
 def _transformers_version() -> str:

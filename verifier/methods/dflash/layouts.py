@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from verifier.folders import read_config, weight_files
+from verifier.folders import weight_files
 from registry.domain.measurement import RunSettings
 from verifier.harness.contract import given_draft_length
 from verifier.loading import LoadedTarget
@@ -180,14 +180,15 @@ class LayoutDFlashProposer(DFlashProposer):
         return Proposal(tokens=self.to_target[draft_ids], q_probs=q_probs)
 
 
-def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> DFlashProposer:
+def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings,
+                   raw_config: dict[str, Any]) -> DFlashProposer:
     """A DFlash proposer for any known layout; z-lab's folders go to `verifier.methods.dflash.proposer`
     unchanged."""
     drafter_dir = Path(drafter_dir)
-    raw = read_config(drafter_dir)
+    raw = raw_config
     layout = detect_layout(raw, stored_tensor_names(drafter_dir))
     if layout == Z_LAB:
-        return build_zlab_proposer(drafter_dir, target, settings)
+        return build_zlab_proposer(drafter_dir, target, settings, raw)
     config = parse_dflash_config(zlab_config(raw) if layout == SPECULATORS else raw)
     served = served_target(config, target)
     geometry, mask_token_id, layer_ids = served.geometry, served.mask_token_id, served.layer_ids

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from verifier.folders import read_config
+from registry.local import read_config
 from verifier.methods.dflash.config import SLIDING_ATTENTION, DFlashFormatError, parse_dflash_config
 from verifier.methods.dflash.proposer import read_drafter_weights
 

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from verifier.decode import rollback_problem
-from verifier.folders import read_config, weight_files
+from verifier.folders import weight_files
 from verifier.harness.contract import IncompatiblePair, given_draft_length
 from registry.domain.measurement import RunSettings
 from verifier.loading import LoadedTarget
@@ -231,11 +231,12 @@ def served_target(
                         parameter.device, parameter.dtype)
 
 
-def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> DFlashProposer:
+def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings,
+                   raw_config: dict[str, Any]) -> DFlashProposer:
     """A DFlash proposer for `target`; raises `IncompatiblePair` when the drafter cannot serve this target."""
 
     drafter_dir = Path(drafter_dir)
-    config = parse_dflash_config(read_config(drafter_dir))
+    config = parse_dflash_config(raw_config)
     served = served_target(config, target)
     geometry, mask_token_id, layer_ids = served.geometry, served.mask_token_id, served.layer_ids
     draft_model = load_draft_model(drafter_dir, config, len(layer_ids), device=served.device, dtype=served.dtype)

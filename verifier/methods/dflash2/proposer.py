@@ -13,7 +13,6 @@ from typing import Any
 
 import torch
 
-from verifier.folders import read_config
 from registry.domain.measurement import RunSettings
 from verifier.harness.contract import given_draft_length
 from verifier.loading import LoadedTarget
@@ -80,10 +79,11 @@ class DFlash2Proposer(DFlashProposer):
         return Proposal(tokens=self.selector.walk(logits, hidden, anchor))
 
 
-def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> DFlash2Proposer:
+def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings,
+                   raw_config: dict[str, Any]) -> DFlash2Proposer:
     """A DFlash 2 proposer for `target`; raises `IncompatiblePair` when the drafter cannot serve this target."""
     drafter_dir = Path(drafter_dir)
-    config = parse_dflash2_config(read_config(drafter_dir))
+    config = parse_dflash2_config(raw_config)
     tensors = unprefixed(read_drafter_weights(drafter_dir))
     codebook = tensors.get(CODEBOOK)
 

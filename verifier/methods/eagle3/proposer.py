@@ -5,12 +5,12 @@ chain per round.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 from verifier.decode import rollback_problem
-from verifier.folders import read_config
 from verifier.harness.contract import IncompatiblePair
 from registry.domain.measurement import RunSettings
 from verifier.loading import LoadedTarget
@@ -180,11 +180,12 @@ class Eagle3Proposer:
         return Proposal(tokens=tokens, q_probs=q_probs)
 
 
-def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings) -> Eagle3Proposer:
+def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings,
+                   raw_config: dict[str, Any]) -> Eagle3Proposer:
     """An EAGLE-3 proposer for `target`; raises `IncompatiblePair` when the head cannot serve this target."""
 
     drafter_dir = Path(drafter_dir)
-    config = parse_eagle3_config(read_config(drafter_dir))
+    config = parse_eagle3_config(raw_config)
     shape = target_shape(target.model)
     problems = compatibility_problems(config, shape)
     rollback = rollback_problem(target.model)
