@@ -20,6 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from dashboard import queries
 from dashboard.cells import SPEEDUP_COLUMNS, SPEEDUP_FORMAT, speedup_text, verdict_style
+from registry.domain.ref_labels import ref_label, written_as_path
 from registry.redact import mask_url
 from registry.settings import get_settings
 from registry.store.db import DatabaseError
@@ -170,10 +171,10 @@ def pair_link(target: str, drafter: str | None) -> str | None:
 
 def is_local(ref: str) -> bool:
     """A local model folder (what `drafters verify` on folders and the demo record), not a Hub repo id."""
-    return ref.startswith(("/", "~", "./", "../"))
+    return written_as_path(ref)
 
 
 def short_name(ref: str) -> str:
     """A repo id as it is; a local folder by a readable label, "tiny Qwen3 target (demo)" (the full path goes in a
     tooltip)."""
-    return queries.ref_label(ref)
+    return ref_label(ref)

@@ -10,7 +10,6 @@ function per table, the frame shaping and labels that go with it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -30,6 +29,7 @@ from registry.calibration.ranking import rank
 from registry.calibration.recommend import launchable_pairs
 from registry.domain import hub_presence, pair, pricing
 from registry.domain.coverage import coverage
+from registry.domain.ref_labels import ref_label
 from registry.domain.curve import SpeedupCurve, describe
 from registry.domain.conditions import conditions_label, model_kind
 from registry.local import LocalRepoError, read_local_repo
@@ -74,29 +74,6 @@ def _checkpoint_release(released: Any, created_at_hub: Any) -> date | None:
 
 def _drafter_release(released: Any, source: Any, first_seen: Any) -> date | None:
     return pair.drafter_released(_as_date(released), source, _as_date(first_seen))
-
-
-# ---- labels -------------------------------------------------------------------------------------
-
-# The words of the tiny models' folder names (verifier/tiny: `tiny-qwen3-target-<hash>`, `tiny-dflash-trained-<hash>`)
-# as a person reads them.
-_TINY_WORDS = {"qwen3": "Qwen3", "gemma4": "Gemma-4", "dflash": "DFlash drafter", "eagle3": "EAGLE-3 head",
-               "draft": "draft", "lm": "LM", "assistant": "assistant drafter", "target": "target",
-               "random": "(untrained)", "arch": "architecture"}
-_HASH_TAIL = re.compile(r"-[0-9a-f]{4,}$")
-
-
-def ref_label(ref: str) -> str:
-    """A repo id as it is; a local folder by a readable name, never its path: the project's tiny models as
-    "tiny Qwen3 target (demo)", any other folder by its last path part and "(local folder)"."""
-    if not ref.startswith(("/", "~", "./", "../")):
-        return ref
-    name = Path(ref).name
-    stem = _HASH_TAIL.sub("", name)
-    if stem.startswith("tiny-"):
-        words = [_TINY_WORDS.get(word, word) for word in stem.split("-")[1:] if word != "trained"]
-        return f"tiny {' '.join(words)} (demo)"
-    return f"{name} (local folder)"
 
 
 # ---- overview -----------------------------------------------------------------------------------
