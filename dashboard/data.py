@@ -1,8 +1,7 @@
-"""What the pages read: dashboard.queries behind Streamlit's caches, over one read-only query object per database.
-
-Every cached function takes the database URL (so two databases never share a cache entry) and fetches the
-`ReadOnlyQueries` from `st.cache_resource`. The dashboard never writes: its connections refuse writes (see
-registry.store.read_only.open_read_only), and nothing here calls a Store command.
+"""What every page shares: the database's read object (one per URL, from `st.cache_resource`), the sanitizers of
+outside text, the grid helpers and the labels. The tables come from dashboard/queries.py, called with the read
+object. The dashboard never writes: its connections refuse writes (see registry.store.read_only.open_read_only),
+and nothing here calls a Store command.
 """
 
 from __future__ import annotations
@@ -19,24 +18,13 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy.exc import SQLAlchemyError
 
-from dashboard import plan_queries, queries
+from dashboard import queries
 from dashboard.cells import SPEEDUP_COLUMNS, SPEEDUP_FORMAT, speedup_text, verdict_style
-from registry import calibration
-from registry.calibration.fit import SideFacts
-from registry.calibration.launch_inputs import pick_gpu, side_parameters
-from registry.calibration.ranking import rank
-from registry.calibration.recommend import launchable_pairs
-from registry.domain import pair, pricing
-from registry.local import LocalRepoError, read_local_repo
+from registry.domain.ref_labels import ref_label, written_as_path
 from registry.redact import mask_url
 from registry.settings import get_settings
 from registry.store.db import DatabaseError
-from registry.store import Store
 from registry.store.read_queries import ReadOnlyQueries
-
-# Long enough that moving between pages and widgets is instant, short enough that a watcher's news shows soon.
-TTL_S = 60
-
 
 def database_url() -> str:
     return get_settings().resolved_database_url
@@ -57,15 +45,18 @@ def today() -> date:
 
 
 @st.cache_resource(show_spinner=False)
-def _reader(url: str) -> ReadOnlyQueries:
+def reader(url: str) -> ReadOnlyQueries:
+    """The read object of the database at `url`, one per URL for the dashboard's process."""
     return ReadOnlyQueries(url)
 
 
-def require_database() -> str:
-    """The database URL once the database exists at the current schema; otherwise say how to make it, and stop."""
+def require_database() -> ReadOnlyQueries:
+    """The database's read object once the database exists at the current schema; otherwise say how to make it,
+    and stop."""
     url = database_url()
     try:
-        problem = _reader(url).schema_problem()
+        db = reader(url)
+        problem = db.schema_problem()
     except DatabaseError as exc:
         problem = str(exc)
     except SQLAlchemyError as exc:
@@ -74,7 +65,7 @@ def require_database() -> str:
         st.info(md(problem))
         st.caption(f"database: {md(shown_url(url))}")
         st.stop()
-    return url
+    return db
 
 
 EMPTY = "-"
@@ -180,203 +171,10 @@ def pair_link(target: str, drafter: str | None) -> str | None:
 
 def is_local(ref: str) -> bool:
     """A local model folder (what `drafters verify` on folders and the demo record), not a Hub repo id."""
-    return ref.startswith(("/", "~", "./", "../"))
+    return written_as_path(ref)
 
 
 def short_name(ref: str) -> str:
     """A repo id as it is; a local folder by a readable label, "tiny Qwen3 target (demo)" (the full path goes in a
     tooltip)."""
-    return queries.ref_label(ref)
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def local_verdict(target: str, drafter: str) -> queries.PairVerdict | None:
-    """The verdict between two local folders, read from their files as `drafters check` does; None when either
-    folder is gone. Folders declare nothing, so the best they reach is "structural"."""
-    try:
-        target_repo, drafter_repo = read_local_repo(Path(target)), read_local_repo(Path(drafter))
-    except (LocalRepoError, OSError):
-        return None
-    result = pair.judge(drafter_repo.side(), target_repo.side())
-    return queries.PairVerdict(verdict=result.verdict, reasons=result.reasons,
-                               checks=tuple(pair.checks_json(result)),
-                               checkpoint_sha="local folder", drafter_sha="local folder", checked_at=datetime.now(UTC))
-
-
-# ---- cached reads ---------------------------------------------------------------------------------
-
-
-@st.cache_data(ttl=10, show_spinner=False)  # downloads move: a short cache
-def plan(url: str) -> plan_queries.PlanView:
-    return plan_queries.plan_view(_reader(url), structural=get_settings().autoverify_structural)
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def counts(url: str) -> queries.Counts:
-    return queries.counts(_reader(url))
-
-
-@st.cache_data(ttl=10, show_spinner=False)  # the service's parts move: a short cache
-def service_state(url: str) -> pd.DataFrame:
-    return queries.service_state(_reader(url))
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def speedup_curves(url: str) -> tuple[dict[int, str], pd.DataFrame]:
-    return queries.speedup_curves(_reader(url))
-
-
-@st.cache_data(ttl=10, show_spinner=False)
-def job_states(url: str) -> dict[str, int]:
-    return queries.job_states(_reader(url))
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def dflash_v1(url: str, on: date) -> pd.DataFrame:
-    return queries.dflash_v1(_reader(url), on)
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def latest_speedups(url: str) -> pd.DataFrame:
-    return queries.latest_speedups(_reader(url))
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def events(
-    url: str, types: Sequence[str] = (), orgs: Sequence[str] = (), families: Sequence[str] = (),
-    since: date | None = None, limit: int = 500,
-) -> pd.DataFrame:
-    return queries.events(_reader(url), types=types, orgs=orgs, families=families, since=since, limit=limit)
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def event_options(url: str) -> queries.EventOptions:
-    return queries.event_options(_reader(url))
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def checkpoint_options(url: str) -> queries.CheckpointOptions:
-    return queries.checkpoint_options(_reader(url))
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def availability(url: str, orgs: Sequence[str] = (), families: Sequence[str] = (), sizes: Sequence[str] = ()) -> pd.DataFrame:
-    return queries.availability(_reader(url), orgs=orgs, families=families, sizes=sizes)
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def availability_matrix(url: str, orgs: Sequence[str] = (), families: Sequence[str] = (),
-                        sizes: Sequence[str] = ()) -> pd.DataFrame:
-    db = _reader(url)
-    cells = queries.availability(db, orgs=orgs, families=families, sizes=sizes)
-    return queries.availability_matrix(cells, queries.latest_speedups(db, limit=1000))
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def resolve_checkpoint(url: str, repo_id: str) -> str | None:
-    return _reader(url).resolve_checkpoint(repo_id)
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def search_checkpoints(url: str, text: str) -> list[str]:
-    return _reader(url).search_checkpoints(text)
-
-
-def _store(url: str) -> Store:
-    """The reader's store on its read-only engine (one pool per database, closed with the reader): the ranking and
-    the pricing read through the same functions as `find`, `drafters price` and the API."""
-    return _reader(url).store
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def side_facts(url: str, ref: str, drafter: bool) -> SideFacts:
-    """One side's size and config as `drafters price` reads it (registry.calibration.side_facts)."""
-    return calibration.side_facts(_store(url), ref, drafter=drafter)
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def pair_acceptance(url: str, target: str, drafter: str) -> tuple[pricing.Acceptance | None, str | None]:
-    """What prices the pair, as `drafters price` chooses it: the newest measured run's per-position acceptance, else
-    a published τ (labelled "published, not measured"); else None and why."""
-    try:
-        return calibration.measured_acceptance(_store(url), target, drafter), None
-    except calibration.PricingInputError as missing:
-        published = calibration.published_acceptance(target, drafter)
-        return (published, None) if published is not None else (None, str(missing))
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def drafters_for(url: str, repo_id: str) -> pd.DataFrame:
-    store = _store(url)
-    pairs = launchable_pairs(store, repo_id)
-    runs = [r for r in store.runs.list_runs(target=repo_id) if r.status == "ok"]
-    records = {p.drafter: None if p.built_in else store.reads.get_drafter(p.drafter) for p in pairs}
-    order = rank(pairs, runs, pick_gpu(None), None, records=records,
-                 target_parameters=side_parameters(store, repo_id, pairs[0].target_sha if pairs else None))
-    ranked = {r.pair.drafter: (position, r.why) for position, r in enumerate(order, start=1)}
-    return queries.drafters_for(_reader(url), repo_id, ranked)
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def lag_report(url: str, on: date) -> queries.LagReport:
-    return queries.lag_report(_reader(url), on)
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def upgrades(url: str, on: date) -> pd.DataFrame:
-    return queries.upgrades(_reader(url), on)
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def benchmark_pairs(url: str) -> pd.DataFrame:
-    return queries.benchmark_pairs(_reader(url))
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def benchmark_summary(url: str, target: str | None = None, drafter: str | None = None) -> pd.DataFrame:
-    return queries.benchmark_summary(_reader(url), target=target, drafter=drafter)
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def benchmark_history(url: str, target: str, drafter: str | None) -> pd.DataFrame:
-    return queries.benchmark_history(_reader(url), target, drafter)
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def acceptance_by_position(url: str, run_id: str) -> pd.DataFrame:
-    return queries.acceptance_by_position(_reader(url), run_id)
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def runs(url: str, target: str | None = None, drafter: str | None = None, status: str | None = None) -> pd.DataFrame:
-    return queries.runs(_reader(url), target=target, drafter=drafter, status=status)
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def run_predictions(url: str, target: str | None = None, drafter: str | None = None) -> pd.DataFrame:
-    return queries.run_predictions(_reader(url), target=target, drafter=drafter)
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def pair_choices(url: str) -> pd.DataFrame:
-    return queries.pair_choices(_reader(url))
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def pair_verdict(url: str, target: str, drafter: str) -> queries.PairVerdict | None:
-    return queries.pair_verdict(_reader(url), target, drafter)
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def gone_notes(url: str, target: str, drafter: str) -> tuple[str, ...]:
-    return queries.gone_notes(_reader(url), target, drafter)
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def checkpoint_revisions(url: str, repo_id: str) -> pd.DataFrame:
-    return queries.checkpoint_revisions(_reader(url), repo_id)
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def drafter_revisions(url: str, repo_id: str) -> pd.DataFrame:
-    return queries.drafter_revisions(_reader(url), repo_id)
+    return ref_label(ref)

@@ -11,16 +11,17 @@ import streamlit as st
 
 from dashboard import data, queries
 from registry.domain import memory, pricing
+from registry.store.read_queries import ReadOnlyQueries
 
 
-def service(url: str) -> queries.ServiceSummary:
+def service(db: ReadOnlyQueries) -> queries.ServiceSummary:
     """What `drafters up` is doing on this database now: read before any empty state says what to run."""
-    return queries.service_summary(data.service_state(url), data.job_states(url), datetime.now(UTC))
+    return queries.service_summary(queries.service_state(db), queries.job_states(db), datetime.now(UTC))
 
 
-def empty_hint(what: str, url: str) -> None:
+def empty_hint(what: str, db: ReadOnlyQueries) -> None:
     """An empty table: what the running service does about it, or the commands that fill it by hand."""
-    state = service(url)
+    state = service(db)
     if state.running:
         doing = "; ".join(part for part in (state.watcher, f"verification jobs {state.queue}" if state.queue else None)
                           if part)
@@ -118,9 +119,9 @@ def prediction_sentence(predicted: pd.DataFrame) -> str:
     return head
 
 
-def no_events(url: str) -> None:
+def no_events(db: ReadOnlyQueries) -> None:
     """No event yet: the watcher's own state (polling, or the Hub unreachable since …) instead of a command."""
-    state = service(url)
+    state = service(db)
     if state.watcher is not None and (state.running or state.watcher_trouble):
         box = st.warning if state.watcher_trouble else st.info
         box(f"No events yet: {data.md(state.watcher)}.")
@@ -129,9 +130,9 @@ def no_events(url: str) -> None:
                 "events (`drafters watch --once` polls once by hand).")
 
 
-def no_measurements(url: str) -> None:
+def no_measurements(db: ReadOnlyQueries) -> None:
     """No run yet: the job queue when the service is measuring, else how to measure."""
-    state = service(url)
+    state = service(db)
     if state.queue:
         st.info(f"No measurement has finished yet: the service is measuring (verification jobs {data.md(state.queue)}); "
                 "each result shows here when its job is done.")

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from dashboard.page_cache import LIVE_TTL_S, kept
 from registry.domain.plan import WorkerCapability, counts
 from registry.store.read_queries import ReadOnlyQueries
 
@@ -29,6 +30,7 @@ def _gib(value: object) -> float | None:
     return None if value is None else round(float(value) / 2**30, 2)  # type: ignore[arg-type]
 
 
+@kept(LIVE_TTL_S)  # downloads move: kept for less
 def plan_view(db: ReadOnlyQueries, *, structural: bool = False) -> PlanView:
     store = db.store
     workers, rows = store.plan_facts.live_plan(structural=structural)

@@ -1,30 +1,38 @@
 """The dashboard's tables: the read-only aggregates of registry/store/aggregates.py as DataFrames, with UI labels.
 
 Nothing here writes or speaks SQL: every read goes through `ReadOnlyQueries` (registry/store/read_queries.py),
-whose connections refuse writes, and comes back as plain rows and records.
+whose connections refuse writes, and comes back as plain rows and records. The pages call these functions with
+the read object themselves; each table is kept for a short while within the page's script runs (`@kept`,
+dashboard/page_cache.py), the dashboard's one cache.
 It is over 400 lines because it is the one place the pages (and their tests) get every table from: one short
 function per table, the frame shaping and labels that go with it.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import pandas as pd
 
+from dashboard.page_cache import LIVE_TTL_S, kept
+
 from registry import calibration, reports
 from registry.calibration.concurrency import stand_in
-from registry.domain import hub_presence, pair
+from registry.calibration.fit import SideFacts
+from registry.calibration.launch_inputs import pick_gpu, side_parameters
+from registry.calibration.ranking import rank
+from registry.calibration.recommend import launchable_pairs
+from registry.domain import hub_presence, pair, pricing
 from registry.domain.coverage import coverage
+from registry.domain.ref_labels import ref_label
 from registry.domain.curve import SpeedupCurve, describe
 from registry.domain.conditions import conditions_label, model_kind
+from registry.local import LocalRepoError, read_local_repo
 from registry.store import aware
 from registry.store.read_only import FILL_COMMANDS, DatabaseMissing, Rows  # noqa: F401 - for the pages
 from registry.store.read_queries import ReadOnlyQueries
@@ -68,29 +76,6 @@ def _drafter_release(released: Any, source: Any, first_seen: Any) -> date | None
     return pair.drafter_released(_as_date(released), source, _as_date(first_seen))
 
 
-# ---- labels -------------------------------------------------------------------------------------
-
-# The words of the tiny models' folder names (verifier/tiny: `tiny-qwen3-target-<hash>`, `tiny-dflash-trained-<hash>`)
-# as a person reads them.
-_TINY_WORDS = {"qwen3": "Qwen3", "gemma4": "Gemma-4", "dflash": "DFlash drafter", "eagle3": "EAGLE-3 head",
-               "draft": "draft", "lm": "LM", "assistant": "assistant drafter", "target": "target",
-               "random": "(untrained)", "arch": "architecture"}
-_HASH_TAIL = re.compile(r"-[0-9a-f]{4,}$")
-
-
-def ref_label(ref: str) -> str:
-    """A repo id as it is; a local folder by a readable name, never its path: the project's tiny models as
-    "tiny Qwen3 target (demo)", any other folder by its last path part and "(local folder)"."""
-    if not ref.startswith(("/", "~", "./", "../")):
-        return ref
-    name = Path(ref).name
-    stem = _HASH_TAIL.sub("", name)
-    if stem.startswith("tiny-"):
-        words = [_TINY_WORDS.get(word, word) for word in stem.split("-")[1:] if word != "trained"]
-        return f"tiny {' '.join(words)} (demo)"
-    return f"{name} (local folder)"
-
-
 # ---- overview -----------------------------------------------------------------------------------
 
 
@@ -106,8 +91,9 @@ class Counts:
     dflash_v1: int  # z-lab's DFlash v1 drafters counted in "21 checkpoints across 10 families"
 
 
+@kept()
 def counts(db: ReadOnlyQueries) -> Counts:
-    return Counts(**{key: int(value or 0) for key, value in db.counts_row().items()})
+    return Counts(**{key: int(value or 0) for key, value in db.catalog.counts_row().items()})
 
 
 # ---- the service ----------------------------------------------------------------------------------
@@ -117,9 +103,10 @@ SERVICE_COLUMNS = ["part", "state", "detail", "heartbeat", "last success", "last
 ALIVE_WITHIN = timedelta(minutes=15)
 
 
+@kept(LIVE_TTL_S)
 def service_state(db: ReadOnlyQueries) -> pd.DataFrame:
     """Each part of `drafters up` as it last said (a server the canary checks is a `canary N` part), by name."""
-    frame = _frame(db.service_rows())
+    frame = _frame(db.service.service_rows())
     frame.columns = SERVICE_COLUMNS
     return _utc(frame, "heartbeat", "last success", "last error at")
 
@@ -178,12 +165,13 @@ def curve_series(curve: SpeedupCurve) -> str:
                                              curve.hardware, c.temperature, c.prompt_format, c.thinking))
 
 
+@kept()
 def speedup_curves(db: ReadOnlyQueries) -> tuple[dict[int, str], pd.DataFrame]:
     """Each stored sweep's label and one row per (curve, concurrency), newest curve first; `crossover` marks the
     point where the drafter stops paying."""
     labels: dict[int, str] = {}
     rows = []
-    for curve in db.speedup_curves():
+    for curve in db.store.curves.curves():
         assert curve.curve_id is not None
         # A curve of the tiny test models (or from a CPU) says so in its name: it is never read as a GPU's.
         unlike_serving = stand_in(curve)
@@ -197,9 +185,10 @@ def speedup_curves(db: ReadOnlyQueries) -> tuple[dict[int, str], pd.DataFrame]:
     return labels, pd.DataFrame(rows, columns=CURVE_COLUMNS)
 
 
+@kept(LIVE_TTL_S)
 def job_states(db: ReadOnlyQueries) -> dict[str, int]:
     """Verification jobs by state: {"queued": 5, "running": 1, …}."""
-    _, rows = db.job_state_rows()
+    _, rows = db.service.job_state_rows()
     return {str(status): int(jobs) for status, jobs in rows}
 
 
@@ -208,6 +197,7 @@ def job_states(db: ReadOnlyQueries) -> dict[str, int]:
 EVENT_COLUMNS = ["id", "created_at", "type", "message", "subject", "org", "family"]
 
 
+@kept()
 def events(
     db: ReadOnlyQueries,
     *,
@@ -218,7 +208,7 @@ def events(
     limit: int = 500,
 ) -> pd.DataFrame:
     """Newest first, each with its payload's one-line message."""
-    frame = _frame(db.event_rows(types=types, orgs=orgs, families=families, since=since, limit=limit))
+    frame = _frame(db.catalog.event_rows(types=types, orgs=orgs, families=families, since=since, limit=limit))
     frame["message"] = [_message(payload) for payload in frame["payload"]]
     return _utc(frame[EVENT_COLUMNS], "created_at")
 
@@ -236,8 +226,9 @@ class EventOptions:
     families: tuple[str, ...]
 
 
+@kept()
 def event_options(db: ReadOnlyQueries) -> EventOptions:
-    types, orgs, families = db.event_option_rows()
+    types, orgs, families = db.catalog.event_option_rows()
     return EventOptions(types=types, orgs=orgs, families=families)
 
 
@@ -251,8 +242,9 @@ class CheckpointOptions:
     sizes: tuple[str, ...]
 
 
+@kept()
 def checkpoint_options(db: ReadOnlyQueries) -> CheckpointOptions:
-    orgs, families, sizes = db.checkpoint_option_rows()
+    orgs, families, sizes = db.catalog.checkpoint_option_rows()
     return CheckpointOptions(orgs=orgs, families=families, sizes=sizes)
 
 
@@ -262,6 +254,7 @@ AVAILABILITY_COLUMNS = [
 ]
 
 
+@kept()
 def availability(
     db: ReadOnlyQueries, *, orgs: Sequence[str] = (), families: Sequence[str] = (), sizes: Sequence[str] = ()
 ) -> pd.DataFrame:
@@ -272,7 +265,7 @@ def availability(
     drafter's release − the checkpoint's, 0 when the dates put the drafter first (registry.lag's rule).
     drafter_gone and checkpoint_gone say "gone from the Hub since …" for a repo deleted or made private.
     """
-    target_rows, best_rows = db.availability_rows(orgs=orgs, families=families, sizes=sizes)
+    target_rows, best_rows = db.catalog.availability_rows(orgs=orgs, families=families, sizes=sizes)
     targets, best = _frame(target_rows), _frame(best_rows)
 
     methods = pd.DataFrame({"method": list(METHOD_LABELS)})
@@ -356,10 +349,18 @@ def availability_matrix(cells: pd.DataFrame, measured: pd.DataFrame | None = Non
     return frame[[*MATRIX_FACTS[:MATRIX_HEAD], *METHOD_LABELS.values(), *MATRIX_FACTS[MATRIX_HEAD:]]]
 
 
+@kept()
+def availability_grid(db: ReadOnlyQueries, *, orgs: Sequence[str] = (), families: Sequence[str] = (),
+                      sizes: Sequence[str] = ()) -> pd.DataFrame:
+    """The availability matrix of the chosen checkpoints, with the newest measured speedups."""
+    return availability_matrix(availability(db, orgs=orgs, families=families, sizes=sizes),
+                               latest_speedups(db, limit=1000))
+
 FIT_COLUMNS = ["rank", "drafter", "method", "publisher", "verdict", "why", "hub", "reasons", "drafter_released",
                "lag_days"]
 
 
+@kept()
 def drafters_for(db: ReadOnlyQueries, repo_id: str,
                  ranked: Mapping[str, tuple[int, str]] | None = None) -> pd.DataFrame:
     """What can I use with this checkpoint: every head verdict, best first (within a verdict, drafters still on
@@ -367,7 +368,7 @@ def drafters_for(db: ReadOnlyQueries, repo_id: str,
     `ranked`: drafter → (position, why) of the exact ones (registry.calibration.ranking), which then come in
     that order with the reason."""
     ranked = ranked or {}
-    frame = _frame(db.drafters_for_rows(repo_id))
+    frame = _frame(db.catalog.drafters_for_rows(repo_id))
     frame["rank"] = pd.array([ranked[d][0] if d in ranked else None for d in frame["drafter"]], dtype="Int64")
     frame["why"] = [ranked[d][1] if d in ranked else None for d in frame["drafter"]]
     if ranked:
@@ -383,6 +384,18 @@ def drafters_for(db: ReadOnlyQueries, repo_id: str,
     frame["hub"] = _gone(frame["status"], frame["status_detail"])
     return frame[FIT_COLUMNS]
 
+
+@kept()
+def ranked_drafters(db: ReadOnlyQueries, repo_id: str) -> pd.DataFrame:
+    """`drafters_for` with the exact pairs in the order `find` and the API rank them (registry.calibration.ranking:
+    measured speedup on the default GPU, else the priced one), each with why."""
+    store = db.store
+    pairs = launchable_pairs(store, repo_id)
+    runs = [r for r in store.runs.list_runs(target=repo_id) if r.status == "ok"]
+    records = {p.drafter: None if p.built_in else store.reads.get_drafter(p.drafter) for p in pairs}
+    order = rank(pairs, runs, pick_gpu(None), None, records=records,
+                 target_parameters=side_parameters(store, repo_id, pairs[0].target_sha if pairs else None))
+    return drafters_for(db, repo_id, {r.pair.drafter: (position, r.why) for position, r in enumerate(order, start=1)})
 
 # ---- lag ----------------------------------------------------------------------------------------
 
@@ -400,6 +413,7 @@ class LagReport:
     by_publisher: pd.DataFrame  # … per publisher of the first exact drafter
 
 
+@kept()
 def lag_report(db: ReadOnlyQueries, today: date) -> LagReport:
     """The lag tables of registry.reports (open lags measured up to today) as frames."""
     store = db.store
@@ -436,9 +450,10 @@ def lag_report(db: ReadOnlyQueries, today: date) -> LagReport:
     )
 
 
+@kept()
 def dflash_v1(db: ReadOnlyQueries, today: date) -> pd.DataFrame:
     """z-lab's DFlash v1 drafters (the 21), each with its target, release date and the target's lag."""
-    frame = _frame(db.dflash_v1_rows())
+    frame = _frame(db.catalog.dflash_v1_rows())
     lags = {row.target_repo_id: row.lag_days for row in reports.lag_table(db.store, today)}
     frame["target_lag_days"] = pd.array([lags.get(t) for t in frame["target"]], dtype="Int64")
     return frame
@@ -468,11 +483,12 @@ def _bool(value: Any) -> bool | None:
     return None if value is None else bool(value)
 
 
+@kept()
 def latest_speedups(db: ReadOnlyQueries, limit: int = 20) -> pd.DataFrame:
     """The newest successful run of each series (pair, engine, hardware and measurement conditions): τ, speedup,
     losslessness, and `conditions`, the line saying what the numbers hold for. A run under other conditions is
     another row, never a replacement."""
-    frame = _frame(db.latest_speedup_rows(limit * 10))
+    frame = _frame(db.benchmarks.latest_speedup_rows(limit * 10))
     frame["conditions"] = _conditions(frame)
     frame = frame.drop_duplicates(["target", "drafter", "method", "engine", "hardware", "conditions"]).head(limit)
     for column in ("target", "drafter"):
@@ -484,6 +500,7 @@ def _group_frame(groups: dict[str, Any], key: str) -> pd.DataFrame:
     return pd.DataFrame([{key: name, **asdict(summary)} for name, summary in groups.items()])
 
 
+@kept()
 def upgrades(db: ReadOnlyQueries, today: date) -> pd.DataFrame:
     """registry.reports.upgrade_table: base upgrades still waiting for a drafter first, longest wait first."""
     rows = reports.upgrade_table(db.store, today)
@@ -497,18 +514,20 @@ def upgrades(db: ReadOnlyQueries, today: date) -> pd.DataFrame:
 
 # ---- benchmarks ---------------------------------------------------------------------------------
 
+@kept()
 def benchmark_pairs(db: ReadOnlyQueries) -> pd.DataFrame:
     """(target, drafter) pairs with runs, most runs first."""
-    return _utc(_frame(db.benchmark_pair_rows()), "last_run")
+    return _utc(_frame(db.benchmarks.benchmark_pair_rows()), "last_run")
 
 
+@kept()
 def benchmark_summary(db: ReadOnlyQueries, *, target: str | None = None, drafter: str | None = None) -> pd.DataFrame:
     """Speedup and τ per pair, hardware, engine and prompt set over successful runs: mean, std, min, max.
 
     std is the population standard deviation across runs, from sums the database adds up (SQLite has no
     stddev); within_run_spread is the mean of the spread each run measured over its own repeats.
     """
-    frame = _frame(db.benchmark_summary_rows(target=target, drafter=drafter))
+    frame = _frame(db.benchmarks.benchmark_summary_rows(target=target, drafter=drafter))
     frame["conditions"] = _conditions(frame)
     for name in ("speedup", "tau"):
         mean = frame[f"{name}_mean"].astype(float)
@@ -524,10 +543,11 @@ HISTORY_COLUMNS = [
 ]
 
 
+@kept()
 def benchmark_history(db: ReadOnlyQueries, target: str, drafter: str | None) -> pd.DataFrame:
     """Every successful run of one pair per prompt set, oldest first; `series` never mixes hardware, engines,
     prompt sets or measurement conditions (registry.domain.conditions, metric definitions included)."""
-    frame = _frame(db.benchmark_history_rows(target, drafter))
+    frame = _frame(db.benchmarks.benchmark_history_rows(target, drafter))
     frame["conditions"] = _conditions(frame)
     frame["series"] = [
         " · ".join(str(part) if part is not None else "?" for part in parts)
@@ -566,20 +586,22 @@ def _short(revision: str | None) -> str:
     return "none" if revision is None else revision[:10]
 
 
+@kept()
 def acceptance_by_position(db: ReadOnlyQueries, run_id: str) -> pd.DataFrame:
     """A run's per-position acceptance on each prompt set (position 1 = the first drafted token)."""
     points = [
         {"prompt_set": prompt_set, "position": position, "acceptance": float(value)}
-        for prompt_set, rates in _frame(db.acceptance_rows(run_id)).itertuples(index=False)
+        for prompt_set, rates in _frame(db.benchmarks.acceptance_rows(run_id)).itertuples(index=False)
         for position, value in enumerate(rates or (), start=1)
     ]
     return pd.DataFrame(points, columns=["prompt_set", "position", "acceptance"])
 
 
+@kept()
 def runs(db: ReadOnlyQueries, *, target: str | None = None, drafter: str | None = None, status: str | None = None,
          limit: int = 1000) -> pd.DataFrame:
     """Runs newest first, failed ones with their reason."""
-    frame = _frame(db.run_rows(target=target, drafter=drafter, status=status, limit=limit))
+    frame = _frame(db.benchmarks.run_rows(target=target, drafter=drafter, status=status, limit=limit))
     return _utc(frame, "created_at")
 
 
@@ -589,6 +611,7 @@ PREDICTION_COLUMNS = [
 ]
 
 
+@kept()
 def run_predictions(db: ReadOnlyQueries, *, target: str | None = None, drafter: str | None = None,
                     limit: int = 1000) -> pd.DataFrame:
     """The pricing model's prediction of each run and its errors (predicted / measured − 1), newest first: the
@@ -627,9 +650,10 @@ class PairVerdict:
     checked_at: datetime
 
 
+@kept()
 def pair_choices(db: ReadOnlyQueries) -> pd.DataFrame:
     """(target, drafter) pairs with a head verdict or a run, best verdict first."""
-    judged, measured = db.pair_choice_rows()
+    judged, measured = db.catalog.pair_choice_rows()
     frame = pd.concat([_frame(judged), _frame(measured)], ignore_index=True)
     frame = frame.sort_values(
         ["target", "drafter", "verdict"], key=lambda col: col.map(reports.VERDICT_ORDER) if col.name == "verdict" else col,
@@ -638,8 +662,9 @@ def pair_choices(db: ReadOnlyQueries) -> pd.DataFrame:
     return frame.drop_duplicates(["target", "drafter"]).reset_index(drop=True)
 
 
+@kept()
 def pair_verdict(db: ReadOnlyQueries, target: str, drafter: str) -> PairVerdict | None:
-    row = db.pair_verdict_row(target, drafter)
+    row = db.catalog.pair_verdict_row(target, drafter)
     if row is None:
         return None
     return PairVerdict(
@@ -652,10 +677,11 @@ def pair_verdict(db: ReadOnlyQueries, target: str, drafter: str) -> PairVerdict 
     )
 
 
+@kept()
 def gone_notes(db: ReadOnlyQueries, target: str, drafter: str) -> tuple[str, ...]:
     """"the drafter … is gone from the Hub since …" for each side of the pair deleted or made private."""
     notes = []
-    for row in db.hub_status_rows(target, drafter):
+    for row in db.catalog.hub_status_rows(target, drafter):
         marker = hub_presence.gone_marker(row["status"], row["status_detail"])
         if marker is not None:
             notes.append(f"the {row['role']} {row['repo_id']} is {marker}: its history is kept, but it cannot be "
@@ -663,42 +689,41 @@ def gone_notes(db: ReadOnlyQueries, target: str, drafter: str) -> tuple[str, ...
     return tuple(notes)
 
 
+@kept()
 def checkpoint_revisions(db: ReadOnlyQueries, repo_id: str) -> pd.DataFrame:
-    return _utc(_frame(db.checkpoint_revision_rows(repo_id)), "seen_at", "last_modified")
+    return _utc(_frame(db.catalog.checkpoint_revision_rows(repo_id)), "seen_at", "last_modified")
 
 
+@kept()
 def drafter_revisions(db: ReadOnlyQueries, repo_id: str) -> pd.DataFrame:
-    return _utc(_frame(db.drafter_revision_rows(repo_id)), "seen_at", "last_modified")
+    return _utc(_frame(db.catalog.drafter_revision_rows(repo_id)), "seen_at", "last_modified")
 
 
-@dataclass(frozen=True)
-class WeightFacts:
-    """What the head revision tells about a repo's weights, for registry.memory."""
-
-    repo_id: str
-    parameter_count: int | None
-    weight_bytes: int | None
-    config: dict[str, Any] | None
-    size_label: str | None
+@kept()
+def side_facts(db: ReadOnlyQueries, ref: str, drafter: bool) -> SideFacts:
+    """One side's size and config as `drafters price` reads it (registry.calibration.side_facts)."""
+    return calibration.side_facts(db.store, ref, drafter=drafter)
 
 
-def checkpoint_weights(db: ReadOnlyQueries, repo_id: str) -> WeightFacts | None:
-    row = db.checkpoint_weight_row(repo_id)
-    if row is None:
+@kept()
+def pair_acceptance(db: ReadOnlyQueries, target: str, drafter: str) -> tuple[pricing.Acceptance | None, str | None]:
+    """What prices the pair, as `drafters price` chooses it: the newest measured run's per-position acceptance, else
+    a published τ (labelled "published, not measured"); else None and why."""
+    try:
+        return calibration.measured_acceptance(db.store, target, drafter), None
+    except calibration.PricingInputError as missing:
+        published = calibration.published_acceptance(target, drafter)
+        return (published, None) if published is not None else (None, str(missing))
+
+
+@kept()
+def local_verdict(target: str, drafter: str) -> PairVerdict | None:
+    """The verdict between two local folders, read from their files as `drafters check` does; None when either
+    folder is gone. Folders declare nothing, so the best they reach is "structural"."""
+    try:
+        target_repo, drafter_repo = read_local_repo(Path(target)), read_local_repo(Path(drafter))
+    except (LocalRepoError, OSError):
         return None
-    return WeightFacts(row["repo_id"], row["parameter_count"], row["weight_bytes"], _config(row["config_json"]),
-                       row["size"])
-
-
-def drafter_weights(db: ReadOnlyQueries, repo_id: str) -> WeightFacts | None:
-    row = db.drafter_weight_row(repo_id)
-    if row is None:
-        return None
-    return WeightFacts(row["repo_id"], None, row["weight_bytes"], _config(row["config_json"]), None)
-
-
-def _config(text: str | None) -> dict[str, Any] | None:
-    if not text:
-        return None
-    value = json.loads(text)
-    return value if isinstance(value, dict) else None
+    result = pair.judge(drafter_repo.side(), target_repo.side())
+    return PairVerdict(verdict=result.verdict, reasons=result.reasons, checks=tuple(pair.checks_json(result)),
+                       checkpoint_sha="local folder", drafter_sha="local folder", checked_at=datetime.now(UTC))

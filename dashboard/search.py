@@ -1,22 +1,23 @@
 """"What can I use with this checkpoint?": the search box the landing page opens with and the Availability page
-repeats, one widget over `data.drafters_for` (the ranking `find` uses)."""
+repeats, one widget over `queries.ranked_drafters` (the ranking `find` uses)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data
+from dashboard import data, queries
+from registry.store.read_queries import ReadOnlyQueries
 
 
-def checkpoint_search(url: str, *, key: str = "search") -> None:
+def checkpoint_search(db: ReadOnlyQueries, *, key: str = "search") -> None:
     """A repo id (or a part of one) in, every drafter with a verdict for it out, best first, each linked to its
     Pair page."""
     query = st.text_input("Checkpoint repo id", key=key, placeholder="Qwen/Qwen3-8B").strip()
     if not query:
         return
-    found = data.resolve_checkpoint(url, query)
+    found = db.catalog.resolve_checkpoint(query)
     if found is None:
-        matches = data.search_checkpoints(url, query)
+        matches = db.catalog.search_checkpoints(query)
         if len(matches) == 1:
             found = matches[0]
         elif matches:
@@ -28,7 +29,7 @@ def checkpoint_search(url: str, *, key: str = "search") -> None:
             )
     if found is None:
         return
-    fits = data.drafters_for(url, found)
+    fits = queries.ranked_drafters(db, found)
     if fits.empty:
         st.info(f"No drafter in the registry has a verdict for {data.md(found)}.")
         return

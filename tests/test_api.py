@@ -31,14 +31,15 @@ from drafters.api import reader as reader_module
 from registry.store import event_horizon as events_module
 from drafters.api.app import ApiConfig, create_app
 from drafters.api.server import ApiServer, bind
-from drafters.api.snapshot import SnapshotStore
 from registry.domain.compat import VERDICT_ORDER
 from registry.domain.json_shapes import SCHEMA_VERSION, versioned
 from registry.domain.plan import WorkerCapability
 from registry.domain.records import EventSpec
 from registry.store import Store
 from registry.store.catalog_import import CatalogSummary
+from registry.store.data_version import DataVersion
 from registry.store.read_only import open_read_only
+from registry.store.read_memo import ReadMemo
 from tests.registry.run_fixtures import full_run, measured
 from tests.support.cli import drafters, popen
 
@@ -419,14 +420,14 @@ def test_one_request_reads_the_data_version_while_the_others_answer(filled: Stor
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The data version query scans the runs; forty threads running it at once was the warm path's tail."""
     reads: list[float] = []
-    real = reader_module.data_parts
+    real = DataVersion.parts
 
-    def slow_data_version(engine: Any) -> Any:
+    def slow_data_version(version: DataVersion) -> Any:
         reads.append(time.monotonic())
         time.sleep(0.5)  # a long scan: every request that arrives meanwhile finds the read under way
-        return real(engine)
+        return real(version)
 
-    monkeypatch.setattr(reader_module, "data_parts", slow_data_version)
+    monkeypatch.setattr(DataVersion, "parts", slow_data_version)
     # Long enough that twenty requests on a loaded machine finish before the version is due once more.
     monkeypatch.setattr(reader_module, "DATA_VERSION_TTL_S", 4.0)
     server = ApiServer(create_app(ApiConfig(database_url))).start()
@@ -800,7 +801,10 @@ def test_a_body_new_runs_made_stale_is_served_while_its_successor_builds(filled:
 
 def test_a_snapshot_reads_through_one_reads_object_in_every_area(store: Store) -> None:
     store.catalog.load_catalog()
-    snapshot = SnapshotStore(store)
+    snapshot = Store(store.engine, memo=ReadMemo())
     assert snapshot.watch.reads is snapshot.reads  # the watcher's area never reads around the snapshot
     drafter = snapshot.reads.get_drafter("z-lab/Qwen3-8B-DFlash-b16")
     assert drafter is not None and snapshot.reads.get_drafter("z-lab/Qwen3-8B-DFlash-b16") is drafter  # remembered
+    publishers = snapshot.reads.trusted_publishers()
+    assert "z-lab" in publishers and snapshot.reads.trusted_publishers() is publishers
+    assert store.reads.trusted_publishers() == publishers and store.reads.trusted_publishers() is not publishers

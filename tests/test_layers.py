@@ -73,10 +73,6 @@ ALLOWED = {
                                             "of COMMANDS), so `drafters --help` and a light command start fast",
     ("bench/record.py", "private"): "reproduces the recording as it was before issue 31 from calibration's own "
                                     "steps (`_run_bytes`, `_predict`), the reference its table is measured against",
-    ("drafters/api/snapshot.py", "area"): "SnapshotStore subclasses Store with its own Reads class, which Store "
-                                          "hands to every area that reads (store.watch too)",
-    ("drafters/api/reader.py", "engine"): "the API holds the read-only Engine; registry.store.read_queries."
-                                       "ReadOnlyQueries (the dashboard's) can replace it (issue 25 item 2)",
 }
 MAX_LINES = 400
 

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, panels
+from dashboard import data, panels, queries
 
 st.title("Alerts")
-url = data.require_database()
+db = data.require_database()
 
 with data.guard("Events"):
-    options = data.event_options(url)
+    options = queries.event_options(db)
     columns = st.columns(4)
     types = columns[0].multiselect("Type", options.types, key="alert_types")
     orgs = columns[1].multiselect("Org", options.orgs, key="alert_orgs")
     families = columns[2].multiselect("Family", options.families, key="alert_families")
     since = columns[3].date_input("Since", value=None, key="alert_since")
-    shown = data.events(url, tuple(types), tuple(orgs), tuple(families), since)
+    shown = queries.events(db, types=tuple(types), orgs=tuple(orgs), families=tuple(families), since=since)
     if shown.empty and not (types or orgs or families or since):
-        panels.no_events(url)
+        panels.no_events(db)
     elif shown.empty:
         st.info("No event matches these filters.")
     else:

@@ -7,17 +7,17 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, panels
+from dashboard import data, panels, queries
 from dashboard.queries import revision_changes
 
 st.title("Benchmarks")
-url = data.require_database()
+db = data.require_database()
 
 
 def concurrency_section() -> None:
     """Speedup against concurrency from `drafters sweep` on servers users run: where the drafter stops paying."""
     st.subheader("Speedup vs concurrency")
-    labels, points = data.speedup_curves(url)
+    labels, points = queries.speedup_curves(db)
     if points.empty:
         st.info("No concurrency sweep yet: `drafters sweep --url URL --baseline-url URL` measures a pair on your "
                 "servers at concurrency 1 to 64.")
@@ -91,9 +91,9 @@ def pair_label(target: str, drafter: str | None) -> str:
 
 
 with data.guard("Benchmarks"):
-    pairs = data.benchmark_pairs(url)
+    pairs = queries.benchmark_pairs(db)
     if pairs.empty:
-        panels.no_measurements(url)
+        panels.no_measurements(db)
         st.stop()
 
     labels = [pair_label(t, d) for t, d in zip(pairs["target"], pairs["drafter"])]
@@ -103,7 +103,7 @@ with data.guard("Benchmarks"):
     drafter = drafter if isinstance(drafter, str) else None
 
     st.subheader("Speedup and τ per prompt set")
-    summary = data.benchmark_summary(url, target, drafter)
+    summary = queries.benchmark_summary(db, target=target, drafter=drafter)
     if summary.empty:
         st.info("This pair has no successful run yet; its failed runs are listed below.")
     else:
@@ -133,7 +133,7 @@ with data.guard("Benchmarks"):
                    "it saves.")
 
         st.subheader("History")
-        history = data.benchmark_history(url, target, drafter)
+        history = queries.benchmark_history(db, target, drafter)
         changes = revision_changes(history)
         metric = st.radio("Metric", ["speedup", "tau"], horizontal=True, key="metric")
         start, end = panels.time_domain(history["created_at"])
@@ -166,9 +166,9 @@ with data.guard("Benchmarks"):
             data.dataframe(changes, hide_index=True, width="stretch", key="changes")
 
         st.subheader("Predicted vs measured")
-        measured = data.runs(url, target, drafter, status="ok")
+        measured = queries.runs(db, target=target, drafter=drafter, status="ok")
         predicted = measured[["run_id", "created_at", "hardware", "engine", "tokens_per_s", "speedup"]].merge(
-            data.run_predictions(url, target, drafter), on="run_id", how="left")
+            queries.run_predictions(db, target=target, drafter=drafter), on="run_id", how="left")
         st.markdown(panels.prediction_sentence(predicted))
         data.dataframe(predicted[["run_id", "created_at", "hardware", "engine", "tokens_per_s",
                                   "predicted_tokens_per_s", "tokens_per_s_error", "speedup", "predicted_speedup",
@@ -178,7 +178,7 @@ with data.guard("Benchmarks"):
         st.subheader("Acceptance by draft position")
         run_ids = history.sort_values("created_at", ascending=False)["run_id"].drop_duplicates().tolist()
         run_id = st.selectbox("Run", run_ids, key="run")
-        positions = data.acceptance_by_position(url, run_id)
+        positions = queries.acceptance_by_position(db, run_id)
         if positions.empty:
             st.info("This run stored no per-position acceptance.")
         else:
@@ -195,7 +195,7 @@ with data.guard("Benchmarks"):
             )
             st.altair_chart(chart, width="stretch")
 
-    failed = data.runs(url, target, drafter, status="failed")
+    failed = queries.runs(db, target=target, drafter=drafter, status="failed")
     if not failed.empty:
         st.subheader("Failed runs")
         data.dataframe(failed[["run_id", "created_at", "failure_reason", "hardware", "engine"]], hide_index=True,
@@ -205,4 +205,4 @@ with data.guard("All pairs"):
     st.subheader("All pairs")
     # Summarising every run of every pair is the costliest read on a big registry: only on request.
     if st.toggle("Summarise every pair", key="all_pairs"):
-        data.dataframe(data.labelled(data.benchmark_summary(url)), hide_index=True, width="stretch")
+        data.dataframe(data.labelled(queries.benchmark_summary(db)), hide_index=True, width="stretch")

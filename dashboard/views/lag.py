@@ -6,22 +6,22 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, panels
+from dashboard import data, panels, queries
 
 st.title("Lag")
-url = data.require_database()
+db = data.require_database()
 today = data.today()
 
 with data.guard("Lag"):
-    report = data.lag_report(url, today)
+    report = queries.lag_report(db, today)
     targets = report.targets
     if targets.empty:
-        panels.empty_hint("No target with a declared drafter yet.", url)
+        panels.empty_hint("No target with a declared drafter yet.", db)
     else:
         waiting = targets[targets["open"]]
         columns = st.columns(4)
         # The same "Targets tracked" as the Overview and Availability; the rows here are those a drafter declares.
-        columns[0].metric("Targets tracked", data.counts(url).targets, help=panels.TARGETS_HELP)
+        columns[0].metric("Targets tracked", queries.counts(db).targets, help=panels.TARGETS_HELP)
         columns[1].metric("With a drafter declared", len(targets), help="The targets this page lists")
         columns[2].metric("Open lags", len(waiting), help="No exact drafter yet; these grow by a day every day")
         measured = targets["lag_days"].dropna()
@@ -91,7 +91,7 @@ with data.guard("Lag"):
 
 st.subheader("Base upgrades waiting for a drafter")
 with data.guard("Upgrades"):
-    upgrades = data.upgrades(url, today)
+    upgrades = queries.upgrades(db, today)
     if upgrades.empty:
         st.info("No successor of a checkpoint with drafters is tracked yet; the watcher records them as they appear.")
     else:

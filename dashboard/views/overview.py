@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, panels
+from dashboard import data, panels, queries
 from dashboard.search import checkpoint_search
 
 st.title("Drafter Registry")
 st.caption("Which speculative-decoding drafters exist for your model, whether they fit, and how long it took.")
-url = data.require_database()
+db = data.require_database()
 
 st.subheader("What can I use with my checkpoint?")
 with data.guard("Search"):
-    checkpoint_search(url, key="search")
+    checkpoint_search(db, key="search")
 
 with data.guard("Counts"):
-    counts = data.counts(url)
+    counts = queries.counts(db)
     columns = st.columns(6)
     columns[0].metric("Targets tracked", counts.targets, help=panels.TARGETS_HELP)
     columns[1].metric("Drafters", counts.drafters)
@@ -26,12 +26,12 @@ with data.guard("Counts"):
     columns[3].metric("Open lags", counts.open_lags, help="Declared targets with no exact drafter yet")
     columns[4].metric("Benchmark runs", counts.runs, help=f"{counts.failed_runs} of them failed")
     if counts.targets == 0 and counts.drafters == 0:
-        panels.empty_hint("The registry is empty.", url)
+        panels.empty_hint("The registry is empty.", db)
 
 st.subheader("The service")
 with data.guard("The service"):
-    parts = data.service_state(url)
-    state = panels.service(url)
+    parts = queries.service_state(db)
+    state = panels.service(db)
     if parts.empty:
         st.info("No `drafters up` has recorded its state in this database yet: it watches the Hub, measures and "
                 "serves this dashboard.")
@@ -54,9 +54,9 @@ with data.guard("The service"):
 
 st.subheader("Measured speedups")
 with data.guard("Measured speedups"):
-    speedups = data.latest_speedups(url)
+    speedups = queries.latest_speedups(db)
     if speedups.empty:
-        panels.no_measurements(url)
+        panels.no_measurements(db)
     else:
         panels.slowdown_warning(speedups)
         # The answer first: the pair and its speedup, then what it holds for.
@@ -68,7 +68,7 @@ with data.guard("Measured speedups"):
 
 st.subheader("The DFlash v1 drafters and their targets' lag")
 with data.guard("DFlash v1 drafters"):
-    v1 = data.dflash_v1(url, data.today())
+    v1 = queries.dflash_v1(db, data.today())
     if v1.empty:
         st.info("The catalog is not loaded yet: `drafters up` loads it at start (`drafters catalog load` by hand).")
     else:
@@ -76,10 +76,10 @@ with data.guard("DFlash v1 drafters"):
 
 st.subheader("Latest events")
 with data.guard("Latest events"):
-    latest = data.events(url, limit=20)
+    latest = queries.events(db, limit=20)
     if latest.empty:
-        panels.no_events(url)
+        panels.no_events(db)
     else:
         data.dataframe(latest, hide_index=True, width="stretch")
 
-st.caption(f"database: {data.md(data.shown_url(url))}")
+st.caption(f"database: {data.md(data.shown_url(db.url))}")

@@ -7,18 +7,18 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, panels
+from dashboard import data, panels, queries
 from registry.calibration.fit import SideFacts
 from registry.domain import gpus, memory, pricing
 
 st.title("Pair")
-url = data.require_database()
+db = data.require_database()
 
 
 def choose_pair() -> tuple[str, str] | None:
-    choices = data.pair_choices(url)
+    choices = queries.pair_choices(db)
     if choices.empty:
-        panels.empty_hint("No pair has a verdict or a run yet.", url)
+        panels.empty_hint("No pair has a verdict or a run yet.", db)
         return None
     targets = sorted(choices["target"].unique())
     wanted = st.query_params.get("target")
@@ -40,13 +40,13 @@ with data.guard("Pair"):
     if pair is None:
         st.stop()
     target, drafter = pair
-    for note in data.gone_notes(url, target, drafter):
+    for note in queries.gone_notes(db, target, drafter):
         st.warning(data.md(note))
 
     st.subheader("Verdict")
-    verdict = data.pair_verdict(url, target, drafter)
+    verdict = queries.pair_verdict(db, target, drafter)
     if verdict is None and data.is_local(target) and data.is_local(drafter):
-        verdict = data.local_verdict(target, drafter)  # read from the folders, as `drafters check` does
+        verdict = queries.local_verdict(target, drafter)  # read from the folders, as `drafters check` does
     if verdict is None:
         st.info("No verdict between the head revisions of this pair (it only has runs).")
     else:
@@ -62,19 +62,19 @@ with data.guard("Pair"):
     left, right = st.columns(2)
     with left:
         st.caption(f"target {data.md(data.short_name(target))}", help=data.md(target))
-        data.dataframe(data.checkpoint_revisions(url, target), hide_index=True, width="stretch", key="target_revs")
+        data.dataframe(queries.checkpoint_revisions(db, target), hide_index=True, width="stretch", key="target_revs")
     with right:
         st.caption(f"drafter {data.md(data.short_name(drafter))}", help=data.md(drafter))
-        data.dataframe(data.drafter_revisions(url, drafter), hide_index=True, width="stretch", key="drafter_revs")
+        data.dataframe(queries.drafter_revisions(db, drafter), hide_index=True, width="stretch", key="drafter_revs")
 
     st.subheader("Runs")
-    pair_runs = data.runs(url, target, drafter)
+    pair_runs = queries.runs(db, target=target, drafter=drafter)
     if pair_runs.empty:
         st.info(f"No run of this pair yet: drafters verify {data.md(target)} {data.md(drafter)} measures it.")
     else:
         # The pricing model's prediction of each run beside what was measured; a blank where it could not
         # predict one, with the reason in prediction_note.
-        predicted = data.run_predictions(url, target, drafter)
+        predicted = queries.run_predictions(db, target=target, drafter=drafter)
         shown_runs = pair_runs.drop(columns=["target", "drafter"]).merge(predicted, on="run_id", how="left")
         data.dataframe(shown_runs, hide_index=True, width="stretch", key="runs")
         errors = pd.concat([pd.to_numeric(predicted[c], errors="coerce")
@@ -90,9 +90,9 @@ with data.guard("Pair"):
 shape: pricing.PairShape | None = None
 with data.guard("Memory budget"):
     st.subheader("Memory budget")
-    target_side, drafter_side = data.side_facts(url, target, False), data.side_facts(url, drafter, True)
+    target_side, drafter_side = queries.side_facts(db, target, False), queries.side_facts(db, drafter, True)
     # A local folder that is gone: the newest run measured its weight files.
-    measured = data.runs(url, target, drafter)
+    measured = queries.runs(db, target=target, drafter=drafter)
     measured = measured[measured["status"] == "ok"] if not measured.empty else measured
 
     def run_parameters(column: str) -> int | None:
@@ -158,7 +158,7 @@ with data.guard("Memory budget"):
 with data.guard("Price across GPU classes"):
     st.subheader("Price across GPU classes")
     # What `drafters price` uses: the newest measured run's per-position acceptance, else a published τ (labelled).
-    acceptance, why_not = data.pair_acceptance(url, target, drafter)
+    acceptance, why_not = queries.pair_acceptance(db, target, drafter)
     if acceptance is None or shape is None:
         st.info(f"Cannot price this pair: {data.md(why_not or 'its size is unknown (above)')}.")
     else:

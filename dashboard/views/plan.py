@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, panels
+from dashboard import data, panels, plan_queries
+from registry.settings import get_settings
 
 st.title("Plan")
-url = data.require_database()
+db = data.require_database()
 
 with data.guard("Plan"):
-    view = data.plan(url)
+    view = plan_queries.plan_view(db, structural=get_settings().autoverify_structural)
     if view.worker is None:
-        state = panels.service(url)
+        state = panels.service(db)
         st.info("No live worker: `drafters up` states this machine's device, memory and engines, then plans"
                 + (f" (the service is running: {data.md(state.watcher or 'started')})." if state.running else "."))
     else:
@@ -25,14 +26,14 @@ with data.guard("Plan"):
         for column, (state, count) in zip(columns, view.counts.items()):
             column.metric(state, count)
         if view.pairs.empty:
-            panels.empty_hint("No exact pair recorded yet.", url)
+            panels.empty_hint("No exact pair recorded yet.", db)
         else:
             data.dataframe(view.pairs, hide_index=True, width="stretch",
                            column_config={"link": st.column_config.LinkColumn("link")})
 
 st.subheader("Downloads")
 with data.guard("Downloads"):
-    view = data.plan(url)
+    view = plan_queries.plan_view(db, structural=get_settings().autoverify_structural)
     if view.downloads.empty:
         st.info("Nothing downloaded yet: autoverify downloads a pair when it fits this worker.")
     else:

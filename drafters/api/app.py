@@ -263,7 +263,7 @@ def create_app(config: ApiConfig) -> FastAPI:
                limit: Limit = 100) -> Response:
         def build(store: Store) -> bodies.Built:
             return bodies.events_after(store, after, limit, None if type is None else [type],
-                                       reader.events.settled_up_to(reader.engine))
+                                       reader.db().version.settled_event_id())
         return reader.answer(request, build, live=True)
 
     @get("/v1/plan", schemas.Plan, "What is queued or still to be measured")

@@ -2,9 +2,9 @@
 
 Keys are the path and the query parameters the route read (validated, sorted: an unknown parameter is refused
 before anything is cached, so junk in the query cannot make entries). Each entry has its body's `Scope`
-(drafters/api/bodies.py). When the data version moves (registry/store/read_only.py `data_parts`), `invalidate`
-drops only what the change touched: new runs drop the bodies of their targets and drafters and the listings of
-runs, and keep the other ten thousand targets' bodies; a change to the catalog, verdicts or events drops
+(drafters/api/bodies.py). When the data version moves (registry/store/data_version.py: `DataVersion.parts`),
+`invalidate` drops only what the change touched: new runs drop the bodies of their targets and drafters and the
+listings of runs, and keep the other ten thousand targets' bodies; a change to the catalog, verdicts or events drops
 everything (the watcher records an event for each checkpoint or drafter change); a job starting or ending
 drops nothing (the plan is built per request).
 

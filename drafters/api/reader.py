@@ -1,5 +1,6 @@
-"""The API's reading side: the read-only store, the data version and what its moves drop, and the built
-answers (bytes and headers) the app and its ASGI fast path send.
+"""The API's reading side: the database's read object (registry/store/read_queries.py, the one the dashboard reads
+through too), the data version and what its moves drop, and the built answers (bytes and headers) the app and its
+ASGI fast path send.
 
 A body is built once and then served from memory until a write touches what it shows (drafters/api/cache.py
 says what each change drops); one request builds a missing body while the others asking for it wait, and a
@@ -24,18 +25,15 @@ from urllib.parse import parse_qsl, urlencode
 
 from fastapi import Request
 from fastapi.responses import Response
-from sqlalchemy import Engine
 
 from drafters.api import bodies
 from drafters.api.cache import BodyCache, Key
 from drafters.api.problems import ApiError
-from drafters.api.snapshot import SnapshotStore
 from registry.domain.json_shapes import versioned
 from registry.domain.records import DataParts
 from registry.store import Store
 from registry.store.db import DatabaseError
-from registry.store.event_horizon import EventHorizon
-from registry.store.read_only import data_parts, open_read_only, runs_after, schema_problem
+from registry.store.read_queries import ReadOnlyQueries
 
 log = logging.getLogger(__name__)
 CACHE_BYTES = 64 * 2**20  # the body cache's cap (bodies, keys and headers), per API process
@@ -89,29 +87,21 @@ def _version_tag(parts: DataParts) -> str:
 
 
 class Reader:
-    """The read-only store, opened on first use (the database may not exist yet when the server starts), and the
-    body cache: a body is built once and then served from memory until a write touches what it shows."""
+    """The database's read object, opened on first use (the database may not exist yet when the server starts), and
+    the body cache: a body is built once and then served from memory until a write touches what it shows."""
 
     def __init__(self, url: str | None, cache_bytes: int = CACHE_BYTES) -> None:
         self.url = url
         self._lock = threading.Lock()
         self._refreshing = threading.Lock()  # held by the one thread reading the data version
-        self._engine: Engine | None = None
-        self._store: Store | None = None
-        self._snapshot: SnapshotStore | None = None  # drafters remembered until the catalog moves
+        self._db: ReadOnlyQueries | None = None
+        self._snapshot: Store | None = None  # drafters remembered until the catalog moves
         self.cache = BodyCache(cache_bytes)
-        self.events = EventHorizon()
         self._version: tuple[float, DataParts, str] | None = None  # (read at, parts, tag)
         self._building: dict[Key, threading.Event] = {}  # keys a request is building now
         self._refresh_pool: ThreadPoolExecutor | None = None
         self.built = 0  # bodies built (not served from the cache): tests read it
         self.served_from_memory = 0  # answers the ASGI layer sent without the app (_CachedReads)
-
-    @property
-    def engine(self) -> Engine:
-        self.store()
-        assert self._engine is not None
-        return self._engine
 
     def version_tag(self) -> str | None:
         with self._lock:
@@ -130,17 +120,16 @@ class Reader:
             assert known is not None
             return known[2]
         try:
-            store = self.store()
-            assert self._engine is not None
+            db = self.db()
             now = time.monotonic()
-            parts = data_parts(self._engine)
+            parts = db.version.parts()
             old = None if known is None else known[1]
             if old is None or (old.events, old.verdicts, old.catalog) != (parts.events, parts.verdicts, parts.catalog):
                 self.cache.clear()
                 with self._lock:
-                    self._snapshot = SnapshotStore(store)
+                    self._snapshot = db.snapshot()
             elif old.runs != parts.runs:
-                runs = runs_after(self._engine, old.runs_max_id)
+                runs = db.version.runs_after(old.runs_max_id)
                 # Every run above the old newest id accounts for the whole change in count: nothing committed late
                 # below it (PostgreSQL) and nothing went away. Otherwise every body that shows runs goes.
                 exact = runs.count - old.runs_count == runs.added
@@ -184,21 +173,25 @@ class Reader:
                 return None
         return self.cache.get(key)
 
-    def store(self) -> Store:
+    def db(self) -> ReadOnlyQueries:
+        """The database's read object, opened on first use; 503 while there is none or its schema is not current."""
         with self._lock:
-            if self._store is None:
+            if self._db is None:
                 if self.url is None:
                     raise ApiError(503, "no database is configured")
                 try:
-                    engine = open_read_only(self.url)
+                    db = ReadOnlyQueries(self.url)
                 except DatabaseError as exc:
                     raise ApiError(503, str(exc)) from None
-                problem = schema_problem(engine)
+                problem = db.schema_problem()
                 if problem is not None:
-                    engine.dispose()
+                    db.close()
                     raise ApiError(503, problem)
-                self._engine, self._store = engine, Store(engine)
-            return self._store
+                self._db = db
+            return self._db
+
+    def store(self) -> Store:
+        return self.db().store
 
     def answer(self, request: Request, build: Callable[[Store], bodies.Built], *, live: bool = False) -> Response:
         """The body `build` makes, from the cache until a write touches it. `live`: a body that changes with time

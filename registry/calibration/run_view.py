@@ -4,10 +4,10 @@ line a person reads when a measurement finishes (`drafters up`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from registry import calibration
+from registry.domain.ref_labels import ref_label
 from registry.domain.run import Run, RunPrediction
 from registry.domain.stored_json import to_json
 
@@ -25,7 +25,7 @@ def run_json(record: Run, prediction: RunPrediction | None = None) -> dict[str, 
 def _name(ref: str | None) -> str:
     if ref is None:
         return "(baseline)"
-    return Path(ref).name if ref.startswith(("/", "~", "./", "../")) else ref
+    return ref_label(ref)
 
 
 def result_line(record: Run) -> str:

@@ -17,6 +17,7 @@ from registry.store.events import Events
 from registry.store.jobs import Jobs
 from registry.store.lifecycle import RepoLifecycle
 from registry.store.plan_facts import PlanFacts
+from registry.store.read_memo import ReadMemo
 from registry.store.reads import Reads
 from registry.store.runs import Runs
 from registry.store.subscriptions import Subscriptions
@@ -48,14 +49,15 @@ class Store(StoreCore):
     - `plan_facts`: what the planner reads (pairs at both heads, what is measured, autoverify's jobs, downloads)
     """
 
-    def __init__(self, engine: Engine, reads: type[Reads] = Reads) -> None:
-        """`reads`: the reads class every area that reads shares (the API's snapshot remembers its drafters)."""
+    def __init__(self, engine: Engine, memo: ReadMemo | None = None) -> None:
+        """`memo`: what `reads` (which every area that reads shares) remembers for one data version (the API's
+        snapshot: registry/store/read_memo.py); None reads the database each time."""
         super().__init__(engine)
         self.lifecycle = RepoLifecycle(self)
         self.checkpoints = Checkpoints(self, self.lifecycle)
         self.drafters = Drafters(self, self.lifecycle)
         self.verdicts = Verdicts(self)
-        self.reads = reads(self, self.lifecycle)
+        self.reads = Reads(self, self.lifecycle, memo)
         self.events = Events(self)
         self.watch = WatchWrites(self, lifecycle=self.lifecycle, checkpoints=self.checkpoints, drafters=self.drafters,
                                 reads=self.reads, verdicts=self.verdicts, events=self.events)

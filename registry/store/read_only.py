@@ -1,25 +1,20 @@
-"""The dashboard's way into the database: an engine whose connections refuse writes, the schema check, and
-the plain rows its aggregates (aggregates.py, run_aggregates.py) hand back.
+"""The readers' way into the database: an engine whose connections refuse writes, the schema check, the plain
+rows the aggregates (aggregates.py, run_aggregates.py) hand back, and the event watermark (event_horizon.py).
 
 `open_read_only` makes reading only a property of the connection (a SQLite file opened `mode=ro`, which the
-connection cannot switch off, plus `query_only`; PostgreSQL read-only transactions), so a dashboard bug cannot change the registry, and the dashboard also works under a PostgreSQL
-role that may only SELECT.
+connection cannot switch off, plus `query_only`; PostgreSQL read-only transactions), so a dashboard or API bug
+cannot change the registry, and both also work under a PostgreSQL role that may only SELECT.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime
-
-from sqlalchemy import Connection, Engine, Select, event, func, select, text
+from sqlalchemy import Engine, Select, event, func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from registry.domain.records import DataParts
 from registry.store.db import (
     DatabaseError,
     current_revision,
@@ -30,7 +25,7 @@ from registry.store.db import (
     parse_url,
 )
 from registry.redact import mask_url
-from registry.store.models import BenchmarkRun, Checkpoint, Compatibility, Drafter, Event, Job, SpeedupCurveRow
+from registry.store.models import Event
 
 FILL_COMMANDS = "`drafters catalog load`, `drafters watch --once` or `drafters verify …`"
 # Column names and one tuple per row: plain values the dashboard turns into a DataFrame.
@@ -97,58 +92,6 @@ def fetch_one(engine: Engine, query: Select[Any]) -> dict[str, Any] | None:
     with engine.connect() as connection:
         row = connection.execute(query).first()
     return None if row is None else dict(row._mapping)
-
-
-@contextmanager
-def _one_snapshot(engine: Engine) -> Iterator[Connection]:
-    """A connection whose statements all read one snapshot (SQLite WAL: one read transaction; PostgreSQL:
-    REPEATABLE READ), so that a count and a maximum read apart agree with each other."""
-    with engine.connect() as connection:
-        if engine.dialect.name == "postgresql":
-            connection = connection.execution_options(isolation_level="REPEATABLE READ")
-        with connection.begin():
-            yield connection
-
-
-def data_parts(engine: Engine) -> DataParts:
-    """The data version, in parts (see DataParts), from one snapshot."""
-    with _one_snapshot(engine) as connection:
-        def one(query: Select[Any]) -> tuple[object, ...]:
-            row = connection.execute(query).one()
-            return tuple(v.isoformat() if isinstance(v, datetime) else v for v in row)
-        # A count and a maximum in one SELECT make SQLite scan one index for both (11 ms at 100,000 runs, a
-        # stall of the API's event loop every second under load); apart, the count scans the narrowest index
-        # and the maximum is one index lookup.
-        return DataParts(
-            runs=one(select(func.count(BenchmarkRun.id))) + one(select(func.max(BenchmarkRun.id))),
-            events=one(select(func.max(Event.id), func.count(Event.id))),
-            verdicts=one(select(func.count(Compatibility.id))) + one(select(func.max(Compatibility.checked_at))),
-            jobs=one(select(func.max(Job.id), func.count(Job.started_at), func.count(Job.finished_at))),
-            catalog=one(select(func.count(Checkpoint.id))) + one(select(func.count(Drafter.id)))
-            + one(select(func.max(SpeedupCurveRow.id))),
-        )
-
-
-@dataclass(frozen=True)
-class RunsAdded:
-    """What one snapshot says about the runs: their count and newest row id, and the (target, drafter) pairs and
-    number of the runs above a given row id."""
-
-    count: int
-    max_id: int
-    added: int
-    pairs: set[tuple[str, str | None]]
-
-
-def runs_after(engine: Engine, run_id: int) -> RunsAdded:
-    """The runs above row id `run_id`, with the count and newest id of the same snapshot: when the count grew by
-    exactly `added`, those runs are the whole change since a version whose newest id was `run_id`."""
-    with _one_snapshot(engine) as connection:
-        rows = connection.execute(select(BenchmarkRun.target, BenchmarkRun.drafter)
-                                  .where(BenchmarkRun.id > run_id)).all()
-        count = int(connection.execute(select(func.count(BenchmarkRun.id))).scalar() or 0)
-        max_id = int(connection.execute(select(func.max(BenchmarkRun.id))).scalar() or 0)
-    return RunsAdded(count, max_id, len(rows), {(target, drafter) for target, drafter in rows})
 
 
 @dataclass(frozen=True)

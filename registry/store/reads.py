@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
+from typing import TypeVar
+
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
@@ -10,6 +13,7 @@ from registry.store.checkpoints import find_checkpoint
 from registry.store.core import StoreCore, aware
 from registry.store.lifecycle import CHECKPOINT, DRAFTER, RepoLifecycle
 from registry.store.mappers import checkpoint_record, drafter_record
+from registry.store.read_memo import ReadMemo
 from registry.store.models import (
     Checkpoint,
     CheckpointAlias,
@@ -23,20 +27,26 @@ from registry.store.models import (
 
 # Cursor rows of the watcher's drafter tag queries are named tag:<tag> (registry/watch/classify.py): no org.
 QUERY_ROW = "tag:"
+_Read = TypeVar("_Read")
 
 
 class Reads:
-    """Checkpoints, drafters, their revisions and verdicts as records."""
+    """Checkpoints, drafters, their revisions and verdicts as records. With a `memo` (one data version: the API's
+    snapshot), each drafter, its head revision and the trusted publishers are read once for the memo's lifetime."""
 
-    def __init__(self, core: StoreCore, lifecycle: RepoLifecycle) -> None:
+    def __init__(self, core: StoreCore, lifecycle: RepoLifecycle, memo: ReadMemo | None = None) -> None:
         self.core = core
         self.lifecycle = lifecycle
+        self._memo = memo
+
+    def _once(self, what: str, key: Hashable, read: Callable[[], _Read]) -> _Read:
+        return read() if self._memo is None else self._memo.remembered(what, key, read)
 
     def get_checkpoint(self, repo_id: str) -> CheckpointRecord | None:
         return self.lifecycle.get_repo(CHECKPOINT, repo_id)
 
     def get_drafter(self, repo_id: str) -> DrafterRecord | None:
-        return self.lifecycle.get_repo(DRAFTER, repo_id)
+        return self._once("drafter", repo_id, lambda: self.lifecycle.get_repo(DRAFTER, repo_id))
 
     def checkpoints(self) -> list[CheckpointRecord]:
         with self.core.session() as session:
@@ -72,7 +82,7 @@ class Reads:
         return self.lifecycle.repo_history(CHECKPOINT, repo_id)
 
     def drafter_head_revision(self, repo_id: str) -> DrafterRevisionRecord | None:
-        return self.lifecycle.repo_head(DRAFTER, repo_id)
+        return self._once("drafter head", repo_id, lambda: self.lifecycle.repo_head(DRAFTER, repo_id))
 
     def drafter_revisions(self, repo_id: str) -> list[DrafterRevisionRecord]:
         return self.lifecycle.repo_history(DRAFTER, repo_id)
@@ -120,6 +130,9 @@ class Reads:
         """The publishers a user already relies on (domain/reliance.py): the orgs the loaded catalog lists (its
         drafters' publishers and its targets' orgs) and the orgs the watcher watches (by default the catalog's; an
         org is watched by choice), never an account found only by a tag query."""
+        return self._once("trusted publishers", None, self._trusted_publishers)
+
+    def _trusted_publishers(self) -> frozenset[str]:
         with self.core.session() as session:
             orgs = set(session.scalars(select(Drafter.publisher).where(Drafter.source == "catalog").distinct()))
             orgs |= set(session.scalars(select(Checkpoint.org).where(Checkpoint.source == "catalog").distinct()))

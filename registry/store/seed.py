@@ -81,7 +81,7 @@ def copy_run(store: Store, run_id: str, copies: Iterable[Mapping[str, Any]]) -> 
 def copy_checkpoints(store: Store, total: int, prefix: str = "bench") -> dict[str, str]:
     """Copies of the stored checkpoints that have a head revision with verdicts (each with that revision and its
     verdicts) until there are `total` checkpoints; copy n is `<prefix>-<n>/<the source's name>` in the org
-    `<prefix>-<n>`. Returns copy repo id -> source repo id, in the order made."""
+    `<prefix>-<n>`, found on the Hub (not in the catalog). Returns copy repo id -> source repo id, in the order made."""
     checkpoint, revision, compatibility = table("checkpoint"), table("checkpoint_revision"), table("compatibility")
     with store.engine.connect() as connection:
         stored = connection.execute(select(func.count()).select_from(checkpoint)).scalar_one()
@@ -100,8 +100,9 @@ def copy_checkpoints(store: Store, total: int, prefix: str = "bench") -> dict[st
         source = sources[(n - 1) % len(sources)]
         org = f"{prefix}-{n:05d}"
         made[f"{org}/{source['repo_id'].split('/', 1)[1]}"] = source
-    insert_rows(store, "checkpoint", ({**_columns(checkpoint, source), "repo_id": repo_id, "org": repo_id.split("/")[0]}
-                                      for repo_id, source in made.items()))
+    # A copy is a repo the watcher found (source "hub"), not a catalog entry: the catalog's publishers stay its own.
+    insert_rows(store, "checkpoint", ({**_columns(checkpoint, source), "repo_id": repo_id, "org": repo_id.split("/")[0],
+                                       "source": "hub"} for repo_id, source in made.items()))
     new_ids = {repo_id: pk for pk, repo_id in repo_ids(store, "checkpoint") if repo_id in made}
     insert_rows(store, "checkpoint_revision", (
         {**_columns(revision, head_rows[source["head_revision_id"]]), "checkpoint_id": new_ids[repo_id]}

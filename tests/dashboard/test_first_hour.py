@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import streamlit as st
 
-from dashboard import cells, data
+from dashboard import cells, data, queries
 from registry.domain.records import CheckpointSpec
 from registry.store.runs import Run
 from tests.dashboard.conftest import (
@@ -143,7 +143,7 @@ def test_one_target_count_on_every_page(dashboard_db: Seeded) -> None:
     dashboard_db.store.checkpoints.upsert_checkpoint(CheckpointSpec(repo_id="Qwen/Qwen3-0.6B", source="hub",
                                                                     family="Qwen3", kind="base"))
     st.cache_data.clear()
-    total = str(data.counts(dashboard_db.url).targets)
+    total = str(queries.counts(data.reader(dashboard_db.url)).targets)
 
     def metric(app, label: str) -> str:  # type: ignore[no-untyped-def]
         return next(m.value for m in app.metric if m.label == label)

@@ -25,7 +25,7 @@ import dashboard
 from dashboard import data, launch, queries
 from registry import calibration, reports
 from registry.domain import hub_presence, memory, pricing
-from registry.domain.records import DrafterSpec, RevisionSpec
+from registry.domain.records import CheckpointSpec, DrafterSpec, RevisionSpec
 from registry.store import Store
 from registry.store.db import head_revision
 from registry.store.read_only import open_read_only
@@ -85,6 +85,33 @@ def test_counts_equal_what_the_store_holds(seeded: Seeded, db: ReadOnlyQueries) 
     assert counts.events == len(store.events.events()) == 4
 
 
+
+def _page_counting_targets(urls: list[str]) -> None:
+    import streamlit as st
+
+    from dashboard import queries
+    from registry.store.read_queries import ReadOnlyQueries
+
+    for url in urls:  # a fresh read object each run: the cache keys it by its database, not by the object
+        st.metric(url, queries.counts(ReadOnlyQueries(url)).targets)
+
+
+def test_a_table_is_kept_within_page_runs_per_database_and_read_afresh_outside(seeded: Seeded, db: ReadOnlyQueries,
+                                                                              tmp_path: Path) -> None:
+    other_url = f"sqlite:///{tmp_path / 'other.db'}"
+    other = Store.open(other_url)
+    other.checkpoints.upsert_checkpoint(CheckpointSpec(repo_id="acme/Other-1B", source="hub", kind="base"))
+    st.cache_data.clear()
+    app = AppTest.from_function(_page_counting_targets, args=([seeded.url, other_url],), default_timeout=60).run()
+    assert [m.value for m in app.metric] == ["5", "1"]  # two databases never share an entry
+
+    seeded.store.checkpoints.upsert_checkpoint(CheckpointSpec(repo_id="acme/New-1B", source="hub", kind="base"))
+    assert queries.counts(db).targets == 6  # outside a page, every call reads the database
+    assert [m.value for m in app.run().metric] == ["5", "1"]  # within the pages' runs, kept (for TTL_S)
+    st.cache_data.clear()
+    assert [m.value for m in app.run().metric] == ["6", "1"]
+    other.engine.dispose()
+
 def test_availability_cells_are_the_best_head_verdict(seeded: Seeded, db: ReadOnlyQueries) -> None:
     cells = queries.availability(db)
     assert len(cells) == 5 * len(queries.METHOD_LABELS)
@@ -130,8 +157,8 @@ def test_drafters_for_lists_every_verdict_best_first_and_follows_renames(seeded:
         assert row.reasons == "; ".join(stored[row.drafter].reasons)
     ranks = [reports.VERDICT_ORDER[v] for v in fits["verdict"]]
     assert ranks == sorted(ranks)
-    assert db.search_checkpoints("qwen3-8") == [QWEN3_8B]
-    assert db.resolve_checkpoint("nobody/None") is None
+    assert db.catalog.search_checkpoints("qwen3-8") == [QWEN3_8B]
+    assert db.catalog.resolve_checkpoint("nobody/None") is None
 
     # Ranked (registry.calibration.ranking, as `find` and the API): the exact rows in that order, with why.
     ranked = queries.drafters_for(db, QWEN3_8B, {d: (n, f"why {n}") for n, d in enumerate(
@@ -142,7 +169,7 @@ def test_drafters_for_lists_every_verdict_best_first_and_follows_renames(seeded:
     assert [reports.VERDICT_ORDER[v] for v in ranked["verdict"]] == sorted(ranks)
 
     seeded.store.checkpoints.rename_checkpoint(QWEN3_4B, "Qwen/Qwen3-4B-Renamed")
-    assert db.resolve_checkpoint(QWEN3_4B) == "Qwen/Qwen3-4B-Renamed"
+    assert db.catalog.resolve_checkpoint(QWEN3_4B) == "Qwen/Qwen3-4B-Renamed"
     assert list(queries.drafters_for(db, QWEN3_4B)["verdict"]) == ["exact"]
 
 
@@ -269,13 +296,6 @@ def test_pair_queries(seeded: Seeded, db: ReadOnlyQueries) -> None:
     revisions = queries.checkpoint_revisions(db, QWEN3_8B)
     assert list(revisions["sha"]) == [TARGET_SHA_1] and bool(revisions["head"].iloc[0])
     assert list(queries.drafter_revisions(db, DFLASH_8B)["sha"]) == ["d" * 40]
-    weights = queries.checkpoint_weights(db, QWEN3_8B)
-    assert weights is not None
-    assert (weights.parameter_count, weights.weight_bytes, weights.size_label) == (8_190_735_360, 16_381_470_720, "8B")
-    assert weights.config is not None and weights.config["num_key_value_heads"] == 8
-    drafter = queries.drafter_weights(db, DFLASH_8B)
-    assert drafter is not None and drafter.weight_bytes == 2_000_000_000
-    assert queries.checkpoint_weights(db, "nobody/None") is None
 
 
 def test_lag_report_is_the_reports_lag_table(seeded: Seeded, db: ReadOnlyQueries) -> None:
@@ -783,7 +803,7 @@ def test_pages_work_under_a_postgresql_role_that_may_only_select(
             connection.execute(text("DELETE FROM event"))  # the role really cannot write
         reader.dispose()
     finally:
-        data._reader(reader_url).close()
+        data.reader(reader_url).close()
         with admin.connect() as connection:
             connection.execute(text(f"REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role}"))
             connection.execute(text(f"REVOKE USAGE ON SCHEMA public FROM {role}"))
