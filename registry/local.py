@@ -20,6 +20,7 @@ from typing import Any
 
 from registry.domain import configs, pair
 from registry.domain.configs import ConfigError
+from registry.domain.ref_labels import written_as_path
 from registry.domain.tokenizers import tokenizer_digest
 from registry.domain.records import DrafterRecord
 from registry.errors import Failed
@@ -27,8 +28,6 @@ from registry.store import NotFound, Store
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 CONFIG_FILE = "config.json"
-# How a folder is written when it is no existing directory here (a stored run's path, a folder since deleted).
-PATH_PREFIXES = ("/", "~", "./", "../")
 
 
 class LocalRepoError(Failed, ValueError):
@@ -56,14 +55,15 @@ class LocalRepo:
 
 
 def looks_like_folder(value: str) -> bool:
-    """The one rule of "folder or repo id": a folder when `value` is an existing directory or is written as a path
-    (absolute, ~, ./ or ../: a stored run's folder reads as one on any machine); anything else is a repo id (the
-    registry, the downloads and the local Hugging Face cache resolve it)."""
+    """The one rule of "folder or repo id" for what a user types: a folder when `value` is written as a path
+    (`registry.domain.ref_labels.written_as_path`, the rule a stored reference is read by, on any machine) or is an
+    existing directory here ("models/qwen3"); anything else is a repo id (the registry, the downloads and the local
+    Hugging Face cache resolve it)."""
     # "" would be the current directory; a name too long for the file system is no folder either.
     if not value.strip():
         return False
     try:
-        return value.startswith(PATH_PREFIXES) or Path(value).expanduser().is_dir()
+        return written_as_path(value) or Path(value).expanduser().is_dir()
     except (OSError, ValueError):
         return False
 
