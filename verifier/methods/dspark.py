@@ -163,24 +163,23 @@ def split_tensors(
 def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSettings,
                    raw_config: dict[str, Any]) -> DSparkProposer:
     drafter_dir = Path(drafter_dir)
-    raw = raw_config
-    speculators = raw.get("speculators_model_type") is not None
-    if speculators and raw["speculators_model_type"] != "dspark":
-        raise DFlashFormatError(f"speculators_model_type {raw['speculators_model_type']!r} is not 'dspark'")
-    section = raw.get("dflash_config") if isinstance(raw.get("dflash_config"), Mapping) else {}
+    speculators = raw_config.get("speculators_model_type") is not None
+    if speculators and raw_config["speculators_model_type"] != "dspark":
+        raise DFlashFormatError(f"speculators_model_type {raw_config['speculators_model_type']!r} is not 'dspark'")
+    section = raw_config.get("dflash_config") if isinstance(raw_config.get("dflash_config"), Mapping) else {}
     if not speculators and section.get("projector_type") != "dspark":
         raise DFlashFormatError("not a DSpark drafter: neither speculators_model_type 'dspark' nor "
                                 "dflash_config.projector_type 'dspark'")
-    if raw.get("sample_from_anchor") is False:
+    if raw_config.get("sample_from_anchor") is False:
         raise DFlashFormatError("this DSpark drafter does not draft from the anchor slot (sample_from_anchor: false)")
     # DeepSpec's exports are z-lab configs (DFlashDraftModel + dflash_config) whose slot 0 drafts too.
-    config = parse_dflash_config(zlab_config(raw, anchor_drafts=True) if speculators else raw)
+    config = parse_dflash_config(zlab_config(raw_config, anchor_drafts=True) if speculators else raw_config)
     served = served_target(config, target)
     geometry, mask_token_id, layer_ids = served.geometry, served.mask_token_id, served.layer_ids
     device, dtype = served.device, served.dtype
     tensors = read_drafter_weights(drafter_dir)
     head_vocab = tensors["lm_head.weight"].shape[0] if "lm_head.weight" in tensors else geometry.vocab_size
-    rank, head_type = _head_settings(raw)
+    rank, head_type = _head_settings(raw_config)
     expected_head = {} if rank == 0 else markov_head_shapes(head_type, geometry.vocab_size, head_vocab, rank, config.hidden_size)
     rest, head_tensors = split_tensors(drafter_dir, tensors, expected_head)
     model = load_backbone(drafter_dir, rest, config, len(layer_ids), "speculators DSpark", device=device, dtype=dtype)

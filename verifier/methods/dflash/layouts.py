@@ -185,11 +185,10 @@ def build_proposer(drafter_dir: Path, target: LoadedTarget, settings: RunSetting
     """A DFlash proposer for any known layout; z-lab's folders go to `verifier.methods.dflash.proposer`
     unchanged."""
     drafter_dir = Path(drafter_dir)
-    raw = raw_config
-    layout = detect_layout(raw, stored_tensor_names(drafter_dir))
+    layout = detect_layout(raw_config, stored_tensor_names(drafter_dir))
     if layout == Z_LAB:
-        return build_zlab_proposer(drafter_dir, target, settings, raw)
-    config = parse_dflash_config(zlab_config(raw) if layout == SPECULATORS else raw)
+        return build_zlab_proposer(drafter_dir, target, settings, raw_config)
+    config = parse_dflash_config(zlab_config(raw_config) if layout == SPECULATORS else raw_config)
     served = served_target(config, target)
     geometry, mask_token_id, layer_ids = served.geometry, served.mask_token_id, served.layer_ids
     device, dtype = served.device, served.dtype
