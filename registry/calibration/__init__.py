@@ -283,10 +283,14 @@ def predict_one(store: Store, run: Run) -> RunPrediction:
     gpus = load_gpus()
     known: dict[tuple[str, bool], SideFacts] = {}
     # One more than the sample: the run itself is usually among the group's newest, and never its own peer. Only runs
-    # that may feed pricing are peers (a lossy or overloaded run is predicted, never fitted from); the window read is
-    # twice the sample, so a few such runs among the newest do not shrink it.
-    group = _fit_group(store, run, gpus, 2 * (FIT_SAMPLE + 1))
-    peers = [r for r in group if r.run_id != run.run_id and pricing_problem(r) is None][:FIT_SAMPLE]
+    # that may feed pricing are peers (a lossy or overloaded run is predicted, never fitted from): when some of the
+    # newest cannot, the window read doubles once, so a few such runs do not shrink the sample, and a record still
+    # reads at most twice the sample (read twice at once, every record decoded 202 runs where 101 would do).
+    for window in (FIT_SAMPLE + 1, 2 * (FIT_SAMPLE + 1)):
+        group = _fit_group(store, run, gpus, window)
+        peers = [r for r in group if r.run_id != run.run_id and pricing_problem(r) is None][:FIT_SAMPLE]
+        if len(peers) == FIT_SAMPLE or len(group) < window:
+            break
     prepared = {r.run_id: _run_bytes(store, r, known) for r in peers}
     return _predict(run, _run_bytes(store, run, known), prepared, gpus, overhead=True)
 

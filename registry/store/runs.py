@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import replace
+from datetime import datetime
 
 from sqlalchemy import and_, or_, select, text
 from sqlalchemy.orm import selectinload
@@ -170,17 +171,22 @@ class Runs:
         on the machine as with a hundred thousand."""
         measured = or_(and_(BenchmarkRun.baseline_tokens_per_s.is_not(None), BenchmarkRun.baseline_tokens_per_s != 0),
                        and_(BenchmarkRun.tokens_per_s.is_not(None), BenchmarkRun.tokens_per_s != 0))
-        rows: list[BenchmarkRun] = []
+        newest: list[tuple[datetime, int]] = []
         with self.core.session() as session:
             for name in dict.fromkeys(hardware):
                 on = BenchmarkRun.hardware.is_(None) if name is None else BenchmarkRun.hardware == name
-                query = (select(BenchmarkRun).options(selectinload(BenchmarkRun.set_results))
+                query = (select(BenchmarkRun.created_at, BenchmarkRun.id)
                          .where(on, BenchmarkRun.status == "ok", measured)
                          .order_by(BenchmarkRun.hardware.desc(), BenchmarkRun.created_at.desc(), BenchmarkRun.id.desc())
                          .limit(limit))
-                rows.extend(session.scalars(query))
-            rows.sort(key=lambda row: (aware(row.created_at), row.id), reverse=True)
-            return [run_record(row) for row in rows[:limit]]
+                newest.extend((aware(created_at), row_id) for created_at, row_id in session.execute(query))
+            # Only the `limit` newest of all the names are loaded whole (with their per-set results): one catalog GPU
+            # group of four names read and built four times the rows it kept.
+            chosen = [row_id for _, row_id in sorted(newest, reverse=True)[:limit]]
+            rows = session.scalars(select(BenchmarkRun).options(selectinload(BenchmarkRun.set_results))
+                                   .where(BenchmarkRun.id.in_(chosen))).all()
+            by_id = {row.id: row for row in rows}
+            return [run_record(by_id[row_id]) for row_id in chosen]
 
     def hardware_names(self) -> list[str]:
         """Every hardware name some stored run names (failed runs' included), in order."""

@@ -3,6 +3,8 @@ not at all, a rerun adds nothing, and the prediction reads only the runs it is f
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import ast
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -147,6 +149,31 @@ def test_a_prediction_is_fitted_from_the_most_recent_runs_of_its_machine_only(
     assert oldest is not None and set(full_scan[ids[0]].fitted_from) == {"latest", *ids[-3:]}
     assert calibration.predict_one(store, oldest) == full_scan[ids[0]]
 
+
+
+def test_runs_that_cannot_feed_pricing_among_the_newest_do_not_shrink_the_sample(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first read is the sample and the run itself; when some of those cannot feed pricing (lossy here), a second,
+    twice as wide read fills the sample, as predict_runs would."""
+    monkeypatch.setattr(calibration, "FIT_SAMPLE", 4)
+    ids = [store.runs.record_run(_run(hardware="cpu (box)", baseline=10.0 + i, minutes=i,
+                                      costs=_costs(1.0 + 0.1 * i))).run_id for i in range(9)]
+    for minutes in (20, 21):  # the newest, but not lossless: never a peer
+        store.runs.record_run(replace(_run(hardware="cpu (box)", baseline=12.0, minutes=minutes), lossless=False))
+    reads: list[int] = []
+    real = store.runs.recent_ok_runs_on_hardware
+    monkeypatch.setattr(store.runs, "recent_ok_runs_on_hardware",
+                        lambda names, limit: reads.append(limit) or real(names, limit))
+    latest = record_measurement(store, _run(hardware="cpu (box)", baseline=15.0, minutes=30, run_id="latest"))
+    assert latest.prediction is not None and set(latest.prediction.fitted_from) == set(ids[-4:])
+    assert reads == [5, 10]  # the sample and the run, then twice that
+    assert {p.run_id: p for p in calibration.predict_runs(store)}["latest"] == latest.prediction
+    for minutes in (31, 32, 33):
+        store.runs.record_run(_run(hardware="cpu (box)", baseline=14.0, minutes=minutes, costs=_costs(1.2)))
+    reads.clear()
+    record_measurement(store, _run(hardware="cpu (box)", baseline=16.0, minutes=40, run_id="next"))
+    assert reads == [5]  # the 4 newest others can all feed pricing: one read
 
 def test_hardware_names_lists_each_name_once(store: Store) -> None:
     for minutes, hardware in enumerate(("b", "a", None, "b", "c", "a")):
