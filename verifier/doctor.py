@@ -27,6 +27,7 @@ from registry.domain.drafter_facts import drafter_facts
 from registry.domain.engines import SERVER_ENGINE_NAMES
 from registry.domain.engine_sources import MINIMUM_VERSIONS
 from registry.domain.measurement import SetMeasurement
+from registry.domain.names import repo_org
 from registry.domain.records import EventSpec
 from registry.domain.run import Run
 from registry.local import looks_like_folder, resolve_side
@@ -152,7 +153,7 @@ def _events(diagnosis: Diagnosis, served: Served, expected: Expectation, facts: 
                      "url": public_url(url), "target": expected.target, "drafter": expected.drafter,
                      "tau": facts.tau, "tau_band": list(expected.tau_band) if expected.tau_band else None,
                      "run": run.run_id if run else None, "source": "doctor"},
-            org=subject.split("/", 1)[0] if subject.count("/") == 1 else None))
+            org=repo_org(subject)))
     return specs
 
 

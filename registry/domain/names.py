@@ -278,6 +278,12 @@ def is_repo_id(value: object) -> bool:
     return True
 
 
+def repo_org(ref: str) -> str | None:
+    """The org of a repo id ("z-lab" of "z-lab/Qwen3-8B-DFlash-b16"), the one an event about it is filed under;
+    None for a local folder ("/models/draft" is no repo id) or anything else that is not `org/name`."""
+    return split_repo_id(ref)[0] if is_repo_id(ref) else None
+
+
 def derivative_kind(name: str) -> DerivativeKind | None:
     """Guess from name suffixes alone (for when the Hub's base_model metadata is absent) whether a repo is a
     quantized copy or a fine-tune of some base model."""

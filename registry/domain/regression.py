@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from registry.domain.conditions import conditions_of
+from registry.domain.names import repo_org
 from registry.domain.run import Run
 
 # τ falling by more than this fraction against the previous comparable run is a regression worth an alert.
@@ -77,5 +78,5 @@ def regression(run: Run, recent: Sequence[Run]) -> Regression | None:
             "tau": run.tau,
             "hardware": run.hardware,
         },
-        org=run.drafter.split("/", 1)[0] if run.drafter.count("/") == 1 else None,
+        org=repo_org(run.drafter),
     )

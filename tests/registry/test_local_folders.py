@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from registry.domain.names import repo_org
 from registry.local import LocalRepoError, looks_like_folder, read_config, read_local_repo
 from verifier.pair_folders import fetched, resolve_folder
 
@@ -63,3 +64,9 @@ def test_one_reader_one_error_the_same_words(tmp_path: Path) -> None:
     with pytest.raises(LocalRepoError) as usable:
         repo.usable_config()
     assert str(usable.value) == str(raised.value)
+
+
+def test_an_event_about_a_folder_is_filed_under_no_org() -> None:
+    """The org a regression or doctor event is filed under: a repo id's, never a folder's ("/models" was org "")."""
+    assert repo_org("z-lab/Qwen3-8B-DFlash-b16") == "z-lab"
+    assert [repo_org(ref) for ref in ("/models", "./draft", "http://127.0.0.1:8080", "gpt2")] == [None] * 4
