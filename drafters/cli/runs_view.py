@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from rich.table import Table
@@ -13,9 +12,9 @@ from registry.calibration.run_view import run_json  # noqa: F401 - the shape `--
 from registry.domain.curve import SpeedupCurve, describe
 from registry.domain.json_shapes import versioned
 from registry.domain.measurement import SetMeasurement
+from registry.domain.ref_labels import ref_label
 from registry.domain.run import Run, RunPrediction
 from registry.domain.stored_json import to_json
-from registry.local import looks_like_folder
 
 
 def _speedup_cell(record: Run) -> str:
@@ -31,10 +30,9 @@ def fmt(value: float | None, spec: str = ".2f") -> str:
 
 
 def _label(ref: str | None) -> str:
-    """Repo ids as they are; local folders by their last path part, so tables stay readable."""
-    if ref is None:
-        return "(baseline)"
-    return Path(ref).name if looks_like_folder(ref) else ref
+    """Repo ids as they are; local folders by their label (registry.domain.ref_labels: "tiny Qwen3 target (demo)"),
+    as the dashboard and the result lines name them, so tables stay readable."""
+    return "(baseline)" if ref is None else ref_label(ref)
 
 
 def _prediction_cell(prediction: RunPrediction | None) -> str:

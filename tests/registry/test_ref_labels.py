@@ -3,7 +3,10 @@ a local folder by its label, never its path."""
 
 from __future__ import annotations
 
+import pytest
+
 from dashboard import data
+from drafters.cli import runs_view
 from registry.calibration.run_view import result_line
 from registry.domain.ref_labels import ref_label, written_as_path
 from tests.registry.run_fixtures import full_run
@@ -26,3 +29,10 @@ def test_the_result_line_names_folders_as_the_dashboard_does() -> None:
     assert line.startswith(f"{data.short_name(DEMO)} + {data.short_name(DRAFTER)}: 1.70× (1.60–1.80, n=3), τ ")
     assert "/root" not in line and "896c" not in line
     assert result_line(full_run(target="Qwen/Qwen3-8B", drafter=None)).startswith("Qwen/Qwen3-8B + (baseline): ")
+
+
+def test_the_runs_table_names_folders_as_the_dashboard_does(capsys: pytest.CaptureFixture[str]) -> None:
+    runs_view.print_runs([full_run(target=DEMO, drafter=DRAFTER, run_id="0123456789abcdef")])
+    printed = capsys.readouterr().out
+    assert "tiny DFlash drafter (demo) on tiny Qwen3 target (demo)" in " ".join(printed.split())
+    assert "896c" not in printed and "/root" not in printed
