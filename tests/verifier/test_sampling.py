@@ -17,7 +17,7 @@ import torch
 from verifier.decode import accept_greedy, accept_sampled, decode, probabilities
 from verifier.engines.pytorch import RunSettings
 from verifier.loading import LoadedTarget, load_causal_lm
-from verifier.methods import proposer_builder
+from verifier.methods import build_proposer
 from verifier.proposer import Proposal, Proposer, TargetOutput
 
 PREFIX = "<|user|>\n"  # the next tokens are uncertain: which kind of question, then its first words
@@ -94,7 +94,7 @@ class FixedProposer:
 
 
 def draft_lm(target: LoadedTarget, drafter_dir: Path) -> Proposer:
-    return proposer_builder("draft-lm")(drafter_dir, target, RunSettings(draft_length=2, device="cpu"))
+    return build_proposer("draft-lm", drafter_dir, target, RunSettings(draft_length=2, device="cpu"))
 
 
 @pytest.mark.parametrize(
