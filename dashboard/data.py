@@ -20,7 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from dashboard import queries
 from dashboard.cells import SPEEDUP_COLUMNS, SPEEDUP_FORMAT, speedup_text, verdict_style
-from registry.domain.ref_labels import ref_label, written_as_path
+from registry.domain.ref_labels import ref_label
 from registry.redact import mask_url
 from registry.settings import get_settings
 from registry.store.db import DatabaseError
@@ -98,7 +98,7 @@ def md(value: object) -> str:
 
 def option_label(ref: str) -> str:
     """A repo id or local folder as a selectbox option (plain text, no Markdown): its short name, inert."""
-    return plain(short_name(ref))
+    return plain(ref_label(ref))
 
 
 def _one_line(error: BaseException) -> str:
@@ -158,7 +158,7 @@ def dataframe(frame: pd.DataFrame, *, styled: Sequence[str] = (), **kwargs: obje
 
 def labelled(frame: pd.DataFrame) -> pd.DataFrame:
     """A table's `target` and `drafter` columns as people read them: local folders by their label, not their path."""
-    return frame.assign(**{column: [short_name(v) if isinstance(v, str) else v for v in frame[column]]
+    return frame.assign(**{column: [ref_label(v) if isinstance(v, str) else v for v in frame[column]]
                            for column in ("target", "drafter") if column in frame.columns})
 
 
@@ -167,14 +167,3 @@ def pair_link(target: str, drafter: str | None) -> str | None:
     if not isinstance(drafter, str):
         return None
     return f"pair?{urlencode({'target': target, 'drafter': drafter})}"
-
-
-def is_local(ref: str) -> bool:
-    """A local model folder (what `drafters verify` on folders and the demo record), not a Hub repo id."""
-    return written_as_path(ref)
-
-
-def short_name(ref: str) -> str:
-    """A repo id as it is; a local folder by a readable label, "tiny Qwen3 target (demo)" (the full path goes in a
-    tooltip)."""
-    return ref_label(ref)

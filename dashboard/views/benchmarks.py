@@ -9,6 +9,7 @@ import streamlit as st
 
 from dashboard import data, panels, queries
 from dashboard.queries import revision_changes
+from registry.domain.ref_labels import ref_label
 
 st.title("Benchmarks")
 db = data.require_database()
@@ -87,7 +88,7 @@ with data.guard("Speedup vs concurrency"):
 
 
 def pair_label(target: str, drafter: str | None) -> str:
-    return f"{data.short_name(target)} ← {data.short_name(drafter) if drafter else 'no drafter (baseline)'}"
+    return f"{ref_label(target)} ← {ref_label(drafter) if drafter else 'no drafter (baseline)'}"
 
 
 with data.guard("Benchmarks"):

@@ -10,6 +10,7 @@ import streamlit as st
 from dashboard import data, panels, queries
 from registry.calibration.fit import SideFacts
 from registry.domain import gpus, memory, pricing
+from registry.domain.ref_labels import ref_label, written_as_path
 
 st.title("Pair")
 db = data.require_database()
@@ -30,8 +31,8 @@ def choose_pair() -> tuple[str, str] | None:
     drafter = st.selectbox("Drafter", drafters, index=drafters.index(wanted) if wanted in drafters else 0,
                            key="drafter", format_func=data.option_label)
     for role, ref in (("target", target), ("drafter", drafter)):
-        if data.is_local(ref):
-            st.caption(f"{role} {data.md(data.short_name(ref))} is a local folder", help=data.md(ref))
+        if written_as_path(ref):
+            st.caption(f"{role} {data.md(ref_label(ref))} is a local folder", help=data.md(ref))
     return target, drafter
 
 
@@ -45,13 +46,13 @@ with data.guard("Pair"):
 
     st.subheader("Verdict")
     verdict = queries.pair_verdict(db, target, drafter)
-    if verdict is None and data.is_local(target) and data.is_local(drafter):
+    if verdict is None and written_as_path(target) and written_as_path(drafter):
         verdict = queries.local_verdict(target, drafter)  # read from the folders, as `drafters check` does
     if verdict is None:
         st.info("No verdict between the head revisions of this pair (it only has runs).")
     else:
-        st.markdown(f"**{data.md(verdict.verdict)}** between {data.md(data.short_name(target))}@"
-                    f"{data.md(verdict.checkpoint_sha[:12])} and {data.md(data.short_name(drafter))}@"
+        st.markdown(f"**{data.md(verdict.verdict)}** between {data.md(ref_label(target))}@"
+                    f"{data.md(verdict.checkpoint_sha[:12])} and {data.md(ref_label(drafter))}@"
                     f"{data.md(verdict.drafter_sha[:12])} (checked {verdict.checked_at:%Y-%m-%d %H:%M} UTC)")
         for reason in verdict.reasons:
             st.markdown(f"- {data.md(reason)}")
@@ -61,10 +62,10 @@ with data.guard("Pair"):
     st.subheader("Revisions")
     left, right = st.columns(2)
     with left:
-        st.caption(f"target {data.md(data.short_name(target))}", help=data.md(target))
+        st.caption(f"target {data.md(ref_label(target))}", help=data.md(target))
         data.dataframe(queries.checkpoint_revisions(db, target), hide_index=True, width="stretch", key="target_revs")
     with right:
-        st.caption(f"drafter {data.md(data.short_name(drafter))}", help=data.md(drafter))
+        st.caption(f"drafter {data.md(ref_label(drafter))}", help=data.md(drafter))
         data.dataframe(queries.drafter_revisions(db, drafter), hide_index=True, width="stretch", key="drafter_revs")
 
     st.subheader("Runs")

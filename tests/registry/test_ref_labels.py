@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard import data
 from drafters.cli import runs_view
 from registry.calibration.run_view import result_line
 from registry.domain.ref_labels import ref_label, written_as_path
@@ -26,7 +25,7 @@ def test_a_folder_reads_by_its_label_and_a_repo_id_as_it_is() -> None:
 
 def test_the_result_line_names_folders_as_the_dashboard_does() -> None:
     line = result_line(full_run(target=DEMO, drafter=DRAFTER))
-    assert line.startswith(f"{data.short_name(DEMO)} + {data.short_name(DRAFTER)}: 1.70× (1.60–1.80, n=3), τ ")
+    assert line.startswith(f"{ref_label(DEMO)} + {ref_label(DRAFTER)}: 1.70× (1.60–1.80, n=3), τ ")
     assert "/root" not in line and "896c" not in line
     assert result_line(full_run(target="Qwen/Qwen3-8B", drafter=None)).startswith("Qwen/Qwen3-8B + (baseline): ")
 
