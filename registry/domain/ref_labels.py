@@ -34,5 +34,7 @@ def ref_label(ref: str) -> str:
     stem = _HASH_TAIL.sub("", name)
     if stem.startswith("tiny-"):
         words = [_TINY_WORDS.get(word, word) for word in stem.split("-")[1:] if word != "trained"]
-        return f"tiny {' '.join(words)} (demo)"
+        # `tiny-eagle3-eagle3-…`: the architecture and the layout share a name, said once.
+        said = [word for n, word in enumerate(words) if n == 0 or word != words[n - 1]]
+        return f"tiny {' '.join(said)} (demo)"
     return f"{name} (local folder)"

@@ -17,6 +17,7 @@ DRAFTER = "/root/.drafters/demo-models/tiny-dflash-trained-0b13aa77"
 def test_a_folder_reads_by_its_label_and_a_repo_id_as_it_is() -> None:
     assert ref_label(DEMO) == "tiny Qwen3 target (demo)"
     assert ref_label(DRAFTER) == "tiny DFlash drafter (demo)"
+    assert ref_label("/m/tiny-eagle3-eagle3-trained-610aca83ae3cd198") == "tiny EAGLE-3 head (demo)"
     assert ref_label("./models/my-finetune") == "my-finetune (local folder)"
     assert ref_label("Qwen/Qwen3-8B") == "Qwen/Qwen3-8B"
     assert [written_as_path(r) for r in (DEMO, "~/m", "../m", "Qwen/Qwen3-8B", "m")] == [True, True, True, False,
